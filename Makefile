@@ -1,0 +1,45 @@
+# One command sets up and runs each job; every target creates .venv when missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+PYTEST_ARGS ?=
+
+.PHONY: setup test lab demo bench fuzz chromium docs clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[jupyter,test,bench]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+# Debian's Chromium for the browser test (Playwright drives it; no browser download).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "warning: could not install chromium; the browser test will skip"; \
+	  else echo "note: chromium is missing; install it (sudo apt-get install chromium) to run the browser test"; fi; }
+
+test: $(STAMP) chromium
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+demo: $(STAMP)
+	$(BIN)/python -m nbaccel.demo
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
+fuzz: $(STAMP)
+	NBACCEL_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -m fuzz tests -p no:randomly
+
+docs: $(STAMP)
+	$(BIN)/python -m nbaccel.docgen docs/supported-ops.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,287 @@
+"""Reverse-mode autograd over a tape of op applications.
+
+Each differentiable op application on a tensor that requires grad gets a :class:`Node`
+(its ``grad_fn``) holding the op, *shells* of its arguments (tensors that share data and
+remember the version they had when saved) and a shell of its output. ``backward`` walks
+the nodes in reverse topological order and calls each op's ``grad`` rule from the op
+table. The rules are written with nbaccel ops, so the same walk over tracer tensors
+builds a backward *graph*: that is how the compiler does ahead-of-time autograd.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+__all__ = ["Node", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
+           "is_grad_enabled", "Function"]
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "enabled", True)
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _state.enabled = self.mode
+
+    def __exit__(self, *exc):
+        _state.enabled = self.prev
+        return False
+
+
+class no_grad(set_grad_enabled):
+    """Context manager / decorator: ops inside record no graph."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    def __init__(self):
+        super().__init__(True)
+
+
+class Node:
+    """One recorded op application: ``grad_fn`` of its output."""
+
+    __slots__ = ("op", "args", "params", "out", "backward_fn", "name", "__weakref__")
+
+    def __init__(self, op, args, params, out, backward_fn=None, name=None):
+        self.op = op
+        self.args = args          # shells of tensor args, scalars as they were
+        self.params = params
+        self.out = out            # shell of the output (None when the rule does not need it)
+        self.backward_fn = backward_fn   # custom: f(grad_out) -> tuple of grads per arg
+        self.name = name or (op.name if op is not None else "Custom")
+
+    def __repr__(self):
+        return f"<{self.name[0].upper()}{self.name[1:]}Backward>"
+
+    def inputs(self):
+        return [a for a in self.args if _is_tensor(a) and a.requires_grad]
+
+    def apply(self, g):
+        if self.backward_fn is not None:
+            grads = self.backward_fn(g)
+        else:
+            grads = self.op.grad(g, self.out, *self.args, **self.params)
+        if not isinstance(grads, (tuple, list)):
+            grads = (grads,)
+        return grads
+
+    # torch-compatible introspection
+    @property
+    def next_functions(self):
+        return tuple((a.grad_fn, 0) for a in self.args if _is_tensor(a))
+
+
+def _is_tensor(a):
+    return hasattr(a, "_node")
+
+
+def attach(op, args, params, out):
+    """Record ``out = op(*args, **params)`` on the tape."""
+    from .tensor import Tensor
+    shells = tuple(a._shell() if isinstance(a, Tensor) else a for a in args)
+    out.requires_grad = True
+    out.grad_fn = Node(op, shells, params, out._shell())
+
+
+def attach_custom(out, inputs, backward_fn, name="Custom"):
+    """Record an output computed outside the op table (a compiled graph, a Function)."""
+    shells = tuple(a._shell() for a in inputs)
+    out.requires_grad = True
+    out.grad_fn = Node(None, shells, {}, None, backward_fn, name)
+
+
+def _unbroadcast(g, shape):
+    """Sum a gradient over the dimensions that broadcasting added or stretched."""
+    if g.shape == tuple(shape):
+        return g
+    nd = g.ndim - len(shape)
+    axes = tuple(range(nd)) + tuple(i + nd for i, s in enumerate(shape) if s == 1 and g.shape[i + nd] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    if nd:
+        g = g.reshape(shape)
+    if g.shape != tuple(shape):
+        g = g.reshape(shape)
+    return g
+
+
+def _toposort(roots):
+    order, seen = [], set()
+    for root in roots:
+        if root is None or id(root) in seen:
+            continue
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            for a in node.args:
+                if _is_tensor(a) and a.grad_fn is not None and id(a.grad_fn) not in seen:
+                    stack.append((a.grad_fn, False))
+    order.reverse()
+    return order
+
+
+def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
+    """Propagate; returns {id(leaf or target): (tensor, grad)} for leaves/targets reached."""
+    from .tensor import Tensor
+    pending: dict[int, object] = {}
+    reached: dict[int, list] = {}
+    target_ids = {id(t): t for t in targets} if targets is not None else None
+
+    def add_to(store, key, t, g):
+        if key in store:
+            store[key][1] = store[key][1] + g
+        else:
+            store[key] = [t, g]
+
+    roots = []
+    for t, g in zip(outputs, grad_outputs):
+        if not t.requires_grad:
+            raise RuntimeError("element of the outputs does not require grad and has no grad_fn")
+        if t.grad_fn is None or (target_ids is not None and id(t) in target_ids):
+            add_to(reached, id(t), t, g)
+            continue
+        pending[id(t.grad_fn)] = pending[id(t.grad_fn)] + g if id(t.grad_fn) in pending else g
+        roots.append(t.grad_fn)
+    with set_grad_enabled(create_graph):
+        for node in _toposort(roots):
+            g = pending.pop(id(node), None)
+            if g is None:
+                continue
+            if node.out is False:
+                raise RuntimeError("Trying to backward through the graph a second time (or directly "
+                                   "access saved tensors after they have already been freed). "
+                                   "Specify retain_graph=True on the first backward call.")
+            grads = node.apply(g)
+            for a, ga in zip(node.args, grads):
+                if ga is None or not _is_tensor(a) or not a.requires_grad:
+                    continue
+                if not isinstance(ga, Tensor):
+                    raise TypeError(f"grad rule of {node.name} returned {type(ga).__name__}")
+                ga = _unbroadcast(ga, a.shape)
+                if ga.dtype is not a.dtype and a.dtype.kind == "f":
+                    ga = ga.astype(a.dtype)
+                if target_ids is not None and id(a._origin) in target_ids:
+                    add_to(reached, id(a._origin), target_ids[id(a._origin)], ga)
+                    if targets is not None and a.grad_fn is None:
+                        continue
+                if a.grad_fn is None:
+                    add_to(reached, id(a._origin), a._origin, ga)
+                else:
+                    k = id(a.grad_fn)
+                    pending[k] = pending[k] + ga if k in pending else ga
+                    if getattr(a._origin, "_retains_grad", False) and targets is None:
+                        add_to(reached, id(a._origin), a._origin, ga)
+            if not retain_graph:
+                node.out = False
+                node.args = tuple(None if _is_tensor(a) and not a.requires_grad else a for a in node.args)
+    return reached
+
+
+def _default_grads(outputs, grad_outputs):
+    from .tensor import Tensor
+    from . import ops
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    out = []
+    for t, g in zip(outputs, grad_outputs):
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError(f"grad can be implicitly created only for scalar outputs; "
+                                   f"got an output of shape {tuple(t.shape)}: pass a gradient")
+            g = ops.ones_like(t)
+        elif not isinstance(g, Tensor):
+            g = ops.asarray(g, dtype=t.dtype)
+        if tuple(g.shape) != tuple(t.shape):
+            raise RuntimeError(f"gradient has shape {tuple(g.shape)} but the output has shape {tuple(t.shape)}")
+        out.append(g)
+    return out
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad``."""
+    from .tensor import Tensor
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if isinstance(grad_tensors, Tensor):
+        grad_tensors = [grad_tensors]
+    grads = _default_grads(tensors, grad_tensors)
+    retain = create_graph if retain_graph is None else retain_graph
+    reached = _run(tensors, grads, retain, create_graph, targets=inputs)
+    for t, g in reached.values():
+        if not (t.grad_fn is None or getattr(t, "_retains_grad", False) or inputs is not None):
+            continue
+        g = g if create_graph else g.detach()
+        t.grad = g if t.grad is None else t.grad + g
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+    """Return d(outputs)/d(inputs) without touching ``.grad`` (like ``torch.autograd.grad``)."""
+    from .tensor import Tensor
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated tensors does not require grad")
+    if isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    grads = _default_grads(outputs, grad_outputs)
+    retain = create_graph if retain_graph is None else retain_graph
+    reached = _run(outputs, grads, retain, create_graph, targets=inputs)
+    result = []
+    for t in inputs:
+        if id(t) in reached:
+            g = reached[id(t)][1]
+            result.append(g if create_graph else g.detach())
+        elif allow_unused:
+            result.append(None)
+        else:
+            raise RuntimeError("One of the differentiated tensors appears to not have been used "
+                               "in the graph. Set allow_unused=True if this is the desired behavior.")
+    return tuple(result)
+
+
+class Function:
+    """A user-defined differentiable function (like ``torch.autograd.Function``).
+
+    Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``.
+    """
+
+    @classmethod
+    def apply(cls, *args):
+        from .tensor import Tensor
+
+        class Ctx:
+            saved_tensors = ()
+
+            def save_for_backward(self, *ts):
+                self.saved_tensors = ts
+
+        ctx = Ctx()
+        with no_grad():
+            out = cls.forward(ctx, *args)
+        tensor_args = [a for a in args if isinstance(a, Tensor)]
+        if is_grad_enabled() and any(a.requires_grad for a in tensor_args):
+            def bw(g):
+                gs = cls.backward(ctx, g)
+                gs = gs if isinstance(gs, tuple) else (gs,)
+                # backward returns one grad per forward arg; keep those of tensor args
+                return tuple(g_ for a, g_ in zip(args, gs) if isinstance(a, Tensor))
+            attach_custom(out, tensor_args, bw, cls.__name__)
+        return out

@@ -1,0 +1,37 @@
+"""The op table (``registry.OPS``) and one function per op and alias.
+
+Importing this package registers every op. Each module holds one family; to add an op,
+add one ``defop(...)`` in the right module (see docs/ops.md).
+"""
+from . import registry, meta  # noqa: F401
+from . import elementwise, reduction, movement, creation  # noqa: F401
+from .registry import OPS, ALIASES, NUMPY_FUNCS, defop, defalias  # noqa: F401
+from .creation import manual_seed, rand, randn, randint, randperm, rand_like, randn_like  # noqa: F401
+
+
+def _load_optional_families():
+    import importlib
+    for name in ("indexing", "linalg", "nn"):
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+
+
+_load_optional_families()
+
+
+def namespace() -> dict:
+    """name -> function for every op front and alias (what ``nbaccel`` exports)."""
+    ns = {}
+    for op in OPS.values():
+        ns[op.name] = op.front
+        for n in op.numpy + tuple(m for m in op.methods if not m.startswith("_")):
+            if "." not in n:
+                ns.setdefault(n, op.front)
+    ns.update(ALIASES)
+    return ns
+
+
+globals().update({k: v for k, v in namespace().items() if k not in globals() or k in OPS or k in ALIASES})

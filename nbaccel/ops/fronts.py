@@ -1,0 +1,79 @@
+"""Default user-facing functions ("fronts") for each kind of op, and argument conversion.
+
+A front parses NumPy and PyTorch spellings (``axis``/``dim``, ``keepdims``/``keepdim``),
+turns array-likes into Tensors and calls :func:`nbaccel.tensor.apply`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .meta import normalize_axis
+
+_SCALARS = (bool, int, float)
+
+
+def apply(op, args, params):
+    from ..tensor import apply as _apply
+    return _apply(op, args, params)
+
+
+def as_tensor_arg(x):
+    """Tensors pass; Python scalars stay (weakly typed); anything array-like becomes a Tensor."""
+    from ..tensor import Tensor, asarray
+    if isinstance(x, Tensor) or (isinstance(x, _SCALARS) and not isinstance(x, np.generic)):
+        return x
+    return asarray(x)
+
+
+def as_tensor(x, like=None):
+    """Like as_tensor_arg, but Python scalars become 0-d Tensors too."""
+    from ..tensor import Tensor, asarray
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, _SCALARS) and like is not None:
+        from .. import dtypes as D
+        dt = D.result_type(like, x, default_float=D.float64 if like._np else D.float32)
+        return asarray(x, dtype=dt, device=like.device, _np=like._np)
+    return asarray(x)
+
+
+def reduce_params(x, axis=None, keepdims=False, dim=None, keepdim=None, dtype=None):
+    if dim is not None:
+        if axis is not None:
+            raise TypeError("give axis or dim, not both")
+        axis = dim
+    if keepdim is not None:
+        keepdims = keepdim
+    params = {"axis": normalize_axis(axis, x.ndim), "keepdims": bool(keepdims)}
+    if dtype is not None:
+        from .. import dtypes as D
+        params["dtype"] = D.dtype(dtype)
+    return params
+
+
+def default_front(op):
+    kind = op.kind
+    if kind == "unary":
+        def front(x):
+            return apply(op, (as_tensor(x),), {})
+    elif kind == "binary":
+        def front(a, b):
+            a, b = as_tensor_arg(a), as_tensor_arg(b)
+            if not hasattr(a, "_node") and not hasattr(b, "_node"):
+                a = as_tensor(a)
+            return apply(op, (a, b), {})
+    elif kind == "ternary":
+        def front(a, b, c):
+            args = [as_tensor_arg(v) for v in (a, b, c)]
+            if not any(hasattr(v, "_node") for v in args):
+                args[0] = as_tensor(args[0])
+            return apply(op, tuple(args), {})
+    elif kind == "reduce":
+        def front(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None, out=None):
+            x = as_tensor(x)
+            if out is not None:
+                raise TypeError(f"{op.name}: out= is not supported")
+            return apply(op, (x,), reduce_params(x, axis, keepdims, dim, keepdim, dtype))
+    else:
+        raise ValueError(f"op {op.name!r} of kind {kind!r} needs an explicit front")
+    return front

@@ -1,0 +1,102 @@
+"""Shape and dtype rules shared by the kinds of ops (the `infer` defaults of the op table)."""
+from __future__ import annotations
+
+from .. import dtypes as D
+
+
+def shape_of(a) -> tuple:
+    return a.shape if hasattr(a, "_node") else ()
+
+
+def default_float(args) -> D.DType:
+    """float64 when the computation came from NumPy code (NumPy-flavoured tensors), else float32."""
+    for a in args:
+        if getattr(a, "_np", False):
+            return D.float64
+    return D.float32
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(-ndim, 0):
+        size = 1
+        for s in shapes:
+            if -i <= len(s):
+                d = s[i]
+                if d != 1:
+                    if size != 1 and d != size:
+                        raise ValueError("operands could not be broadcast together with shapes "
+                                         + " ".join(str(tuple(s)) for s in shapes))
+                    size = d
+        out.append(size)
+    return tuple(out)
+
+
+def normalize_axis(axis, ndim: int, name: str = "axis") -> tuple | None:
+    """None -> None; int or sequence -> sorted tuple of non-negative axes, range-checked."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -max(ndim, 1) <= a < max(ndim, 1):
+            raise IndexError(f"{name} {a} is out of bounds for a tensor of dimension {ndim}")
+        a = a % ndim if ndim else 0
+        if a in out:
+            raise ValueError(f"duplicate value in {name}: {axes}")
+        out.append(a)
+    return tuple(sorted(out))
+
+
+def reduced_shape(shape, axis, keepdims) -> tuple:
+    if axis is None:
+        axis = tuple(range(len(shape)))
+    if keepdims:
+        return tuple(1 if i in axis else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axis)
+
+
+def apply_dtype_rule(rule: str, dt: D.DType, args) -> D.DType:
+    if rule in ("promote", "same"):
+        return dt
+    if rule == "bool":
+        return D.bool_
+    if rule == "float":
+        return dt if dt.kind == "f" else default_float(args)
+    if rule == "int64":
+        return D.int64
+    if rule == "sum":  # sum/prod/cumsum: small ints and bool accumulate in int64 (NumPy, PyTorch)
+        return D.int64 if dt.kind in "biu" else dt
+    if rule == "nobool":
+        if dt.kind == "b":
+            raise TypeError("this op is not defined for bool tensors")
+        return dt
+    raise ValueError(f"unknown dtype rule {rule!r}")
+
+
+def _tensor_args(args):
+    return [a for a in args if hasattr(a, "_node")]
+
+
+def default_infer(kind: str, rule: str):
+    if kind == "unary":
+        def infer(args, params):
+            x = args[0]
+            return x.shape, apply_dtype_rule(rule, x.dtype, args)
+    elif kind in ("binary", "ternary"):
+        def infer(args, params):
+            vals = args[1:] if kind == "ternary" else args  # where(cond, a, b): cond does not promote
+            shape = broadcast_shapes(*(shape_of(a) for a in args))
+            dt = D.result_type(*vals, default_float=default_float(args))
+            return shape, apply_dtype_rule(rule, dt, args)
+    elif kind == "reduce":
+        def infer(args, params):
+            x = args[0]
+            shape = reduced_shape(x.shape, params.get("axis"), params.get("keepdims", False))
+            dt = params.get("dtype") or x.dtype
+            return shape, apply_dtype_rule(rule, D.dtype(dt), args)
+    else:
+        infer = None  # these kinds must give their own
+    return infer

@@ -1,0 +1,650 @@
+"""The eager Tensor. Its op methods are installed from the op table (see ``_install_methods``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import autograd
+from . import dtypes as D
+from .devices import Device, array_module, cpu, device as _device, device_of_array
+from .ops.registry import ALIAS_METHODS, NUMPY_FUNCS, OPS
+
+_SCALARS = (bool, int, float)
+
+
+class _Size(int):
+    """``t.size`` is NumPy's element count *and* callable like PyTorch's ``t.size(dim)``."""
+
+    def __new__(cls, n, shape):
+        self = super().__new__(cls, n)
+        self._shape = shape
+        return self
+
+    def __call__(self, dim=None):
+        return tuple(self._shape) if dim is None else self._shape[dim]
+
+
+class Tensor:
+    """An n-dimensional array with dtype, device and autograd.
+
+    >>> import nbaccel as nb
+    >>> x = nb.tensor([1.0, 2.0], requires_grad=True)
+    >>> (x * x).sum().backward(); x.grad
+    tensor([2., 4.])
+    """
+
+    __slots__ = ("_data", "_node", "dtype", "device", "requires_grad", "grad", "grad_fn",
+                 "_version", "_np", "_origin", "_saved_version", "_retains_grad", "__weakref__")
+    __array_priority__ = 1000
+
+    # -- construction -------------------------------------------------------------------
+    def __init__(self, data=None, dtype=None, device=None, requires_grad=False):
+        t = asarray(data, dtype=dtype, device=device) if data is not None else asarray([], dtype=dtype or D.float32)
+        self._init(t._data, t.dtype, t.device, t._np)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    def _init(self, data, dtype, device, npflag=False, node=None, version=None):
+        self._data = data
+        self._node = node
+        self.dtype = dtype
+        self.device = device
+        self.requires_grad = False
+        self.grad = None
+        self.grad_fn = None
+        self._version = version if version is not None else [0]
+        self._np = npflag
+        self._origin = self
+        self._saved_version = None
+        self._retains_grad = False
+
+    @classmethod
+    def _wrap(cls, data, dtype, device, npflag=False, version=None):
+        t = object.__new__(Tensor)
+        t._init(data, dtype, device, npflag, None, version)
+        return t
+
+    @classmethod
+    def _tracer(cls, node, dtype, device, npflag=False, data=None):
+        t = object.__new__(Tensor)
+        t._init(data, dtype, device, npflag, node)
+        return t
+
+    def _shell(self):
+        """A stand-in saved on the autograd tape: same data, same grad_fn, remembers the version."""
+        s = object.__new__(Tensor)
+        s._init(self._data, self.dtype, self.device, self._np, self._node, self._version)
+        s.requires_grad = self.requires_grad
+        s.grad_fn = self.grad_fn
+        s._origin = self._origin
+        s._saved_version = self._version[0]
+        return s
+
+    def _value(self, reason="a concrete value is needed"):
+        """The backing array; on a tracer this is a graph break."""
+        if self._saved_version is not None and self._saved_version != self._version[0]:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: a tensor of shape {tuple(self.shape)} and dtype {self.dtype} "
+                f"is at version {self._version[0]}, expected version {self._saved_version}. "
+                "Use an out-of-place op (x = x + 1 instead of x += 1) or .clone() it first.")
+        if self._node is not None:
+            return self._node.graph.realize(self, reason)
+        return self._data
+
+    # -- metadata -------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape if self._node is None else self._node.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    dim = ndimension = lambda self: self.ndim
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return _Size(n, self.shape)
+
+    def numel(self) -> int:
+        return int(self.size)
+
+    nelement = numel
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.numel() * self.dtype.itemsize
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    def is_floating_point(self):
+        return self.dtype.kind == "f"
+
+    @property
+    def T(self):
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self):
+        if self.ndim < 2:
+            raise ValueError(f"mT needs at least 2 dimensions, got a tensor of shape {self.shape}")
+        return self.swapaxes(-1, -2)
+
+    @property
+    def data(self):
+        return self.detach()
+
+    @data.setter
+    def data(self, other):
+        self._data = other._data if isinstance(other, Tensor) else np.asarray(other)
+        self.dtype = D.dtype(self._data.dtype)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = object.__hash__
+
+    # -- conversion -----------------------------------------------------------------------
+    def numpy(self, *, force=False):
+        a = self._value("a NumPy array is needed (.numpy())")
+        if self.device.type != "cpu":
+            if not force:
+                raise TypeError(f"can't convert a {self.device} tensor to NumPy: use .cpu() first")
+            a = a.get()
+        return a
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._value("a NumPy array is needed (np.asarray / __array__)")
+        if self.device.type != "cpu":
+            raise TypeError(f"implicit conversion of a {self.device} tensor to NumPy is not "
+                            "allowed: use .cpu() first")
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to a "
+                               "Python scalar")
+        return self._value("a Python scalar is needed (.item())").reshape(()).item()
+
+    def tolist(self):
+        return self._value("a Python list is needed (.tolist())").tolist()
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ValueError(f"The truth value of a tensor with {self.numel()} elements is "
+                             "ambiguous. Use a.any() or a.all()")
+        return bool(self._value("a Python bool is needed (`if`, `and`, `or`, bool())").reshape(()).item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu" or self.ndim:
+            raise TypeError("only integer 0-d tensors can be converted to an index")
+        return int(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def __repr__(self):
+        if self._node is not None and self._data is None:
+            a = self._value("the tensor is printed")
+        else:
+            a = self._data
+        if self.device.type != "cpu":
+            a = a.get()
+        if a.dtype == D.bfloat16.np:
+            a = a.astype(np.float32)
+        body = np.array2string(np.asarray(a), separator=", ", prefix="tensor(")
+        extra = []
+        if self.dtype not in (D.float32, D.int64, D.bool_):
+            extra.append(f"dtype={self.dtype.name}")
+        if self.device.type != "cpu":
+            extra.append(f"device='{self.device}'")
+        if self.grad_fn is not None:
+            extra.append(f"grad_fn={self.grad_fn!r}")
+        elif self.requires_grad:
+            extra.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
+    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
+        for a in args:
+            if isinstance(a, (Device, str)) and not (isinstance(a, str) and a in D._BY_NAME):
+                device = a
+            elif isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            else:
+                dtype = a
+        t = self
+        if dtype is not None and D.dtype(dtype) is not t.dtype:
+            t = t.astype(dtype)
+        if device is not None and _device(device) != t.device:
+            t = OPS["to_device"].front(t, _device(device))
+        if copy and t is self:
+            t = t.clone()
+        return t
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else f"cuda:{device}")
+
+    def float(self):
+        return self.astype(D.float32)
+
+    def double(self):
+        return self.astype(D.float64)
+
+    def half(self):
+        return self.astype(D.float16)
+
+    def bfloat16(self):
+        return self.astype(D.bfloat16)
+
+    def long(self):
+        return self.astype(D.int64)
+
+    def int(self):
+        return self.astype(D.int32)
+
+    def bool(self):
+        return self.astype(D.bool_)
+
+    def type(self, dtype=None):
+        return self.dtype.name if dtype is None else self.astype(dtype)
+
+    # -- autograd -------------------------------------------------------------------------
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.dtype.kind != "f":
+            raise RuntimeError(f"only floating point tensors can require gradients, got {self.dtype}")
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError("you can only change requires_grad of leaf tensors")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self):
+        if self.grad_fn is not None:
+            self._retains_grad = True
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def detach(self):
+        if self._node is not None:
+            return OPS["detach"].front(self)
+        return Tensor._wrap(self._data, self.dtype, self.device, self._np, self._version)
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    # -- in-place ---------------------------------------------------------------------------
+    def _assign(self, new, what="in-place operation"):
+        """Write ``new`` (a Tensor result) into self: the one place in-place semantics live."""
+        if not isinstance(new, Tensor):
+            new = asarray(new, dtype=self.dtype, device=self.device)
+        if D._promote(self.dtype, new.dtype) is not self.dtype and not (
+                self.dtype.kind == new.dtype.kind == "f"):
+            raise TypeError(f"result type {new.dtype} can't be cast to the desired output type "
+                            f"{self.dtype} in an {what}")
+        if tuple(new.shape) != tuple(self.shape):
+            from .ops.meta import broadcast_shapes
+            if broadcast_shapes(new.shape, self.shape) != tuple(self.shape):
+                raise ValueError(f"output with shape {tuple(self.shape)} doesn't match the "
+                                 f"broadcast shape {broadcast_shapes(new.shape, self.shape)}")
+        if autograd.is_grad_enabled() and self.requires_grad and self.grad_fn is None:
+            raise RuntimeError("a leaf tensor that requires grad is being used in an in-place "
+                               "operation; wrap it in `with nbaccel.no_grad():` or use an "
+                               "out-of-place op")
+        if self._node is not None or new._node is not None:
+            graph = (self._node or new._node).graph
+            graph.assign(self, new)
+        else:
+            self._value()
+            xp = array_module(self.device)
+            xp.copyto(self._data, new._data, casting="unsafe")
+        self._version[0] += 1
+        if new.requires_grad and autograd.is_grad_enabled():
+            self.requires_grad = True
+            self.grad_fn = new.grad_fn
+        return self
+
+    def copy_(self, src):
+        src = src if isinstance(src, Tensor) else asarray(src)
+        if src.device != self.device:
+            src = src.to(self.device)
+        return self._assign(src.astype(self.dtype) if src.dtype is not self.dtype else src, "copy_")
+
+    def zero_(self):
+        return self._assign(OPS["full_like"].front(self, 0))
+
+    def fill_(self, value):
+        return self._assign(OPS["full_like"].front(self, value))
+
+    def __setitem__(self, index, value):
+        OPS["setitem"].front(self, index, value)
+
+    def __getitem__(self, index):
+        return OPS["getitem"].front(self, index)
+
+    # -- protocols ----------------------------------------------------------------------------
+    def __array_namespace__(self, *, api_version=None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+            raise ValueError(f"unsupported Array API version {api_version!r}")
+        import nbaccel
+        return nbaccel
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        a = self._value("DLPack export")
+        if self.dtype is D.bfloat16:
+            raise BufferError("bfloat16 cannot be exported through NumPy's DLPack")
+        kw = {} if max_version is None else {"max_version": max_version}
+        if stream is not None:
+            kw["stream"] = stream
+        try:
+            return a.__dlpack__(**kw)
+        except TypeError:
+            return a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0) if self.device.type == "cpu" else (2, self.device.index)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__":
+            raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}.{method}")
+        front = NUMPY_FUNCS.get(ufunc.__name__)
+        if front is None:
+            raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}")
+        out = kwargs.pop("out", None)
+        for k in ("casting", "order", "subok"):
+            kwargs.pop(k, None)
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise TypeError(f"numpy.{ufunc.__name__}: unsupported argument(s) {sorted(kwargs)}")
+        res = front(*inputs)
+        if dtype is not None:
+            res = res.astype(dtype)
+        if out is not None:
+            target = out[0] if isinstance(out, tuple) else out
+            if isinstance(target, Tensor):
+                return target._assign(res)
+            np.copyto(target, np.asarray(res), casting="same_kind")
+            return target
+        return res
+
+    def __array_function__(self, func, types, args, kwargs):
+        mod = func.__module__ or ""
+        prefix = mod[len("numpy."):] + "." if mod.startswith("numpy.") and not mod.startswith("numpy._") else ""
+        name = prefix + func.__name__
+        front = NUMPY_FUNCS.get(name) or NUMPY_FUNCS.get(func.__name__ if not prefix else name)
+        if front is None:
+            raise TypeError(f"nbaccel has no op for numpy.{name}: convert with np.asarray(t) "
+                            "first, or use an nbaccel op")
+        return front(*args, **kwargs)
+
+    def __reduce__(self):
+        return (_rebuild, (np.asarray(self.cpu()._value()), self.dtype.name, str(self.device), self.requires_grad))
+
+    def __deepcopy__(self, memo):
+        t = self.detach().clone()
+        if self.requires_grad:
+            t.requires_grad_(True)
+        memo[id(self)] = t
+        return t
+
+
+def _rebuild(data, dtype, device, requires_grad):
+    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+class Parameter(Tensor):
+    """A Tensor that a Module registers as a parameter; requires grad by default."""
+
+    __slots__ = ()
+
+    def __init__(self, data=None, requires_grad=True):
+        t = data if isinstance(data, Tensor) else asarray(data if data is not None else [])
+        self._init(t._value(), t.dtype, t.device, False)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+# ---- conversion into tensors ---------------------------------------------------------------
+
+def _np_of(data):
+    """Is this NumPy data (so results should follow NumPy's defaults)?"""
+    return isinstance(data, (np.ndarray, np.generic))
+
+
+def asarray(obj, dtype=None, device=None, copy=None, *, requires_grad=False, _np=None):
+    """Convert to a Tensor, zero-copy where possible (Array API ``asarray``)."""
+    if isinstance(obj, Tensor):
+        t = obj
+        if dtype is not None and D.dtype(dtype) is not t.dtype:
+            if copy is False:
+                raise ValueError("asarray: a dtype change needs a copy, but copy=False")
+            t = t.astype(dtype)
+        elif copy:
+            t = t.clone()
+        if device is not None:
+            t = t.to(device)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+    dev = _device(device) if device is not None else device_of_array(obj)
+    xp = array_module(dev)
+    npflag = _np_of(obj) if _np is None else _np
+    dt = D.dtype(dtype) if dtype is not None else None
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray) and dev.type == "cpu" \
+            and type(obj).__module__.split(".")[0] not in ("numpy", "cupy"):
+        try:
+            obj = np.from_dlpack(obj)
+        except Exception:
+            obj = np.asarray(obj)
+    if dt is None:
+        if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__cuda_array_interface__"):
+            a = xp.asarray(obj)
+            try:
+                dt = D.dtype(a.dtype)
+            except TypeError:
+                raise TypeError(f"dtype {a.dtype} is not supported by nbaccel (supported: "
+                                f"{', '.join(t.name for t in D.ALL_DTYPES)})") from None
+        else:
+            a = _from_python(obj, xp, npflag)
+            dt = D.dtype(a.dtype)
+        if copy:
+            a = a.copy()
+    else:
+        if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__cuda_array_interface__"):
+            a = xp.asarray(obj)
+        else:
+            a = _from_python(obj, xp, npflag, dt)
+        if a.dtype != dt.np:
+            if copy is False:
+                raise ValueError("asarray: a dtype change needs a copy, but copy=False")
+            a = a.astype(dt.np)
+        elif copy:
+            a = a.copy()
+    if dev.type == "cpu" and not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    t = Tensor._wrap(a, dt, dev, npflag)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _from_python(obj, xp, npflag, dt=None):
+    """Python scalars and (nested) sequences, possibly holding tensors."""
+    if isinstance(obj, (list, tuple)) and any(isinstance(o, Tensor) for o in _flat(obj)):
+        obj = _untensor(obj)
+    if dt is not None:
+        return xp.asarray(obj, dtype=dt.np)
+    a = np.asarray(obj)
+    if a.dtype.kind == "f" and not npflag and a.dtype == np.float64:
+        a = a.astype(np.float32)           # nbaccel's default float
+    elif a.dtype.kind in "iu" and a.dtype != np.int64 and not isinstance(obj, np.generic):
+        a = a.astype(np.int64)
+    elif a.dtype.kind not in "biuf":
+        raise TypeError(f"can't make a tensor from {type(obj).__name__} data of dtype {a.dtype}")
+    return xp.asarray(a)
+
+
+def _flat(obj):
+    for o in obj:
+        if isinstance(o, (list, tuple)):
+            yield from _flat(o)
+        else:
+            yield o
+
+
+def _untensor(obj):
+    if isinstance(obj, Tensor):
+        return np.asarray(obj.cpu())
+    if isinstance(obj, (list, tuple)):
+        return [_untensor(o) for o in obj]
+    return obj
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """Make a new Tensor that owns a copy of ``data`` (like ``torch.tensor``)."""
+    if isinstance(data, Tensor):
+        data = data.detach()
+    return asarray(data, dtype=dtype, device=device, copy=True, requires_grad=requires_grad)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """Zero-copy view of a NumPy array as a Tensor (writes show through both ways)."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"expected np.ndarray, got {type(a).__name__}")
+    return asarray(a, _np=False)
+
+
+def from_dlpack(x) -> Tensor:
+    """Import any DLPack-capable array (NumPy, CuPy, PyTorch, JAX) without copying."""
+    dev_type = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
+    if dev_type == 1:
+        return asarray(np.from_dlpack(x), _np=False)
+    xp = array_module(_device("cuda"))
+    return asarray(xp.from_dlpack(x), _np=False)
+
+
+# ---- dispatch: the one path every op application takes ------------------------------------
+
+def apply(op, args, params):
+    """Run ``op`` on ``args`` (Tensors and Python scalars): trace, or execute eagerly, and
+    record autograd when any input requires grad."""
+    graph = None
+    needs_grad = False
+    npflag = False
+    dev = None
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._node is not None:
+                graph = a._node.graph
+            if a.requires_grad:
+                needs_grad = True
+            if a._np:
+                npflag = True
+            if dev is None:
+                dev = a.device
+            elif a.device != dev:
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                                   f"least two devices, {dev} and {a.device} (op {op.name})")
+    needs_grad = needs_grad and op.differentiable and autograd.is_grad_enabled()
+    if needs_grad and op.grad is None:
+        return op.decomp(*args, **params)  # differentiate through the decomposition
+    if graph is not None:
+        out = graph.record(op, args, params)
+    else:
+        out = _eager(op, args, params, dev or params.get("device") or cpu, npflag)
+    if needs_grad:
+        autograd.attach(op, args, params, out)
+    return out
+
+
+def _eager(op, args, params, dev, npflag):
+    xs = [a._value() if isinstance(a, Tensor) else a for a in args]
+    _, dt = op.infer(args, params)
+    xp = array_module(dev)
+    data = op.impl(xp, *xs, **params)
+    if not hasattr(data, "dtype") or not hasattr(data, "shape") or isinstance(data, np.generic):
+        data = xp.asarray(data)
+    if data.dtype != dt.np:
+        data = data.astype(dt.np)
+    version = None
+    if op.view and len(xs) and isinstance(args[0], Tensor):
+        base = xs[0]
+        if data.base is not None and (data.base is base or data.base is base.base):
+            version = args[0]._version  # views share the version counter with their base
+    return Tensor._wrap(data, dt, dev, npflag, version)
+
+
+# ---- methods from the op table ----------------------------------------------------------------
+
+def _reflected(front):
+    def method(self, other):
+        return front(other, self)
+    return method
+
+
+def _inplace(front):
+    def method(self, *args, **kwargs):
+        return self._assign(front(self, *args, **kwargs))
+    return method
+
+
+def install_methods():
+    """Give Tensor one method per name that ops list in ``methods``."""
+    for op in OPS.values():
+        for m in op.methods:
+            if m.startswith("__r") and "__" + m[3:] in op.methods:
+                setattr(Tensor, m, _reflected(op.front))
+                continue
+            setattr(Tensor, m, op.front)
+            if op.inplace:
+                if m.startswith("__") and not m.startswith("__r"):
+                    setattr(Tensor, "__i" + m[2:], _inplace(op.front))
+                elif not m.startswith("__"):
+                    setattr(Tensor, m + "_", _inplace(op.front))
+    for m, front in ALIAS_METHODS.items():
+        setattr(Tensor, m, front)
