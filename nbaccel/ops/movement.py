@@ -10,7 +10,7 @@ import math
 
 from .. import dtypes as D
 from .fronts import apply, as_tensor
-from .registry import defop
+from .registry import defalias, defop
 
 
 def _resolve_shape(shape, numel):
@@ -141,3 +141,14 @@ clone = defop(
     "clone", kind="unary", impl=lambda xp, x: xp.array(x, copy=True),
     grad=lambda g, out, x: (g,), scalar="{0}", ufunc="positive",
     front=_clone_front, methods=("clone", "copy"), numpy="copy")
+
+
+def _swapaxes(x, axis1, axis2):
+    x = as_tensor(x)
+    axes = list(range(x.ndim))
+    a1, a2 = axis1 % x.ndim, axis2 % x.ndim
+    axes[a1], axes[a2] = axes[a2], axes[a1]
+    return x.permute(*axes)
+
+
+defalias("swapaxes", _swapaxes, numpy="swapaxes", methods=("swapaxes", "swapdims"))
