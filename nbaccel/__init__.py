@@ -8,7 +8,7 @@ True
 """
 from . import dtypes
 from .dtypes import (DType, bool_, int8, uint8, int16, int32, int64, float16, bfloat16,  # noqa: F401
-                     float32, float64, finfo, iinfo, result_type as _result_type)
+                     float32, float64, result_type as _result_type)
 from .devices import Device, device  # noqa: F401
 from . import ops as _ops
 from .tensor import Tensor, Parameter, asarray, tensor, from_numpy, from_dlpack  # noqa: F401
@@ -16,9 +16,12 @@ from . import autograd  # noqa: F401
 from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
 from .ops.creation import manual_seed, rand, randn, randint, randperm, rand_like, randn_like  # noqa: F401
 from .tensor import install_methods as _install_methods
+from .array_api import (__array_api_version__, __array_namespace_info__, e, pi, inf, nan,  # noqa: F401
+                        newaxis, isdtype, can_cast, finfo, iinfo)
 
 globals().update({k: v for k, v in _ops.namespace().items() if k not in globals()})
 _install_methods()
+from . import linalg  # noqa: E402,F401  (the Array API linalg extension)
 
 bool = bool_  # noqa: A001  (Array API name; the builtin stays reachable as builtins.bool)
 __version__ = "0.1.0"
@@ -27,3 +30,7 @@ __version__ = "0.1.0"
 def result_type(*arrays_and_dtypes):
     """Array API result_type: promote dtypes/tensors (Python scalars are weak)."""
     return _result_type(*arrays_and_dtypes)
+from . import nn, optim  # noqa: E402,F401
+
+from .compiler import compile, explain, mark_dynamic, CompileReport, GraphBreakError  # noqa: E402,F401
+from . import compiler  # noqa: E402,F401

@@ -177,9 +177,11 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
                 ga = _unbroadcast(ga, a.shape)
                 if ga.dtype is not a.dtype and a.dtype.kind == "f":
                     ga = ga.astype(a.dtype)
-                if target_ids is not None and id(a._origin) in target_ids:
-                    add_to(reached, id(a._origin), target_ids[id(a._origin)], ga)
-                    if targets is not None and a.grad_fn is None:
+                if target_ids is not None:
+                    if id(a._origin) in target_ids:   # stop at the requested inputs
+                        add_to(reached, id(a._origin), target_ids[id(a._origin)], ga)
+                        continue
+                    if a.grad_fn is None:
                         continue
                 if a.grad_fn is None:
                     add_to(reached, id(a._origin), a._origin, ga)
@@ -228,6 +230,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             continue
         g = g if create_graph else g.detach()
         t.grad = g if t.grad is None else t.grad + g
+        if t.grad._node is not None:          # backward() ran inside a compiled region
+            t.grad._node.graph.note_grad(t)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):

@@ -53,7 +53,7 @@ class Tensor:
         self.grad_fn = None
         self._version = version if version is not None else [0]
         self._np = npflag
-        self._origin = self
+        self._origin = None          # shells point at the tensor they stand for
         self._saved_version = None
         self._retains_grad = False
 
@@ -75,8 +75,10 @@ class Tensor:
         s._init(self._data, self.dtype, self.device, self._np, self._node, self._version)
         s.requires_grad = self.requires_grad
         s.grad_fn = self.grad_fn
-        s._origin = self._origin
+        s._origin = self._origin if self._origin is not None else self
         s._saved_version = self._version[0]
+        if self._node is not None:
+            self._node.graph.track(s)   # a traced shell needs a value if backward runs later
         return s
 
     def _value(self, reason="a concrete value is needed"):
@@ -595,6 +597,8 @@ def apply(op, args, params):
         return op.decomp(*args, **params)  # differentiate through the decomposition
     if graph is not None:
         out = graph.record(op, args, params)
+    elif op.impl is None:
+        return op.decomp(*args, **params)   # a composite defined only by its decomposition
     else:
         out = _eager(op, args, params, dev or params.get("device") or cpu, npflag)
     if needs_grad:
@@ -642,7 +646,7 @@ def install_methods():
                 continue
             setattr(Tensor, m, op.front)
             if op.inplace:
-                if m.startswith("__") and not m.startswith("__r"):
+                if m.startswith("__"):  # reflected forms were handled above (__rshift__ is not one)
                     setattr(Tensor, "__i" + m[2:], _inplace(op.front))
                 elif not m.startswith("__"):
                     setattr(Tensor, m + "_", _inplace(op.front))

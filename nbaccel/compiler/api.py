@@ -1,0 +1,331 @@
+"""The public compiler API: compile, explain, reset, mark_dynamic.
+
+    >>> import nbaccel as nb
+    >>> @nb.compile
+    ... def f(x, w):
+    ...     return (x * w).tanh().sum(axis=-1)
+    >>> f(nb.ones(4, 8), nb.ones(8)).shape
+    (4,)
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+import warnings
+import weakref
+
+import numpy as np
+
+from .. import autograd
+from ..tensor import Tensor, asarray
+from .capture import GraphBreakError, TraceSession  # noqa: F401
+from .entries import GraphCache
+from .report import CompileReport
+
+MODES = ("default", "reduce-overhead", "max-autotune")
+BACKENDS = ("auto", "numba", "numpy", "eager")
+
+config = {"recompile_limit": 8, "history": 5}
+_marked: dict[int, tuple] = {}               # id(tensor or array) -> (weakref, dims marked dynamic)
+_all_functions: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+
+
+def mark_dynamic(t, dim):
+    """Compile ``t``'s dimension ``dim`` as a symbol from the first call (like torch._dynamo)."""
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    entry = _marked.get(id(t))
+    if entry is None or entry[0]() is not t:
+        entry = _marked[id(t)] = (weakref.ref(t), set())
+    entry[1].update(d % max(t.ndim, 1) for d in dims)
+
+
+def _marked_dims(x):
+    entry = _marked.get(id(x))
+    return entry[1] if entry is not None and entry[0]() is x else None
+
+
+class Stats(dict):
+    def __init__(self):
+        super().__init__(calls=0, compiles=0, recompiles=0, cache_hits=0, graph_breaks=0,
+                         backward_compiles=0, eager_fallbacks=0)
+
+    def __getattr__(self, k):
+        try:
+            return self[k]
+        except KeyError:
+            raise AttributeError(k) from None
+
+
+def _flatten(obj, name, out):
+    """(name, leaf) for each array leaf of nested tuples/lists/dicts."""
+    if isinstance(obj, (Tensor, np.ndarray)):
+        out.append((name, obj))
+    elif isinstance(obj, (list, tuple)):
+        for i, o in enumerate(obj):
+            _flatten(o, f"{name}[{i}]", out)
+    elif isinstance(obj, dict):
+        for k, o in obj.items():
+            _flatten(o, f"{name}[{k!r}]", out)
+    return out
+
+
+def _map(obj, fn):
+    if isinstance(obj, (Tensor, np.ndarray)):
+        return fn(obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_map(o, fn) for o in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map(o, fn) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _map(o, fn) for k, o in obj.items()}
+    return obj
+
+
+class CompiledFunction:
+    """What ``nbaccel.compile(fn)`` returns: call it like ``fn``; see ``.report`` and ``.stats``."""
+
+    def __init__(self, fn, *, mode="default", backend="auto", dynamic=None, fullgraph=False,
+                 name=None, param_names=None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.fn = fn
+        self.mode = mode
+        self.backend = backend
+        self.dynamic = dynamic
+        self.fullgraph = fullgraph
+        self.name = name or getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
+        self.param_names = param_names or (lambda: {})
+        self.cache = GraphCache(self)
+        self.stats = Stats()
+        self.report: CompileReport | None = None
+        self.history: list = []
+        self.eager_only = False
+        self.recompile_limit = None
+        try:
+            self._sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self._sig = None
+        functools.update_wrapper(self, fn, updated=())
+        _all_functions.add(self)
+
+    # -- calling ----------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        self.stats["calls"] += 1
+        if self.backend == "eager" or self.eager_only:
+            return self.fn(*args, **kwargs)
+        t0 = time.perf_counter()
+        session = TraceSession(self, self.fullgraph)
+        session.t_start = t0
+        session.events = []
+        names = self._arg_names(args, kwargs)
+        for n, v in self.param_names().items():
+            session.names[id(v)] = n
+        leaves = {}
+
+        def to_tracer(x):
+            key = id(x)
+            if key in leaves:
+                return leaves[key]
+            t = asarray(x) if isinstance(x, np.ndarray) else x
+            tr = session.input(t, names.get(key, f"arg{len(leaves)}"))
+            marked = _marked_dims(x)
+            if marked:
+                session.marked = getattr(session, "marked", {})
+                session.marked[tr._node.index] = set(marked)
+            leaves[key] = tr
+            return tr
+
+        targs = _map(args, to_tracer)
+        tkwargs = _map(kwargs, to_tracer)
+        try:
+            out = self.fn(*targs, **tkwargs)
+            session.flush()
+        except GraphBreakError:
+            raise
+        self.stats["graph_breaks"] += len(session.breaks)
+        result = _map(out, lambda t: _to_output(session, t))
+        self._finish_report(session, time.perf_counter() - t0)
+        return result
+
+    def _arg_names(self, args, kwargs):
+        names = {}
+        pairs = []
+        if self._sig is not None:
+            try:
+                bound = self._sig.bind(*args, **kwargs)
+                for k, v in bound.arguments.items():
+                    _flatten(v, k, pairs)
+            except TypeError:
+                pass
+        if not pairs:
+            for i, a in enumerate(args):
+                _flatten(a, f"arg{i}", pairs)
+            for k, v in kwargs.items():
+                _flatten(v, k, pairs)
+        for n, leaf in pairs:
+            names.setdefault(id(leaf), n)
+        return names
+
+    # engine protocol: the session calls these for each graph segment --------------------------
+    def run_segment(self, session, graph, live):
+        return self.cache.run(session, graph, live)
+
+    def link_autograd(self, session, graph, live, concrete):
+        self.cache.link_autograd(session, graph, live, concrete)
+
+    # -- reports -----------------------------------------------------------------------------------
+    def _finish_report(self, session, total):
+        events = session.events
+        rep = CompileReport(name=self.name, backend=self.backend, mode=self.mode)
+        rep.graphs = len(events)
+        rep.graph_breaks = [dict(b) for b in session.breaks]
+        if events:
+            rep.cache = "hit" if all(e["cache"] == "hit" for e in events) else \
+                "disk" if all(e["cache"] in ("hit", "disk") for e in events) else "miss"
+            rep.tier = "numba" if all(e["tier"] == "numba" for e in events) else events[-1]["tier"]
+            if any(e["pending"] for e in events):
+                rep.pending_tier = "numba"
+            br = {k: sum(e["breakdown"][k] for e in events) for k in rep.compile_breakdown}
+            rep.compile_breakdown = br
+            rep.compile_seconds = sum(br.values()) if rep.cache != "hit" else 0.0
+            rep.compiled_seconds = sum(e["seconds"] for e in events)
+            rep.kernels = [k for e in events for k in e["kernels"]]
+            rep.refused_fusions = [r for e in events for r in e["refused"]]
+            rep.graph = "\n\n".join(e["graph"] for e in events)
+            rep.code = "\n\n".join(e["code"] for e in events)
+            rep.device = events[-1]["device"]
+            eager = [e["eager"]() for e in events]
+            if all(x is not None for x in eager):
+                rep.eager_seconds = sum(eager)
+                if rep.compiled_seconds > 0:
+                    rep.speedup = rep.eager_seconds / rep.compiled_seconds
+        rep.recompiles = [dict(r) for r in self.cache.recompile_log]
+        rep.dynamic_dims = self.cache.dynamic_dim_names()
+        self.history.append({"compiled_seconds": rep.compiled_seconds, "eager_seconds": rep.eager_seconds,
+                             "cache": rep.cache, "tier": rep.tier})
+        self.history = self.history[-config["history"]:]
+        rep.history = list(self.history)
+        rep.stats = dict(self.stats)
+        self.report = rep
+
+    # -- conveniences --------------------------------------------------------------------------------
+    def wait(self, timeout=None):
+        """Wait for background numba compiles of every graph this function compiled."""
+        self.cache.wait(timeout)
+        return self
+
+    def reset(self):
+        self.cache = GraphCache(self)
+        self.stats = Stats()
+        self.report = None
+        self.history = []
+        self.eager_only = False
+
+    def __get__(self, obj, objtype=None):   # compiled methods
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"<nbaccel compiled {self.name} (backend={self.backend}, mode={self.mode})>"
+
+
+def _weakrefable(x):
+    return isinstance(x, (Tensor, np.ndarray))
+
+
+def _to_output(session, t):
+    if not isinstance(t, Tensor):
+        return t
+    c = None
+    if t._node is not None:
+        if id(t) in session.materialized:
+            c = session.materialized[id(t)][1]
+        elif id(t) in session.sources:
+            c = session.sources[id(t)]
+        else:
+            session.realize(t, None)
+            c = session.materialized[id(t)][1]
+    else:
+        c = t
+    if c._np:
+        a = c._data
+        return a[()] if a.ndim == 0 else a
+    return c
+
+
+def compile(fn=None, *, mode="default", backend="auto", dynamic=None, fullgraph=False):  # noqa: A001
+    """Compile a function or an ``nn.Module`` (like ``torch.compile``).
+
+    Use as ``nb.compile(f)``, ``@nb.compile`` or ``@nb.compile(backend="numba")``.
+    ``dynamic=None`` compiles static first and makes dims that change symbolic on the
+    first shape-only recompile; ``True`` starts dynamic; ``False`` never does.
+    """
+    if fn is None:
+        return lambda f: compile(f, mode=mode, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
+    from ..nn import Module
+    if isinstance(fn, Module):
+        module = fn
+        names = lambda: {id(p): n for n, p in module.named_parameters()}  # noqa: E731
+        cf = CompiledFunction(module.forward, mode=mode, backend=backend, dynamic=dynamic,
+                              fullgraph=fullgraph, name=type(module).__name__, param_names=names)
+        return CompiledModule(module, cf)
+    return CompiledFunction(fn, mode=mode, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
+
+
+class CompiledModule:
+    """A module whose forward runs compiled; everything else is the original module."""
+
+    def __init__(self, module, compiled):
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_compiled", compiled)
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, k):
+        if k in ("report", "stats", "wait", "reset"):
+            return getattr(self._compiled, k)
+        return getattr(self._orig_mod, k)
+
+    def __setattr__(self, k, v):
+        setattr(self._orig_mod, k, v)
+
+    def __repr__(self):
+        return f"Compiled({self._orig_mod!r})"
+
+
+def reset():
+    """Forget every compiled graph of every compiled function (the disk cache stays)."""
+    for f in list(_all_functions):
+        f.reset()
+
+
+def explain(fn, *args, **kwargs):
+    """Trace ``fn`` once and say what the compiler sees (like ``torch._dynamo.explain``)."""
+    target = fn._compiled.fn if isinstance(fn, CompiledModule) else fn.fn if isinstance(fn, CompiledFunction) else fn
+    cf = CompiledFunction(target, backend="numpy")
+    cf(*args, **kwargs)
+    rep = cf.report
+    graphs = rep.graph.split("\n\n") if rep.graph else []
+    return {"graph_count": rep.graphs, "graph_break_count": len(rep.graph_breaks),
+            "op_count": sum(1 for g in graphs for line in g.splitlines() if " = " in line),
+            "break_reasons": rep.graph_breaks, "graphs": graphs,
+            "kernels": rep.kernels, "report": rep}
+
+
+def _no_grad_call(fn):
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        with autograd.no_grad():
+            return fn(*a, **k)
+    return wrapper
+
+
+def _warn_limit(cf, reason):
+    warnings.warn(f"nbaccel: {cf.name} recompiled {cf.stats['compiles']} times (limit "
+                  f"{cf.recompile_limit or config['recompile_limit']}); running it eagerly from now on. "
+                  f"Last reason: {reason}", RuntimeWarning, stacklevel=4)

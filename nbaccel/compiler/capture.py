@@ -1,0 +1,311 @@
+"""Capture by tracing (the TorchDynamo role, done with tracer tensors).
+
+A :class:`TraceSession` runs one call of a user function. Inputs become *tracer* Tensors
+(``t._node`` set); every op on a tracer records a node instead of computing. Concrete
+tensors that meet tracers (parameters, constants made inside the function) are *lifted*
+into graph inputs, so their current values are read on every call.
+
+When Python needs a concrete value (``bool(t)``, ``.item()``, printing, an op whose output
+shape depends on data) the graph **breaks**: the pending graph is compiled and run, the
+value is handed back and tracing continues in a new graph. In-place updates rebind the
+tracer to the new node (functionalisation) and are written back to the real buffers when
+the graph runs.
+
+This is the one tracing context of the project; it is passed explicitly through the
+tracer tensors (``tracer._node.graph.session``), never through a global.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import weakref
+
+from ..ops.meta import DataDependentShape  # noqa: F401  (raised by infer rules)
+from ..tensor import Tensor, _eager
+from .ir import Graph, Node
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SKIP_PREFIXES = (_PKG_DIR, os.path.dirname(os.__file__))
+
+
+class GraphBreakError(RuntimeError):
+    """Raised instead of a graph break when ``fullgraph=True``."""
+
+
+_FIXES = {
+    "bool": "use nb.where(cond, a, b) (np.where in NumPy code) instead of a Python `if` on array data",
+    "item": "keep the value as a 0-d tensor, or move .item() after the compiled function",
+    "print": "print outside the compiled region, or print shapes instead of values",
+    "numpy": "stay with nbaccel/NumPy ops; np.asarray() inside the compiled region forces a sync",
+    "data-dependent": "the output shape depends on the data; compute it outside, or use a mask with where()",
+    "no-op": "use a function the op table supports (see docs/supported-ops.md)",
+}
+
+
+def _fix_for(reason: str) -> str:
+    for key, fix in _FIXES.items():
+        if key in reason:
+            return fix
+    return ""
+
+
+def user_line():
+    """(filename, lineno) of the user's code: a cheap stack walk done for every traced op."""
+    f = sys._getframe(2)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_SKIP_PREFIXES):
+            return fn, f.f_lineno
+        f = f.f_back
+    return None
+
+
+def user_frame():
+    """The innermost stack frame outside nbaccel and the standard library: the user's line."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_SKIP_PREFIXES) and "/numpy/" not in fn and "site-packages" not in fn:
+            return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
+        f = f.f_back
+    return "<unknown>", 0, ""
+
+
+class TracedGraph(Graph):
+    """A Graph that forwards the engine's tracing protocol to its session."""
+
+    def __init__(self, session):
+        super().__init__()
+        self.session = session
+
+    def record(self, op, args, params):
+        return self.session.record(op, args, params)
+
+    def realize(self, tensor, reason):
+        return self.session.realize(tensor, reason)
+
+    def assign(self, target, new):
+        return self.session.assign(target, new)
+
+    def track(self, tensor):
+        self.session.track(tensor)
+
+    def note_grad(self, tensor):
+        self.session.note_grad(tensor)
+
+
+class TraceSession:
+    """Traces one call. ``runner.run_segment(session, graph, live)`` compiles and runs a segment
+    and returns one array per graph output."""
+
+    def __init__(self, runner, fullgraph=False):
+        self.runner = runner
+        self.fullgraph = fullgraph
+        self.names: dict[int, str] = {}           # id(concrete) -> readable input name
+        self.sources: dict[int, Tensor] = {}      # id(placeholder tracer) -> concrete source
+        self.materialized: dict[int, tuple] = {}  # id(tracer) -> (tracer, concrete Tensor)
+        self.view_base: dict[int, Tensor] = {}
+        self.stale: set[int] = set()
+        self.breaks: list[dict] = []
+        self.grad_escapes: list[Tensor] = []
+        self.segment_index = 0
+        self.redirect = None
+        self._keep: list = []                     # strong refs so ids stay unique
+        self._new_segment()
+
+    def _new_segment(self):
+        self.graph = TracedGraph(self)
+        self.live: list[weakref.ref] = []
+        self.lifted: dict[int, Tensor] = {}       # id(concrete) -> placeholder tracer
+        self.ph_sources: list[Tensor] = []        # placeholder index -> concrete source
+        self.assigned: dict[int, Tensor] = {}     # targets of in-place updates in this segment
+        self.concrete_targets: dict[int, Tensor] = {}
+
+    # -- inputs -----------------------------------------------------------------------------------
+    def input(self, value: Tensor, name: str) -> Tensor:
+        self.names[id(value)] = name
+        return self._placeholder(value)
+
+    def _placeholder(self, c: Tensor) -> Tensor:
+        hit = self.lifted.get(id(c))
+        if hit is not None:
+            return hit
+        name = self.names.get(id(c)) or f"c{len(self.graph.placeholders)}"
+        node = self.graph.placeholder(c.shape, c.dtype, name)
+        node.params = {"np": c._np}
+        t = Tensor._tracer(node, c.dtype, c.device, c._np, data=c._data)
+        t.requires_grad = c.requires_grad
+        t.grad_fn = c.grad_fn
+        t._origin = c._origin if c._origin is not None else c
+        t._version = c._version
+        self.lifted[id(c)] = t
+        self.ph_sources.append(c)
+        self.sources[id(t)] = c
+        self._keep += [c, t]
+        self.live.append(weakref.ref(t))
+        return t
+
+    def lift(self, a):
+        """Make ``a`` usable in the current graph (concrete tensors become inputs)."""
+        if not isinstance(a, Tensor):
+            return a
+        node = a._node
+        if node is None:
+            return self._placeholder(a)
+        if node.graph is not self.graph:
+            if id(a) in self.materialized:          # realized at an earlier graph break
+                return self._placeholder(self.materialized[id(a)][1])
+            if id(a) in self.sources:               # an input of an earlier segment
+                return self._placeholder(self.sources[id(a)])
+            raise RuntimeError("internal error: a tracer from a finished graph was used")
+        if id(a) in self.stale:
+            fn, line, src = user_frame()
+            raise RuntimeError(f"{fn}:{line}: a tensor is read after it was modified through a "
+                               f"view inside a compiled region (`{src}`); write through the base "
+                               "tensor (x[idx] = ...) or use out-of-place ops")
+        return a
+
+    def track(self, t: Tensor):
+        self._keep.append(t)
+        self.live.append(weakref.ref(t))
+
+    # -- recording --------------------------------------------------------------------------------
+    def record(self, op, args, params):
+        if self.redirect is not None:               # deriving a backward graph
+            return self.redirect.record(op, args, params)
+        args = tuple(self.lift(a) for a in args)
+        try:
+            shape, dtype = op.infer(args, params)
+        except DataDependentShape as e:
+            return self._eager_op(op, args, params, f"{op.name}: data-dependent output shape ({e})")
+        dev = None
+        npflag = False
+        for a in args:
+            if isinstance(a, Tensor):
+                dev = dev or a.device
+                npflag = npflag or a._np
+        if dev is None:
+            from ..devices import cpu
+            dev = params.get("device") or cpu
+        node = self.graph.add(op, tuple(a._node if isinstance(a, Tensor) else a for a in args),
+                              params, shape, dtype)
+        node.where = user_line()
+        t = Tensor._tracer(node, dtype, dev, npflag)
+        if op.view and args and isinstance(args[0], Tensor):
+            self.view_base[id(t)] = self.view_base.get(id(args[0]), args[0])
+            self._keep.append(t)
+        self.live.append(weakref.ref(t))
+        return t
+
+    def _eager_op(self, op, args, params, reason):
+        self._break(reason)
+        concrete = tuple(self._concrete(a) if isinstance(a, Tensor) else a for a in args)
+        dev = next((a.device for a in concrete if isinstance(a, Tensor)), None) or params.get("device")
+        npflag = any(getattr(a, "_np", False) for a in concrete)
+        return _eager(op, concrete, params, dev, npflag)
+
+    def _concrete(self, t):
+        if t._node is None:
+            return t
+        self.realize(t, None)
+        if id(t) in self.materialized:
+            return self.materialized[id(t)][1]
+        return self.sources.get(id(t)) or Tensor._wrap(t._data, t.dtype, t.device, t._np)
+
+    # -- in-place ---------------------------------------------------------------------------------
+    def assign(self, target: Tensor, new: Tensor):
+        new = self.lift(new)
+        if target._node is None:                     # a concrete tensor updated inside the trace
+            self._placeholder(target)                # (its old value stays readable as an input)
+            self.concrete_targets[id(target)] = target
+        elif id(target) in self.view_base:           # writing through a view: the base is stale
+            self.stale.add(id(self.view_base[id(target)]))
+        self.stale.discard(id(target))
+        target._node = new._node
+        self.assigned[id(target)] = target
+        self._keep.append(target)
+
+    def note_grad(self, t: Tensor):
+        """``t.grad`` became a tracer (backward() inside the trace): give it a value at the flush."""
+        self.grad_escapes.append(t)
+        self._keep.append(t)
+
+    # -- graph breaks -----------------------------------------------------------------------------
+    def _break(self, reason):
+        fn, line, src = user_frame()
+        if self.fullgraph:
+            raise GraphBreakError(f"graph break at {fn}:{line} (`{src}`): {reason}. fullgraph=True "
+                                  f"forbids breaks; fix: {_fix_for(reason) or 'see docs/compiler.md'}")
+        self.breaks.append({"reason": reason, "filename": fn, "lineno": line, "line": src,
+                            "fix": _fix_for(reason), "segment": self.segment_index})
+
+    def realize(self, t: Tensor, reason):
+        node = t._node
+        if node is None:
+            return t._data
+        if node.graph is not self.graph:             # realized earlier
+            if id(t) in self.materialized:
+                return self.materialized[id(t)][1]._data
+            return t._data
+        if node.is_placeholder and t._data is not None:
+            return t._data                           # an input: its value is known, no break
+        if reason is not None:
+            self._break(reason)
+        self.flush()
+        return self.materialized[id(t)][1]._data
+
+    def flush(self):
+        """Compile and run the pending graph; every live tracer gets its value."""
+        g = self.graph
+        live, seen = [], set()
+        for t in [r() for r in self.live] + list(self.assigned.values()):
+            if t is None or id(t) in seen or t._node is None or t._node.graph is not g:
+                continue
+            seen.add(id(t))
+            live.append(t)
+        escaped = [t for t in self.grad_escapes if isinstance(t.grad, Tensor)
+                   and t.grad._node is not None and t.grad._node.graph is g]
+        outs, index = [], set()
+        for n in [t._node for t in live] + [t.grad._node for t in escaped]:
+            if not n.is_placeholder and id(n) not in index:
+                index.add(id(n))
+                outs.append(n)
+        g.outputs = outs
+        g.sources = list(self.ph_sources)
+        arrays = self.runner.run_segment(self, g, live) if outs else []
+        concrete = {}
+        for n, a in zip(outs, arrays):
+            holders = [t for t in live if t._node is n]
+            npflag = any(t._np for t in holders)
+            dev = holders[0].device if holders else g.sources[0].device if g.sources else None
+            from ..devices import cpu
+            concrete[id(n)] = Tensor._wrap(a, n.dtype, dev or cpu, npflag)
+        self.runner.link_autograd(self, g, live, concrete)
+        for t in live:
+            n = t._node
+            c = g.sources[n.index] if n.is_placeholder else concrete[id(n)]
+            if id(t) in self.assigned:               # in-place update: write into the real buffer
+                src = t if id(t) in self.concrete_targets else self.sources.get(id(t))
+                if src is not None and src._data is not c._data:
+                    _copy_into(src._data, c._data)
+                if id(t) in self.concrete_targets:
+                    t._node = None
+                    if c.requires_grad:
+                        t.grad_fn, t.requires_grad = c.grad_fn, True
+                    continue
+            t._data = c._data
+            self.materialized[id(t)] = (t, c)
+        for t in escaped:
+            t.grad = concrete[id(t.grad._node)].detach()
+        self.grad_escapes = [t for t in self.grad_escapes if t not in escaped]
+        self.segment_index += 1
+        self._new_segment()
+
+
+def _copy_into(dst, src):
+    if hasattr(dst, "__cuda_array_interface__"):
+        dst[...] = src
+    else:
+        import numpy as np
+        np.copyto(dst, src, casting="unsafe")

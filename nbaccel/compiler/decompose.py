@@ -1,0 +1,81 @@
+"""Decomposition (the PrimTorch role): rewrite composite ops into the table's primitives.
+
+It is one mechanism: re-trace the graph, calling each composite op's ``decomp`` on tracers of
+a :class:`Recorder` (composites met inside a decomposition decompose again). Every backend
+then only needs renderings for primitives.
+"""
+from __future__ import annotations
+
+from ..autograd import no_grad
+from ..tensor import Tensor
+from .ir import Graph, Node
+
+
+class Recorder(Graph):
+    """A graph builder for compiler passes: records ops on its tracers, decomposing composites."""
+
+    def __init__(self, decompose=True):
+        super().__init__()
+        self.decompose = decompose
+        self.constants: dict[int, object] = {}     # placeholder index -> array (lifted constants)
+
+    # engine tracing protocol -------------------------------------------------------------------
+    def record(self, op, args, params):
+        args = tuple(self._lift(a) for a in args)
+        if self.decompose and not op.primitive:
+            return op.decomp(*args, **params)
+        shape, dtype = op.infer(args, params)
+        node = self.add(op, tuple(a._node if isinstance(a, Tensor) else a for a in args),
+                        params, shape, dtype)
+        dev = next((a.device for a in args if isinstance(a, Tensor)), None) or params.get("device")
+        return Tensor._tracer(node, dtype, dev, any(getattr(a, "_np", False) for a in args))
+
+    def realize(self, tensor, reason):
+        raise RuntimeError(f"a decomposition needed a concrete value ({reason}); decompositions "
+                           "must be data-independent")
+
+    def assign(self, target, new):
+        target._node = new._node
+
+    def track(self, tensor):
+        pass
+
+    def note_grad(self, tensor):
+        pass
+
+    def _lift(self, a):
+        if isinstance(a, Tensor) and (a._node is None or a._node.graph is not self):
+            if a._node is None:                      # a constant made inside a decomposition
+                node = self.placeholder(a.shape, a.dtype, f"const{len(self.placeholders)}")
+                self.constants[node.index] = a._data
+                return Tensor._tracer(node, a.dtype, a.device, a._np, data=a._data)
+            raise RuntimeError("internal error: foreign tracer in a decomposition")
+        return a
+
+    def input_like(self, node: Node, name=None):
+        p = self.placeholder(node.shape, node.dtype, name or node.name)
+        p.params = dict(node.params)
+        from ..devices import cpu
+        return Tensor._tracer(p, node.dtype, cpu, bool(node.params.get("np")))
+
+
+def retrace(graph: Graph, decompose=True):
+    """Copy ``graph`` op by op into a new Recorder (decomposing composites).
+    Returns (recorder, env) where env maps old node ids to new tracers."""
+    rec = Recorder(decompose=decompose)
+    env: dict[int, Tensor] = {}
+    for p in graph.placeholders:
+        env[id(p)] = rec.input_like(p, p.name)
+    rec.dynamic = dict(graph.dynamic)
+    with no_grad():
+        for n in graph.nodes:
+            args = tuple(env[id(a)] if isinstance(a, Node) else a for a in n.args)
+            env[id(n)] = rec.record(n.op, args, dict(n.params))
+    rec.outputs = [env[id(o)]._node for o in graph.outputs]
+    return rec, env
+
+
+def decompose(graph: Graph) -> Recorder:
+    """A graph with the same inputs and outputs, made of primitives only."""
+    rec, _ = retrace(graph, decompose=True)
+    return rec

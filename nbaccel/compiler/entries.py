@@ -1,0 +1,216 @@
+"""The per-function graph cache: guards → entry → program, recompiles and the eager fallback."""
+from __future__ import annotations
+
+import time
+
+from .. import autograd
+from .. import dtypes as D
+from ..tensor import Tensor
+from .aot import derive_backward
+from .decompose import decompose
+from .guards import all_dims, dynamic_spec, explain_miss, shape_only_diff, similarity
+from .runtime import Program, interpret
+
+
+class Entry:
+    """One compiled graph (a cache entry): programs for each concrete shape signature."""
+
+    def __init__(self, cf, graph, dyn, kind):
+        self.cf = cf
+        self.kind = kind
+        self.structure = graph.structure({})
+        self.dyn = dyn or {}
+        self.programs: dict[tuple, Program] = {}
+        self.constants: dict[tuple, list] = {}
+        self.eager_seconds = None
+        self._eager_args = None
+
+    def program(self, graph):
+        sig = tuple(p.shape for p in graph.placeholders)
+        prog = self.programs.get(sig)
+        fresh = prog is None
+        if fresh:
+            t0 = time.perf_counter()
+            prim = decompose(graph)
+            lowering = time.perf_counter() - t0
+            prog = Program(prim, self.cf.backend, self.cf.mode, dynamic=bool(self.dyn))
+            prog.lowering_seconds = lowering
+            prog.captured_text = str(graph)
+            n0 = len(graph.placeholders)
+            self.constants[sig] = [prim.constants[i] for i in range(n0, len(prim.placeholders))]
+            self.programs[sig] = prog
+        return prog, self.constants[sig], fresh
+
+    def eager(self, graph, inputs):
+        """Time the captured graph op by op through the reference interpreter (once)."""
+        if self.eager_seconds is None:
+            t0 = time.perf_counter()
+            interpret(graph, inputs)
+            self.eager_seconds = time.perf_counter() - t0
+        return self.eager_seconds
+
+
+class GraphCache:
+    def __init__(self, cf):
+        self.cf = cf
+        self.entries: dict[str, Entry] = {}
+        self.by_slot: dict[tuple, list[Entry]] = {}
+        self.dyn_dims: dict[tuple, dict[int, set]] = {}
+        self.recompile_log: list[dict] = []
+        self.specs: dict[int, list] = {}
+        self.names: dict[tuple, list] = {}
+
+    # -- lookup ------------------------------------------------------------------------------------
+    def lookup(self, graph, slot, marked=None):
+        """(entry, event, reason): event is 'hit', 'miss' (first compile) or 'recompile'."""
+        key = graph.fingerprint({}, slot)
+        entry = self.entries.get(key)
+        if entry is not None:
+            return entry, "hit", None
+        dims = self.dyn_dims.get(slot)
+        spec = dynamic_spec(graph, dims) if dims else None
+        if spec:
+            entry = self.entries.get(graph.fingerprint(spec, slot))
+            if entry is not None:
+                return entry, "hit", None
+        previous = self.by_slot.get(slot, [])
+        reason = None
+        event = "miss"
+        if self.cf.dynamic is True:
+            spec = dynamic_spec(graph, all_dims(graph))
+        elif marked:
+            spec = dynamic_spec(graph, marked)
+        elif previous:
+            event = "recompile"
+            closest = max(previous, key=lambda e: similarity(graph, e.structure))
+            reason = explain_miss(graph, closest.structure, None)
+            if self.cf.dynamic is None:
+                new = shape_only_diff(graph, closest.structure)
+                if new:
+                    merged = self.dyn_dims.setdefault(slot, {})
+                    for pi, ds in new.items():
+                        merged.setdefault(pi, set()).update(ds)
+                    spec = dynamic_spec(graph, merged)
+                    names = [f"{graph.placeholders[pi].name}.shape[{d}]" for pi, ds in sorted(new.items())
+                             for d in sorted(ds)]
+                    reason += f" ({', '.join(names)} now dynamic)"
+        entry = Entry(self.cf, graph, spec, slot[0])
+        self.entries[graph.fingerprint(spec or {}, slot)] = entry
+        self.by_slot.setdefault(slot, []).append(entry)
+        self.names[slot] = [p.name for p in graph.placeholders]
+        return entry, event, reason
+
+    def dynamic_dim_names(self):
+        out = []
+        for slot, dims in self.dyn_dims.items():
+            names = self.names.get(slot, [])
+            for pi, ds in sorted(dims.items()):
+                for d in sorted(ds):
+                    nm = names[pi] if pi < len(names) else f"in{pi}"
+                    out.append(f"{nm}.shape[{d}]")
+        return sorted(set(out))
+
+    # -- running a traced segment --------------------------------------------------------------------
+    def run(self, session, graph, live):
+        t_capture = time.perf_counter() - getattr(session, "t_segment", session.t_start)
+        specs = []
+        if autograd.is_grad_enabled() and any(t.requires_grad for t in live):
+            specs = derive_backward(session, graph, live)
+        slot = ("fwd", session.segment_index,
+                tuple(session.lifted[id(s)].requires_grad for s in graph.sources))
+        cf = self.cf
+        limit = cf.recompile_limit or _limit()
+        entry, event, reason = self.lookup(graph, slot, getattr(session, "marked", None))
+        inputs = [s._data for s in graph.sources]
+        if event == "recompile":
+            cf.stats["recompiles"] += 1
+            self.recompile_log.append({"reason": reason, "dynamic_dims": self.dynamic_dim_names()})
+            if cf.stats["compiles"] >= limit:
+                from .api import _warn_limit
+                _warn_limit(cf, reason)
+                cf.eager_only = True
+                cf.stats["eager_fallbacks"] += 1
+                self.specs[id(graph)] = specs
+                out = interpret(graph, inputs)
+                session.events.append(_event("miss", "eager", graph, None, 0.0, 0.0, lambda: None))
+                return out
+        if event == "hit":
+            cf.stats["cache_hits"] += 1
+        else:
+            cf.stats["compiles"] += 1
+        prog, consts, fresh = entry.program(graph)
+        arrays = prog.run(inputs + consts)
+        self.specs[id(graph)] = specs
+        cache_state = "hit" if not fresh and event == "hit" else (prog.cache_state() or "miss")
+        breakdown = {"capture": t_capture, "lowering": getattr(prog, "lowering_seconds", 0.0) if fresh else 0.0,
+                     "codegen": prog.codegen_seconds if fresh else 0.0,
+                     "jit": prog.jit_total() if fresh and not prog.pending() else 0.0}
+        ev = _event(cache_state, prog.tier(), graph, prog, prog.last_seconds, 0.0,
+                    lambda: entry.eager(graph, inputs), breakdown)
+        session.events.append(ev)
+        session.t_segment = time.perf_counter()
+        return arrays
+
+    def link_autograd(self, session, graph, live, concrete):
+        specs = self.specs.pop(id(graph), [])
+        for spec in specs:
+            out = concrete.get(id(spec.output._node))
+            if out is None:
+                continue
+            saved = [g_src_or(concrete, graph, n) for n in spec.recorder.saved]
+            sources = [graph.sources[i] for i in spec.targets]
+            runner = _BackwardRunner(self, spec, saved, session.segment_index)
+            autograd.attach_custom(out, sources, runner, "CompiledBackward")
+
+    def wait(self, timeout=None):
+        for e in self.entries.values():
+            for p in e.programs.values():
+                p.wait(timeout)
+
+
+def g_src_or(concrete, graph, n):
+    if n.is_placeholder:
+        return graph.sources[n.index]._data
+    return concrete[id(n)]._data
+
+
+class _BackwardRunner:
+    """The grad_fn body of a compiled output: runs the compiled backward graph."""
+
+    def __init__(self, cache, spec, saved, segment):
+        self.cache = cache
+        self.spec = spec
+        self.saved = saved
+        self.segment = segment
+
+    def __call__(self, g):
+        grad = g._value("backward of a compiled graph needs the incoming gradient")
+        rec = self.spec.recorder
+        slot = ("bwd", self.segment, self.spec.output._node.index)
+        entry, event, _ = self.cache.lookup(rec, slot)
+        if event != "hit":
+            self.cache.cf.stats["backward_compiles"] += 1
+        prog, consts, _ = entry.program(rec)
+        outs = prog.run([grad] + self.saved + consts)
+        it = iter(outs)
+        result = []
+        for i, has in zip(self.spec.targets, self.spec.has_grad):
+            if has:
+                a = next(it)
+                result.append(Tensor._wrap(a, D.dtype(a.dtype), g.device, g._np))
+            else:
+                result.append(None)
+        return tuple(result)
+
+
+def _event(cache, tier, graph, prog, seconds, _unused, eager, breakdown=None):
+    return {"cache": cache, "tier": tier, "pending": bool(prog and prog.pending()),
+            "breakdown": breakdown or {"capture": 0.0, "lowering": 0.0, "codegen": 0.0, "jit": 0.0},
+            "seconds": seconds, "kernels": prog.kernels() if prog else [],
+            "refused": list(prog.schedule.refused) if prog else [],
+            "graph": str(graph), "code": prog.code() if prog else "", "device": "cpu", "eager": eager}
+
+
+def _limit():
+    from .api import config
+    return config["recompile_limit"]

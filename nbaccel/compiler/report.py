@@ -1,0 +1,45 @@
+"""CompileReport: what one compiled call did, as plain JSON-serialisable data."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class CompileReport:
+    name: str = ""
+    cache: str = "miss"                 # miss | hit | disk
+    tier: str = "numpy"                 # numpy | numba | eager
+    pending_tier: str | None = None     # a faster tier still compiling in the background
+    backend: str = "auto"
+    mode: str = "default"
+    device: str = "cpu"
+    compile_seconds: float = 0.0
+    compile_breakdown: dict = field(default_factory=lambda: {"capture": 0.0, "lowering": 0.0,
+                                                             "codegen": 0.0, "jit": 0.0})
+    eager_seconds: float | None = None
+    compiled_seconds: float = 0.0
+    speedup: float | None = None
+    recompiles: list = field(default_factory=list)
+    dynamic_dims: list = field(default_factory=list)
+    graph_breaks: list = field(default_factory=list)
+    kernels: list = field(default_factory=list)
+    refused_fusions: list = field(default_factory=list)
+    graph: str = ""
+    code: str = ""
+    graphs: int = 1
+    history: list = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        return json.loads(json.dumps(d, default=str))
+
+    def summary(self) -> str:
+        sp = f"{self.speedup:.1f}x" if self.speedup else "n/a"
+        return (f"{self.name}: {sp} speedup ({self.cache}, {self.tier} tier, "
+                f"{len(self.kernels)} kernels, {len(self.recompiles)} recompiles, "
+                f"{len(self.graph_breaks)} graph breaks)")
+
+    def __repr__(self):
+        return f"<CompileReport {self.summary()}>"

@@ -1,0 +1,224 @@
+"""Execution: kernel slots that switch tiers, programs, and the background numba compiler.
+
+A :class:`KernelSlot` holds one fused kernel. Its NumPy version exists at once; its numba
+version compiles off the main thread (``backend="auto"``) or before the first call
+(``backend="numba"``, ``mode="max-autotune"``); each call uses the best version ready then.
+A :class:`Program` runs one scheduled graph (kernels, views and extern ops in order) and
+times every step, which is the placement data the report shows.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+
+import numpy as np
+
+from . import cache
+from .codegen import common, numba as nb_codegen, numpy as np_codegen
+from .schedule import ExternStep, FusedKernel, ViewStep, schedule
+
+_COMPILER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbaccel-numba")
+_NUMBA_KERNELS: dict[str, "NumbaKernel"] = {}
+_LOCK = threading.Lock()
+
+
+class NumbaKernel:
+    """One generated numba module, shared by every graph whose kernel has the same source."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.fn = None
+        self.state = "pending"      # pending | ready | failed
+        self.cache = None           # 'disk' | 'new' | 'rebuilt'
+        self.jit_seconds = 0.0
+        self.error = None
+        self.future = None
+        self.numba_compiled = False
+
+    def compile(self, signature):
+        t0 = time.perf_counter()
+        try:
+            path, how = cache.module_file(self.source)
+            mod = cache.load_module(path)
+            fn = mod.kernel
+            fn.compile(signature)
+            stats = getattr(fn, "stats", None)
+            self.numba_compiled = not (stats and sum(stats.cache_hits.values()) > 0)
+            self.cache = "disk" if how == "disk" and not self.numba_compiled else how
+            self.fn = fn
+            self.state = "ready"
+        except Exception as e:   # a kernel numba cannot build stays on the NumPy tier
+            self.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            self.state = "failed"
+        self.jit_seconds = time.perf_counter() - t0
+        return self
+
+
+def _signature(arrays):
+    import numba
+    return tuple(numba.typeof(a) for a in arrays)
+
+
+class KernelSlot:
+    """A fused kernel with a NumPy version and, when numba can build it, a numba version."""
+
+    def __init__(self, k: FusedKernel, name: str, want_numba: bool, dynamic: bool, sync: bool):
+        self.k = k
+        self.name = name
+        self.np_source = np_codegen.render_kernel(k, name)
+        ns = np_codegen.namespace()
+        exec(compile(self.np_source, f"<nbaccel {name}>", "exec"), ns)   # noqa: S102 - our own code
+        self.np_fn = ns[name]
+        self.why_not_numba = nb_codegen.unsupported_reason(k) if want_numba else "backend is numpy"
+        self.numba = None
+        self.want_numba = want_numba and self.why_not_numba is None
+        self.sync = sync
+        self.seconds = 0.0
+        self.backend = "numpy"
+        self.empty_guard = any(n.op.name in ("amax", "amin") for n in k.nodes)
+        if self.want_numba:
+            parallel = dynamic or k.R * k.C >= nb_codegen.PARALLEL_MIN_ELEMS
+            src = nb_codegen.render_kernel(k, "kernel", parallel)
+            with _LOCK:
+                self.numba = _NUMBA_KERNELS.setdefault(cache.source_hash(src), NumbaKernel(src))
+
+    @property
+    def source(self):
+        return self.numba.source if self.numba is not None else self.np_source
+
+    def start(self, arrays):
+        """Begin (or finish, when synchronous) the numba compile for these argument types."""
+        nk = self.numba
+        if nk is None or nk.state != "pending":
+            return
+        with _LOCK:
+            if nk.future is None:
+                sig = _signature(arrays)
+                if self.sync:
+                    nk.future = concurrent.futures.Future()
+                    nk.compile(sig)
+                    nk.future.set_result(nk)
+                else:
+                    nk.future = _COMPILER.submit(nk.compile, sig)
+        if self.sync:
+            nk.future.result()
+
+    def __call__(self, *arrays):
+        t0 = time.perf_counter()
+        if self.empty_guard and arrays and self.k.C == 0 and self.k.R > 0:
+            raise ValueError("zero-size array to reduction operation maximum/minimum which has no identity")
+        nk = self.numba
+        if nk is not None and nk.state == "pending":
+            self.start(arrays)
+        if nk is not None and nk.state == "ready":
+            nk.fn(*arrays)
+            self.backend = "numba"
+        else:
+            self.np_fn(*arrays)
+            self.backend = "numpy"
+        self.seconds = time.perf_counter() - t0
+
+
+class Program:
+    """One scheduled graph, ready to run on concrete arrays of one shape signature."""
+
+    def __init__(self, graph, backend: str, mode: str, dynamic: bool):
+        t0 = time.perf_counter()
+        self.graph = graph
+        self.schedule = schedule(graph)
+        want_numba = backend in ("auto", "numba")
+        sync = backend == "numba" or mode == "max-autotune"
+        self.slots = {}
+        kernels = {}
+        for s in self.schedule.steps:
+            if isinstance(s, FusedKernel):
+                name = f"k{s.index}"
+                slot = KernelSlot(s, name, want_numba, dynamic, sync)
+                self.slots[s.index] = slot
+                kernels[name] = slot
+        self.source = common.render_program(self.schedule, {i: f"k{i}" for i in self.slots}, backend)
+        ns = common.program_namespace(self.schedule, kernels)
+        ns["extern"] = self._timed_extern(ns["extern"])
+        exec(compile(self.source, "<nbaccel program>", "exec"), ns)   # noqa: S102 - our own code
+        self.run_fn = ns["run"]
+        self.extern_seconds: dict[int, float] = {}
+        self.codegen_seconds = time.perf_counter() - t0
+        self.jit_seconds = 0.0
+        self.last_seconds = 0.0
+
+    def _timed_extern(self, extern):
+        def timed(index, *arrays):
+            t0 = time.perf_counter()
+            out = extern(index, *arrays)
+            self.extern_seconds[index] = time.perf_counter() - t0
+            return out
+        return timed
+
+    def run(self, arrays):
+        t0 = time.perf_counter()
+        out = self.run_fn(arrays)
+        self.last_seconds = time.perf_counter() - t0
+        return out
+
+    def wait(self, timeout=None):
+        """Block until every numba kernel of this program has finished compiling."""
+        for slot in self.slots.values():
+            nk = slot.numba
+            if nk is not None and nk.future is not None:
+                nk.future.result(timeout)
+
+    def tier(self):
+        if not self.slots:
+            return "numpy"
+        states = [s.numba.state if s.numba is not None else "none" for s in self.slots.values()]
+        return "numba" if all(st == "ready" for st in states) else "numpy"
+
+    def pending(self):
+        return any(s.numba is not None and s.numba.state == "pending" for s in self.slots.values())
+
+    def jit_total(self):
+        return sum(s.numba.jit_seconds for s in self.slots.values() if s.numba is not None)
+
+    def cache_state(self):
+        """'disk' when every numba kernel came from the disk cache without compiling."""
+        nks = [s.numba for s in self.slots.values() if s.numba is not None and s.numba.state == "ready"]
+        if nks and all(nk.cache == "disk" for nk in nks):
+            return "disk"
+        return None
+
+    def kernels(self, device="cpu"):
+        out = []
+        for s in self.schedule.steps:
+            if isinstance(s, FusedKernel):
+                slot = self.slots[s.index]
+                out.append({"name": s.name, "ops": [n.op.name for n in s.nodes], "device": device,
+                            "backend": slot.backend, "seconds": slot.seconds,
+                            "note": slot.why_not_numba or (slot.numba.error if slot.numba and slot.numba.error else "")})
+            elif isinstance(s, ViewStep):
+                continue
+            elif isinstance(s, ExternStep):
+                backend = "blas" if s.node.op.name == "matmul" else "numpy"
+                out.append({"name": s.name, "ops": [s.node.op.name], "device": device, "backend": backend,
+                            "seconds": self.extern_seconds.get(s.node.index, 0.0)})
+        return out
+
+    def code(self):
+        parts = [self.source]
+        for slot in self.slots.values():
+            parts.append(slot.source)
+        return "\n\n".join(parts)
+
+
+def interpret(graph, arrays, timer=None):
+    """The reference interpreter: run a graph op by op with each op's eager implementation."""
+    env = {}
+    for p, a in zip(graph.placeholders, arrays):
+        env[id(p)] = a
+    for n in graph.nodes:
+        args = [env[id(a)] if hasattr(a, "op") and hasattr(a, "index") else a for a in n.args]
+        out = np.asarray(n.op.impl(np, *args, **n.params))
+        if out.dtype != n.dtype.np:
+            out = out.astype(n.dtype.np)
+        env[id(n)] = out
+    return [env[id(o)] for o in graph.outputs]
