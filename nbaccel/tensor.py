@@ -450,6 +450,19 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    # copies of a module keep Parameters Parameters (so they stay registered as such)
+    def __deepcopy__(self, memo):
+        p = Parameter(self.detach().clone(), self.requires_grad)
+        memo[id(self)] = p
+        return p
+
+    def __reduce__(self):
+        return (_rebuild_parameter, Tensor.__reduce__(self)[1])
+
+
+def _rebuild_parameter(data, dtype, device, requires_grad):
+    return Parameter(_rebuild(data, dtype, device, False), requires_grad)
+
 
 # ---- conversion into tensors ---------------------------------------------------------------
 
@@ -596,6 +609,7 @@ def apply(op, args, params):
     if needs_grad and op.grad is None:
         return op.decomp(*args, **params)  # differentiate through the decomposition
     if graph is not None:
+        args = graph.lift_args(args)   # concrete tensors become graph inputs (also on the tape)
         out = graph.record(op, args, params)
     elif op.impl is None:
         return op.decomp(*args, **params)   # a composite defined only by its decomposition

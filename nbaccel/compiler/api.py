@@ -121,8 +121,7 @@ class CompiledFunction:
         session.t_start = t0
         session.events = []
         names = self._arg_names(args, kwargs)
-        for n, v in self.param_names().items():
-            session.names[id(v)] = n
+        session.names.update(self.param_names())   # id(parameter) -> "fc1.weight"
         leaves = {}
 
         def to_tracer(x):
@@ -142,11 +141,13 @@ class CompiledFunction:
         tkwargs = _map(kwargs, to_tracer)
         try:
             out = self.fn(*targs, **tkwargs)
-            session.flush()
+            session.flush(final=[t for _, t in _flatten(out, "out", []) if isinstance(t, Tensor)])
         except GraphBreakError:
             raise
         self.stats["graph_breaks"] += len(session.breaks)
-        result = _map(out, lambda t: _to_output(session, t))
+        kinds = {isinstance(x, np.ndarray) for _, x in _flatten((args, kwargs), "", [])}
+        numpy_out = True if kinds == {True} else False if kinds else None   # None: follow the data
+        result = _map(out, lambda t: _to_output(session, t, numpy_out))
         self._finish_report(session, time.perf_counter() - t0)
         return result
 
@@ -237,7 +238,7 @@ def _weakrefable(x):
     return isinstance(x, (Tensor, np.ndarray))
 
 
-def _to_output(session, t):
+def _to_output(session, t, numpy_out):
     if not isinstance(t, Tensor):
         return t
     c = None
@@ -251,7 +252,7 @@ def _to_output(session, t):
             c = session.materialized[id(t)][1]
     else:
         c = t
-    if c._np:
+    if numpy_out or (numpy_out is None and c._np):
         a = c._data
         return a[()] if a.ndim == 0 else a
     return c

@@ -82,6 +82,11 @@ class TracedGraph(Graph):
     def record(self, op, args, params):
         return self.session.record(op, args, params)
 
+    def lift_args(self, args):
+        if self.session.redirect is not None:
+            return self.session.redirect.lift_args(args)
+        return tuple(self.session.lift(a) for a in args)
+
     def realize(self, tensor, reason):
         return self.session.realize(tensor, reason)
 
@@ -255,13 +260,17 @@ class TraceSession:
         self.flush()
         return self.materialized[id(t)][1]._data
 
-    def flush(self):
-        """Compile and run the pending graph; every live tracer gets its value."""
+    def flush(self, final=None):
+        """Compile and run the pending graph; every live tracer gets its value. At the end of
+        the function (``final``: the returned tracers) only results and in-place updates count."""
         g = self.graph
         live, seen = [], set()
-        for t in [r() for r in self.live] + list(self.assigned.values()):
+        candidates = [r() for r in self.live] if final is None else list(final)
+        for t in candidates + list(self.assigned.values()):
             if t is None or id(t) in seen or t._node is None or t._node.graph is not g:
                 continue
+            if t._saved_version is not None and id(t) not in self.assigned:
+                continue   # autograd shells: backward runs from compiled graphs, not this tape
             seen.add(id(t))
             live.append(t)
         escaped = [t for t in self.grad_escapes if isinstance(t.grad, Tensor)
@@ -298,7 +307,8 @@ class TraceSession:
             self.materialized[id(t)] = (t, c)
         for t in escaped:
             t.grad = concrete[id(t.grad._node)].detach()
-        self.grad_escapes = [t for t in self.grad_escapes if t not in escaped]
+        done = {id(t) for t in escaped}
+        self.grad_escapes = [t for t in self.grad_escapes if id(t) not in done]
         self.segment_index += 1
         self._new_segment()
 

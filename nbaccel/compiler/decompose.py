@@ -30,6 +30,9 @@ class Recorder(Graph):
         dev = next((a.device for a in args if isinstance(a, Tensor)), None) or params.get("device")
         return Tensor._tracer(node, dtype, dev, any(getattr(a, "_np", False) for a in args))
 
+    def lift_args(self, args):
+        return tuple(self._lift(a) for a in args)
+
     def realize(self, tensor, reason):
         raise RuntimeError(f"a decomposition needed a concrete value ({reason}); decompositions "
                            "must be data-independent")

@@ -68,6 +68,10 @@ class GraphCache:
         if entry is not None:
             return entry, "hit", None
         dims = self.dyn_dims.get(slot)
+        if self.cf.dynamic is True:
+            dims = all_dims(graph)
+        elif marked:
+            dims = {pi: set(ds) | (dims or {}).get(pi, set()) for pi, ds in marked.items()}
         spec = dynamic_spec(graph, dims) if dims else None
         if spec:
             entry = self.entries.get(graph.fingerprint(spec, slot))
@@ -76,15 +80,12 @@ class GraphCache:
         previous = self.by_slot.get(slot, [])
         reason = None
         event = "miss"
-        if self.cf.dynamic is True:
-            spec = dynamic_spec(graph, all_dims(graph))
-        elif marked:
-            spec = dynamic_spec(graph, marked)
-        elif previous:
+        if previous:
             event = "recompile"
-            closest = max(previous, key=lambda e: similarity(graph, e.structure))
+            # the closest earlier entry (the most recent one among equals) explains the miss
+            closest = max(reversed(previous), key=lambda e: similarity(graph, e.structure))
             reason = explain_miss(graph, closest.structure, None)
-            if self.cf.dynamic is None:
+            if self.cf.dynamic is None and not spec:
                 new = shape_only_diff(graph, closest.structure)
                 if new:
                     merged = self.dyn_dims.setdefault(slot, {})
@@ -160,7 +161,7 @@ class GraphCache:
             saved = [g_src_or(concrete, graph, n) for n in spec.recorder.saved]
             sources = [graph.sources[i] for i in spec.targets]
             runner = _BackwardRunner(self, spec, saved, session.segment_index)
-            autograd.attach_custom(out, sources, runner, "CompiledBackward")
+            autograd.attach_custom(out, sources, runner, "compiled")
 
     def wait(self, timeout=None):
         for e in self.entries.values():

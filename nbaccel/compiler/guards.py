@@ -91,6 +91,10 @@ def explain_miss(new: Graph, old_structure, old_names) -> str:
                 changed = [f"{k}: {_short(dict(bo[2]).get(k))} → {_short(v)}" for k, v in bn[2]
                            if dict(bo[2]).get(k) != v]
                 return f"a constant changed{where} ({node.op.name}: {', '.join(changed)})"
+            consts = [(a[1], b[1]) for a, b in zip(bn[1], bo[1]) if a != b and a[0] != "%" and a[0] != "$"]
+            if consts and len(bn[1]) == len(bo[1]):
+                changed = ", ".join(f"{_short(o)} → {_short(v)}" for v, o in consts)
+                return f"a constant changed{where} ({node.op.name}: {changed})"
             return f"the graph changed{where} ({node.op.name} reads different inputs)"
     if len(body_new) != len(body_old):
         return f"a different path through the code: {len(body_old)} → {len(body_new)} ops"

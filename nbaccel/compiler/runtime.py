@@ -68,6 +68,7 @@ class KernelSlot:
         self.name = name
         self.np_source = np_codegen.render_kernel(k, name)
         ns = np_codegen.namespace()
+        ns["P"] = {n.index: n.params for n in k.nodes}
         exec(compile(self.np_source, f"<nbaccel {name}>", "exec"), ns)   # noqa: S102 - our own code
         self.np_fn = ns[name]
         self.why_not_numba = nb_codegen.unsupported_reason(k) if want_numba else "backend is numpy"

@@ -117,10 +117,21 @@ def schedule(graph: Graph) -> Schedule:
             if isinstance(a, Node):
                 users.setdefault(id(a), []).append(n)
 
-    def latest_kernel(n):
-        ks = [sch.owner.get(id(a)) for a in n.args if isinstance(a, Node)]
-        ks = [k for k in ks if k is not None]
-        return max(ks, key=lambda s: s.index) if ks else None
+    def try_place(k, n):
+        """('elem' | 'row', None) if n can run inside k, else (None, why not)."""
+        if is_row_reduction(n):
+            x = n.args[0]
+            if x.shape != k.domain:
+                return None, f"it reduces a {x.shape} value, the kernel iterates {k.domain}"
+            if sch.owner.get(id(x)) is k and k.kind[id(x)] != "elem":
+                return None, "its input is a per-row value"
+            return "row", None
+        as_kind = "elem" if n.shape == k.domain else \
+            "row" if n.shape in (k.row_shape, k.domain[:-1]) and k.domain else None
+        if as_kind is None:
+            return None, f"shape {n.shape} differs from the kernel domain {k.domain}"
+        why = can_join(k, n, as_kind)
+        return (as_kind, None) if why is None else (None, why)
 
     def new_kernel(domain):
         k = FusedKernel(len(sch.steps), domain)
@@ -154,38 +165,29 @@ def schedule(graph: Graph) -> Schedule:
             sch.owner[id(n)] = step
             continue
         if is_pointwise(n) or is_row_reduction(n):
-            k = latest_kernel(n)
+            # candidates: fused kernels that run after every producer of n, newest first
+            after = max((sch.owner[id(a)].index for a in n.args
+                         if isinstance(a, Node) and id(a) in sch.owner), default=-1)
             placed = False
-            if isinstance(k, FusedKernel):
-                if is_row_reduction(n):
-                    x = n.args[0]
-                    if sch.owner.get(id(x)) is k and k.kind[id(x)] == "elem" and x.shape == k.domain:
-                        k.nodes.append(n)
-                        k.kind[id(n)] = "row"
-                        placed = True
-                    else:
-                        why = "its input is not an element value of the producing kernel"
-                else:
-                    as_kind = "elem" if n.shape == k.domain else \
-                        "row" if n.shape in (k.row_shape, k.domain[:-1]) else None
-                    why = None if as_kind else f"shape {n.shape} differs from the kernel domain {k.domain}"
-                    if as_kind:
-                        why = can_join(k, n, as_kind)
-                    if why is None:
-                        k.nodes.append(n)
-                        k.kind[id(n)] = as_kind
-                        placed = True
-                if not placed:
+            for k in reversed(sch.steps):
+                if k.index < after:
+                    break
+                if not isinstance(k, FusedKernel):
+                    continue
+                kind, why = try_place(k, n)
+                if kind is not None:
+                    k.nodes.append(n)
+                    k.kind[id(n)] = kind
+                    sch.owner[id(n)] = k
+                    placed = True
+                    break
+                if k.index == after:
                     sch.refused.append({"node": n.ref(), "op": n.op.name, "kernel": k.name, "why": why})
             if not placed:
-                if is_row_reduction(n):
-                    k = new_kernel(n.args[0].shape)
-                    k.kind[id(n)] = "row"
-                else:
-                    k = new_kernel(n.shape)
-                    k.kind[id(n)] = "elem"
+                k = new_kernel(n.args[0].shape if is_row_reduction(n) else n.shape)
+                k.kind[id(n)] = "row" if is_row_reduction(n) else "elem"
                 k.nodes.append(n)
-            sch.owner[id(n)] = k
+                sch.owner[id(n)] = k
             continue
         step = ExternStep(len(sch.steps), n)
         sch.steps.append(step)

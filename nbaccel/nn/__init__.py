@@ -1,0 +1,15 @@
+"""``nbaccel.nn``: layers for small networks and transformers, PyTorch-style.
+
+>>> import nbaccel as nb
+>>> model = nb.nn.Sequential(nb.nn.Linear(2, 16), nb.nn.GELU(), nb.nn.Linear(16, 1))
+>>> sum(p.numel() for p in model.parameters())
+65
+"""
+from ..tensor import Parameter  # noqa: F401
+from . import functional, init  # noqa: F401
+from .module import Module  # noqa: F401
+from .modules import (  # noqa: F401
+    CrossEntropyLoss, Dropout, Embedding, Flatten, GELU, Identity, LayerNorm, Linear, LogSoftmax,
+    MSELoss, ModuleDict, ModuleList, ReLU, RMSNorm, Sequential, Sigmoid, SiLU, Softmax, Softplus,
+    Tanh)
+from .attention import MultiheadAttention  # noqa: F401

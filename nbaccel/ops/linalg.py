@@ -1,10 +1,24 @@
-"""Linear algebra ops. matmul is a primitive the compiler calls as an extern (BLAS)."""
+"""Products: matmul (a primitive the compiler calls as an extern, BLAS), and the composites
+over it: tensordot, einsum, outer, inner, dot, vecdot, cross, diagonal, trace,
+matrix_transpose. The matrix functions of ``nbaccel.linalg`` (inv, det, solve, norms, ...)
+live in matrix.py.
+"""
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .. import dtypes as D
+from . import einsum_rules
 from .fronts import apply, as_tensor
 from .meta import broadcast_shapes
-from .registry import defop
+from .registry import defalias, defop
+
+
+def _ops():
+    from .. import ops
+    return ops
 
 
 def _matmul_infer(args, p):
@@ -16,7 +30,10 @@ def _matmul_infer(args, p):
     kb = sb[-2] if len(sb) >= 2 else sb[0]
     if ka != kb:
         raise ValueError(f"matmul: shapes {sa} and {sb} are not aligned ({ka} != {kb})")
-    batch = broadcast_shapes(sa[:-2], sb[:-2])
+    try:
+        batch = broadcast_shapes(sa[:-2], sb[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions of shapes {sa} and {sb} do not broadcast") from None
     shape = batch + ((sa[-2],) if len(sa) >= 2 else ()) + ((sb[-1],) if len(sb) >= 2 else ())
     dt = D.result_type(a, b)
     if dt.kind == "b":
@@ -49,3 +66,257 @@ def _matmul_front(a, b):
 matmul = defop("matmul", kind="linalg", impl=lambda xp, a, b: xp.matmul(a, b),
                infer=_matmul_infer, grad=_matmul_grad, front=_matmul_front,
                methods=("matmul", "__matmul__", "__rmatmul__"), numpy=("matmul", "linalg.matmul"))
+
+
+# ---- tensordot: permute + reshape + matmul ------------------------------------------------
+
+def _axes_tuple(ax, ndim, which):
+    ax = (ax,) if isinstance(ax, int) else tuple(int(a) for a in ax)
+    for a in ax:
+        if not -ndim <= a < ndim:
+            raise IndexError(f"tensordot: axis {a} is out of bounds for {which} of dimension {ndim}")
+    return tuple(a % ndim for a in ax)
+
+
+def _tensordot_axes(a, b, axes):
+    if isinstance(axes, int):
+        if axes < 0 or axes > a.ndim or axes > b.ndim:
+            raise ValueError(f"tensordot: axes={axes} is invalid for shapes {tuple(a.shape)} and "
+                             f"{tuple(b.shape)}")
+        return tuple(range(a.ndim - axes, a.ndim)), tuple(range(axes))
+    try:
+        ax_a, ax_b = axes
+    except (TypeError, ValueError):
+        raise ValueError(f"tensordot: axes must be an int or a pair of sequences, got {axes!r}") from None
+    ax_a, ax_b = _axes_tuple(ax_a, a.ndim, "a"), _axes_tuple(ax_b, b.ndim, "b")
+    if len(ax_a) != len(ax_b) or len(set(ax_a)) != len(ax_a) or len(set(ax_b)) != len(ax_b):
+        raise ValueError(f"tensordot: axes {axes!r} must name the same number of distinct axes")
+    return ax_a, ax_b
+
+
+def _tensordot_infer(args, p):
+    a, b = args
+    ax_a, ax_b = p["axes"]
+    for i, j in zip(ax_a, ax_b):
+        if a.shape[i] != b.shape[j]:
+            raise ValueError(f"tensordot: shape mismatch for sum: {tuple(a.shape)} axis {i} and "
+                             f"{tuple(b.shape)} axis {j}")
+    dt = D.result_type(a, b)
+    if dt.kind == "b":
+        raise TypeError("tensordot is not defined for bool tensors")
+    shape = tuple(s for i, s in enumerate(a.shape) if i not in ax_a) + \
+        tuple(s for i, s in enumerate(b.shape) if i not in ax_b)
+    return shape, dt
+
+
+def _tensordot_decomp(a, b, axes):
+    ax_a, ax_b = axes
+    free_a = [i for i in range(a.ndim) if i not in ax_a]
+    free_b = [i for i in range(b.ndim) if i not in ax_b]
+    k = math.prod(a.shape[i] for i in ax_a)
+    sa = tuple(a.shape[i] for i in free_a)
+    sb = tuple(b.shape[i] for i in free_b)
+    am = a.permute(tuple(free_a) + ax_a).reshape((math.prod(sa), k))
+    bm = b.permute(ax_b + tuple(free_b)).reshape((k, math.prod(sb)))
+    return (am @ bm).reshape(sa + sb)
+
+
+def _tensordot_front(a, b, axes=2, *, dims=None):
+    a, b = as_tensor(a), as_tensor(b)
+    axes = _tensordot_axes(a, b, dims if dims is not None else axes)
+    return apply(tensordot, (a, b), {"axes": axes})
+
+
+tensordot = defop(
+    "tensordot", kind="linalg", decomp=_tensordot_decomp, infer=_tensordot_infer,
+    impl=lambda xp, a, b, axes: xp.tensordot(a, b, axes=(list(axes[0]), list(axes[1]))),
+    front=_tensordot_front, numpy=("tensordot", "linalg.tensordot"))
+
+
+# ---- einsum ---------------------------------------------------------------------------------
+
+def _einsum_front(subscripts, *operands, optimize=None, dtype=None):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])       # torch.einsum(eq, [a, b])
+    xs = [as_tensor(x) for x in operands]
+    if not xs:
+        raise ValueError("einsum: no operands")
+    canon, sizes = einsum_rules.canonicalize(subscripts, [x.shape for x in xs])
+    terms, _ = einsum_rules.split(canon)
+    # broadcast size-1 dimensions up front, so the op (and its gradient) sees one size per letter
+    xs = [x if tuple(x.shape) == tuple(sizes[c] for c in t) else
+          x.broadcast_to(tuple(sizes[c] for c in t)) for x, t in zip(xs, terms)]
+    out = apply(einsum, tuple(xs), {"subscripts": canon})
+    return out.astype(dtype) if dtype is not None else out
+
+
+def _einsum_infer(args, p):
+    dt = D.result_type(*args)
+    return einsum_rules.out_shape(p["subscripts"], [a.shape for a in args]), dt
+
+
+einsum = defop(
+    "einsum", kind="linalg", infer=_einsum_infer, grad=einsum_rules.grad,
+    decomp=einsum_rules.decompose, front=_einsum_front, numpy="einsum",
+    impl=lambda xp, *xs, subscripts: xp.einsum(subscripts, *xs, optimize=len(xs) > 1))
+
+
+# ---- small products (aliases: no op of their own) ------------------------------------------
+
+def _outer(a, b):
+    """Outer product of the flattened inputs."""
+    a, b = as_tensor(a), as_tensor(b)
+    return a.reshape((-1, 1)) * b.reshape((1, -1))
+
+
+def _inner(a, b):
+    """Sum product over the last axes (NumPy's inner)."""
+    a, b = as_tensor(a), as_tensor(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    return tensordot.front(a, b, axes=((a.ndim - 1,), (b.ndim - 1,)))
+
+
+def _dot(a, b):
+    """NumPy's dot: matmul for 1-D/2-D, a sum over a's last and b's second-to-last axis in N-D."""
+    a, b = as_tensor(a), as_tensor(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    if a.ndim <= 2 and b.ndim <= 2:
+        return a @ b
+    return tensordot.front(a, b, axes=((a.ndim - 1,), (b.ndim - 2 if b.ndim >= 2 else 0,)))
+
+
+def _vecdot(x1, x2, axis=-1, *, dim=None):
+    """Array API vecdot: sum of x1 * x2 over ``axis`` (of the broadcast shape)."""
+    x1, x2 = as_tensor(x1), as_tensor(x2)
+    axis = dim if dim is not None else axis
+    nd = max(x1.ndim, x2.ndim)
+    if not -nd <= axis < nd or nd == 0:
+        raise IndexError(f"vecdot: axis {axis} is out of bounds for shapes {tuple(x1.shape)} and "
+                         f"{tuple(x2.shape)}")
+    ax = axis - nd if axis >= 0 else axis
+    n1 = x1.shape[ax] if -ax <= x1.ndim else 1
+    n2 = x2.shape[ax] if -ax <= x2.ndim else 1
+    if n1 != n2:
+        raise ValueError(f"vecdot: shapes {tuple(x1.shape)} and {tuple(x2.shape)} differ along "
+                         f"axis {axis} ({n1} != {n2})")
+    return (x1 * x2).sum(axis=ax + nd)
+
+
+def _matrix_transpose(x):
+    """Swap the last two axes."""
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise ValueError(f"matrix_transpose needs at least 2 dimensions, got shape {tuple(x.shape)}")
+    return x.swapaxes(-1, -2)
+
+
+defalias("outer", _outer, numpy=("outer", "linalg.outer"), methods="outer")
+defalias("inner", _inner, numpy="inner", methods="inner")
+defalias("dot", _dot, numpy="dot", methods="dot")
+defalias("vecdot", _vecdot, numpy=("vecdot", "linalg.vecdot"))
+defalias("matrix_transpose", _matrix_transpose,
+         numpy=("matrix_transpose", "linalg.matrix_transpose"))
+
+
+# ---- cross --------------------------------------------------------------------------------
+
+def _cross_infer(args, p):
+    a, b = args
+    shape = broadcast_shapes(a.shape, b.shape)
+    if not shape or shape[p["axis"]] != 3 or a.shape[p["axis"]] != 3 or b.shape[p["axis"]] != 3:
+        raise ValueError(f"cross: shapes {tuple(a.shape)} and {tuple(b.shape)} need size 3 along "
+                         f"axis {p['axis']}")
+    dt = D.result_type(a, b)
+    if dt.kind == "b":
+        raise TypeError("cross is not defined for bool tensors")
+    return shape, dt
+
+
+def _cross_front(a, b, axis=-1, *, dim=None, axisa=None, axisb=None, axisc=None):
+    a, b = as_tensor(a), as_tensor(b)
+    if axisa is not None or axisb is not None or axisc is not None:
+        raise TypeError("cross: axisa/axisb/axisc are not supported; use axis")
+    axis = dim if dim is not None else axis
+    nd = max(a.ndim, b.ndim, 1)
+    if not -nd <= axis < 0 and not 0 <= axis < nd:
+        raise IndexError(f"cross: axis {axis} is out of bounds for dimension {nd}")
+    axis = axis - nd if axis >= 0 else axis
+    if a.ndim < -axis or b.ndim < -axis:
+        raise ValueError(f"cross: shapes {tuple(a.shape)} and {tuple(b.shape)} need size 3 "
+                         f"along axis {axis}")
+    return apply(cross, (a, b), {"axis": axis})
+
+
+cross = defop(
+    "cross", kind="linalg", infer=_cross_infer, front=_cross_front,
+    impl=lambda xp, a, b, axis: xp.cross(a, b, axis=axis),
+    grad=lambda g, out, a, b, axis: (cross.front(b, g, axis=axis), cross.front(g, a, axis=axis)),
+    numpy=("cross", "linalg.cross"), methods="cross")
+
+
+# ---- diagonal and trace ---------------------------------------------------------------------
+
+def _diag_len(n1, n2, offset):
+    return max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+
+
+def _diagonal_infer(args, p):
+    x = args[0]
+    a1, a2 = p["axis1"], p["axis2"]
+    rest = tuple(s for i, s in enumerate(x.shape) if i not in (a1, a2))
+    return rest + (_diag_len(x.shape[a1], x.shape[a2], p["offset"]),), x.dtype
+
+
+def _diagonal_grad(g, out, x, offset, axis1, axis2):
+    # scatter g onto the diagonal with two 0/1 selection matrices: A @ (g * B)
+    from ..tensor import asarray
+    n1, n2, k = x.shape[axis1], x.shape[axis2], g.shape[-1]
+    r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
+    a = np.zeros((n1, k))
+    a[np.arange(k) + r0, np.arange(k)] = 1
+    b = np.zeros((k, n2))
+    b[np.arange(k), np.arange(k) + c0] = 1
+    a = asarray(a, dtype=g.dtype, device=g.device)
+    b = asarray(b, dtype=g.dtype, device=g.device)
+    full = a @ (g.reshape(tuple(g.shape) + (1,)) * b)
+    order = [i for i in range(x.ndim) if i not in (axis1, axis2)] + [axis1, axis2]
+    inv = [0] * x.ndim
+    for i, o in enumerate(order):
+        inv[o] = i
+    return (full.permute(tuple(inv)),)
+
+
+def _diagonal_front(x, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None):
+    x = as_tensor(x)
+    axis1 = dim1 if dim1 is not None else axis1
+    axis2 = dim2 if dim2 is not None else axis2
+    if x.ndim < 2:
+        raise ValueError(f"diagonal needs at least 2 dimensions, got shape {tuple(x.shape)}")
+    for a in (axis1, axis2):
+        if not -x.ndim <= a < x.ndim:
+            raise IndexError(f"diagonal: axis {a} is out of bounds for dimension {x.ndim}")
+    a1, a2 = axis1 % x.ndim, axis2 % x.ndim
+    if a1 == a2:
+        raise ValueError("diagonal: axis1 and axis2 cannot be the same")
+    return apply(diagonal, (x,), {"offset": int(offset), "axis1": a1, "axis2": a2})
+
+
+diagonal = defop(
+    "diagonal", kind="linalg", infer=_diagonal_infer, grad=_diagonal_grad,
+    impl=lambda xp, x, offset, axis1, axis2: xp.diagonal(x, offset, axis1, axis2).copy(),
+    front=_diagonal_front, numpy="diagonal", methods="diagonal")
+
+
+def _trace(x, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """Sum along a diagonal (NumPy's trace: axes 0 and 1 by default)."""
+    if out is not None:
+        raise TypeError("trace: out= is not supported")
+    return diagonal.front(x, offset, axis1, axis2).sum(axis=-1, dtype=dtype)
+
+
+defalias("trace", _trace, numpy="trace", methods="trace")
+
+
+from . import matrix  # noqa: E402,F401  (the matrix functions: inv, det, solve, norms, ...)

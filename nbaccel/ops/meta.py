@@ -73,6 +73,16 @@ def apply_dtype_rule(rule: str, dt: D.DType, args) -> D.DType:
         if dt.kind == "b":
             raise TypeError("this op is not defined for bool tensors")
         return dt
+    if rule == "ufloat":  # NumPy's float loops: the smallest float that holds the input
+        if dt.kind == "f":
+            return dt
+        return D._promote(dt, D.float16) if default_float(args) is D.float64 else D.float32
+    if rule in ("integer", "shift"):  # bitwise ops: bool and integers only
+        if dt.kind == "f":
+            raise TypeError(f"this op is only defined for integer and bool tensors, got {dt}")
+        return D.int8 if rule == "shift" and dt.kind == "b" else dt
+    if rule == "int8bool":  # NumPy has no bool loop for these: bool computes as int8
+        return D.int8 if dt.kind == "b" else dt
     raise ValueError(f"unknown dtype rule {rule!r}")
 
 
@@ -100,3 +110,13 @@ def default_infer(kind: str, rule: str):
     else:
         infer = None  # these kinds must give their own
     return infer
+
+
+class DataDependentShape(RuntimeError):
+    """An op's output shape depends on the data (boolean masks, nonzero, unique): the compiler
+    turns this into a graph break and runs the op eagerly."""
+
+
+class DataDependentShape(RuntimeError):
+    """An op's output shape depends on the values of its inputs (boolean masks, nonzero), so
+    it cannot be inferred from shapes alone; the compiler turns this into a graph break."""

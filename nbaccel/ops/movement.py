@@ -6,11 +6,15 @@ in-place version counter) with their input, as in NumPy and PyTorch.
 """
 from __future__ import annotations
 
+import itertools
 import math
+
+import numpy as np
 
 from .. import dtypes as D
 from .fronts import apply, as_tensor
-from .registry import defalias, defop
+from .meta import normalize_axis
+from .registry import ALIAS_METHODS, NUMPY_FUNCS, defalias, defop
 
 
 def _resolve_shape(shape, numel):
@@ -67,7 +71,7 @@ permute = defop(
     impl=lambda xp, x, axes: xp.transpose(x, axes),
     infer=lambda args, p: (tuple(args[0].shape[a] for a in p["axes"]), args[0].dtype),
     grad=lambda g, out, x, axes: (g.permute(_inverse(axes)),),
-    front=_permute_front, methods="permute", numpy=("transpose", "permute_dims"))
+    front=_permute_front, methods="permute", numpy="permute_dims")
 
 
 def _broadcast_front(x, *shape):
@@ -138,17 +142,413 @@ def _clone_front(x, *, memory_format=None):
 
 
 clone = defop(
-    "clone", kind="unary", impl=lambda xp, x: xp.array(x, copy=True),
+    "clone", kind="unary", impl=lambda xp, x: xp.array(x, copy=True, order="C"),
     grad=lambda g, out, x: (g,), scalar="{0}", ufunc="positive",
     front=_clone_front, methods=("clone", "copy"), numpy="copy")
 
 
+def _ops():
+    from .. import ops
+    return ops
+
+
+def axis_index(axis, ndim: int, name: str = "axis") -> int:
+    """One axis, range-checked (IndexError naming it and the tensor's dimension)."""
+    a = int(axis)
+    if not -ndim <= a < ndim:
+        raise IndexError(f"{name} {a} is out of bounds for a tensor of dimension {ndim}")
+    return a % ndim
+
+
+def _method(name, fn):
+    """A Tensor method whose semantics differ from the namespace function of the same name."""
+    fn.__name__ = fn.__qualname__ = name
+    ALIAS_METHODS[name] = fn
+    return fn
+
+
+def _numpy(name, fn):
+    """A NumPy spelling whose semantics differ from nbaccel's function of the same name."""
+    fn.__name__ = fn.__qualname__ = name
+    NUMPY_FUNCS[name] = fn
+    return fn
+
+
+# ---- views over reshape and permute ----------------------------------------------------------
+
 def _swapaxes(x, axis1, axis2):
     x = as_tensor(x)
     axes = list(range(x.ndim))
-    a1, a2 = axis1 % x.ndim, axis2 % x.ndim
+    a1, a2 = axis_index(axis1, x.ndim), axis_index(axis2, x.ndim)
     axes[a1], axes[a2] = axes[a2], axes[a1]
     return x.permute(*axes)
 
 
 defalias("swapaxes", _swapaxes, numpy="swapaxes", methods=("swapaxes", "swapdims"))
+
+
+def _transpose(x, *args, axes=None, dim0=None, dim1=None):
+    """Two int arguments swap two dims (PyTorch); none or one axes tuple permute (NumPy)."""
+    x = as_tensor(x)
+    if dim0 is not None or dim1 is not None:
+        args = (dim0, dim1)
+    elif axes is not None:
+        args = (axes,)
+    if len(args) == 2 and all(isinstance(a, int) for a in args):
+        return _swapaxes(x, *args)
+    if not args or args == (None,):
+        return x.permute(*reversed(range(x.ndim)))
+    return x.permute(*(args[0] if len(args) == 1 else args))
+
+
+defalias("transpose", _transpose, numpy="transpose", methods="transpose")
+
+
+def _squeeze(x, axis=None, *, dim=None):
+    """Remove size-1 axes (all of them, or the given ones: each must have size 1)."""
+    x = as_tensor(x)
+    axis = dim if dim is not None else axis
+    if axis is None:
+        axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
+    elif x.ndim == 0:
+        normalize_axis(axis, 0)
+        axes = ()
+    else:
+        axes = normalize_axis(axis, x.ndim)
+        for a in axes:
+            if x.shape[a] != 1:
+                raise ValueError(f"cannot squeeze axis {a} of a tensor of shape {tuple(x.shape)}: "
+                                 "its size is not 1")
+    return x.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
+defalias("squeeze", _squeeze, numpy="squeeze", methods="squeeze")
+
+
+def _expand_dims(x, axis=0, *, dim=None):
+    """Insert size-1 axes at the given positions of the result."""
+    x = as_tensor(x)
+    axis = dim if dim is not None else axis
+    out_nd = x.ndim + (1 if isinstance(axis, int) else len(axis))
+    axes = normalize_axis(axis, out_nd)
+    rest = iter(x.shape)
+    return x.reshape(tuple(1 if i in axes else next(rest) for i in range(out_nd)))
+
+
+defalias("expand_dims", _expand_dims, numpy="expand_dims")
+defalias("unsqueeze", lambda x, dim: _expand_dims(x, dim), methods="unsqueeze")
+
+
+def _flatten(x, start_dim=0, end_dim=-1):
+    """Merge dims start_dim..end_dim (PyTorch); all of them by default (0-d gives shape (1,))."""
+    x = as_tensor(x)
+    if x.ndim == 0:
+        return x.reshape(1)
+    s, e = axis_index(start_dim, x.ndim, "start_dim"), axis_index(end_dim, x.ndim, "end_dim")
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    shape = x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:]
+    return x.reshape(shape)
+
+
+defalias("flatten", _flatten, methods="flatten")
+defalias("ravel", lambda x, order="C": as_tensor(x).reshape(-1), numpy="ravel", methods="ravel")
+
+
+def _moveaxis(x, source, destination):
+    """Move axes to new positions, keeping the order of the others (NumPy moveaxis)."""
+    x = as_tensor(x)
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source and destination must have the same number of elements")
+    src = [axis_index(a, x.ndim, "source") for a in src]
+    dst = [axis_index(a, x.ndim, "destination") for a in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"moveaxis: repeated axis in {source} or {destination}")
+    order = [a for a in range(x.ndim) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return x.permute(*order)
+
+
+defalias("moveaxis", _moveaxis, numpy="moveaxis", methods=("moveaxis", "movedim"))
+defalias("movedim", _moveaxis)
+
+
+def _contiguous(x, memory_format=None):
+    """x itself when already C-contiguous, else a C-contiguous copy."""
+    x = as_tensor(x)
+    if x._node is not None or x._data.flags.c_contiguous:
+        return x
+    return x.clone()
+
+
+_method("contiguous", _contiguous)
+
+
+# ---- flips, rolls, tiles -------------------------------------------------------------------------
+
+def _flip(x, axis=None, *, dims=None):
+    """Reverse the order along axes (all when None). A view (negative strides), as in NumPy."""
+    x = as_tensor(x)
+    axis = dims if dims is not None else axis
+    axes = range(x.ndim) if axis is None else normalize_axis(axis, x.ndim)
+    return x[tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))]
+
+
+defalias("flip", _flip, numpy="flip", methods="flip")
+defalias("fliplr", lambda x: _flip(x, 1), numpy="fliplr", methods="fliplr")
+defalias("flipud", lambda x: _flip(x, 0), numpy="flipud", methods="flipud")
+
+
+def _roll(x, shift, axis=None, *, dims=None, shifts=None):
+    """Rotate elements along axes (the flattened tensor when axis is None); a copy."""
+    x = as_tensor(x)
+    axis = dims if dims is not None else axis
+    shift = shifts if shifts is not None else shift
+    if axis is None:
+        return _roll(x.reshape(-1), shift, 0).reshape(x.shape)
+    sh = (shift,) if isinstance(shift, int) else tuple(shift)
+    ax = (axis,) if isinstance(axis, int) else tuple(axis)
+    if len(sh) == 1:
+        sh = sh * len(ax)
+    if len(ax) == 1:
+        ax = ax * len(sh)
+    if len(sh) != len(ax):
+        raise ValueError(f"roll: shift {shift} and axis {axis} have different lengths")
+    out = x
+    for s, a in zip(sh, ax):
+        a = axis_index(a, x.ndim)
+        n = x.shape[a]
+        if n == 0 or s % n == 0:
+            continue
+        k = n - s % n
+        pre = (slice(None),) * a
+        out = _ops().concat([out[pre + (slice(k, None),)], out[pre + (slice(0, k),)]], axis=a)
+    return out.clone() if out is x else out
+
+
+defalias("roll", _roll, numpy="roll", methods="roll")
+
+
+def _tile(x, reps):
+    """Repeat the whole tensor ``reps`` times per axis (NumPy tile; PyTorch's Tensor.repeat)."""
+    x = as_tensor(x)
+    reps = (int(reps),) if isinstance(reps, int) else tuple(int(r) for r in reps)
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: negative repetitions {reps}")
+    nd = max(len(reps), x.ndim)
+    reps = (1,) * (nd - len(reps)) + reps
+    shape = (1,) * (nd - x.ndim) + tuple(x.shape)
+    if all(r == 1 for r in reps):
+        return x.reshape(shape).clone()
+    spread = sum(((1, s) for s in shape), ())
+    big = sum(((r, s) for r, s in zip(reps, shape)), ())
+    return x.reshape(spread).broadcast_to(big).reshape(tuple(r * s for r, s in zip(reps, shape)))
+
+
+defalias("tile", _tile, numpy="tile", methods="tile")
+
+
+def _torch_repeat(x, *sizes):
+    """PyTorch's ``Tensor.repeat(*sizes)``: NumPy's tile, with at least x.ndim sizes."""
+    sizes = _shape_arg(sizes)
+    if len(sizes) < x.ndim:
+        raise RuntimeError(f"repeat: the number of sizes ({len(sizes)}) can't be smaller than "
+                           f"the number of dimensions of the tensor ({x.ndim})")
+    return _tile(x, sizes)
+
+
+_method("repeat", _torch_repeat)
+
+
+def _repeat(x, repeats, axis=None, *, dim=None, output_size=None):
+    """Repeat each element (NumPy / Array API ``repeat``, PyTorch ``repeat_interleave``)."""
+    x = as_tensor(x)
+    axis = dim if dim is not None else axis
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = axis_index(axis, x.ndim)
+    if hasattr(repeats, "_node"):
+        repeats = repeats.tolist()
+    if isinstance(repeats, (list, tuple)) and len(repeats) == 1:
+        repeats = repeats[0]
+    n, sh = x.shape[axis], tuple(x.shape)
+    if not isinstance(repeats, (list, tuple)) and not getattr(repeats, "ndim", 0):
+        r = int(repeats)
+        if r < 0:
+            raise ValueError(f"repeat: negative repeats {r}")
+        if r == 1:
+            return x.clone()
+        y = x.reshape(sh[:axis + 1] + (1,) + sh[axis + 1:])
+        y = y.broadcast_to(sh[:axis + 1] + (r,) + sh[axis + 1:])
+        return y.reshape(sh[:axis] + (n * r,) + sh[axis + 1:])
+    reps = np.asarray(repeats)
+    if reps.shape != (n,):
+        raise ValueError(f"repeat: repeats of shape {reps.shape} don't match axis {axis} of "
+                         f"size {n}")
+    if (reps < 0).any():
+        raise ValueError("repeat: negative repeats")
+    return _ops().take(x, np.repeat(np.arange(n), reps), axis=axis)
+
+
+defalias("repeat", _repeat, numpy="repeat")
+defalias("repeat_interleave", _repeat, methods="repeat_interleave")
+
+
+def _tri(x, k, lower):
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise ValueError(f"{'tril' if lower else 'triu'} needs at least 2 dimensions, got a "
+                         f"tensor of shape {tuple(x.shape)}")
+    n, m = x.shape[-2:]
+    mask = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
+    from ..tensor import asarray
+    ops = _ops()
+    return ops.where(asarray(mask, device=x.device, _np=False), x, ops.zeros_like(x))
+
+
+defalias("tril", lambda x, k=0, *, diagonal=None: _tri(x, k if diagonal is None else diagonal, True),
+         numpy="tril", methods="tril")
+defalias("triu", lambda x, k=0, *, diagonal=None: _tri(x, k if diagonal is None else diagonal, False),
+         numpy="triu", methods="triu")
+
+
+# ---- joining and splitting ----------------------------------------------------------------------
+
+def _concat_infer(args, p):
+    axis, first = p["axis"], tuple(args[0].shape)
+    for a in args[1:]:
+        s = tuple(a.shape)
+        if len(s) != len(first) or s[:axis] + s[axis + 1:] != first[:axis] + first[axis + 1:]:
+            raise ValueError(f"concat: shapes {first} and {s} differ outside axis {axis}")
+    return first[:axis] + (sum(a.shape[axis] for a in args),) + first[axis + 1:], p["dtype"]
+
+
+def _concat_grad(g, out, *xs, axis, dtype):
+    grads, start = [], 0
+    for x in xs:
+        n = x.shape[axis]
+        grads.append(g[(slice(None),) * axis + (slice(start, start + n),)])
+        start += n
+    return tuple(grads)
+
+
+def _concat_front(tensors, axis=0, *, dim=None, dtype=None, out=None, casting=None):
+    """Join tensors along an existing axis (None: flatten first); dtypes promote."""
+    if out is not None:
+        raise TypeError("concat: out= is not supported")
+    axis = dim if dim is not None else axis
+    ts = [as_tensor(t) for t in tensors]
+    if not ts:
+        raise ValueError("concat: need at least one tensor to concatenate")
+    if axis is None:
+        ts, axis = [t.reshape(-1) for t in ts], 0
+    if ts[0].ndim == 0:
+        raise ValueError("concat: zero-dimensional tensors cannot be concatenated")
+    for t in ts[1:]:
+        if t.ndim != ts[0].ndim:
+            raise ValueError(f"concat: all inputs need the same number of dimensions, got shapes "
+                             f"{tuple(ts[0].shape)} and {tuple(t.shape)}")
+    dt = D.dtype(dtype) if dtype is not None else D.result_type(*ts)
+    return apply(concat, tuple(ts), {"axis": axis_index(axis, ts[0].ndim), "dtype": dt})
+
+
+concat = defop(
+    "concat", kind="movement", infer=_concat_infer, grad=_concat_grad, front=_concat_front,
+    impl=lambda xp, *xs, axis, dtype: xp.concatenate([x.astype(dtype.np, copy=False) for x in xs],
+                                                     axis=axis),
+    numpy=("concatenate", "concat"))
+defalias("cat", _concat_front)
+
+
+def _stack(tensors, axis=0, *, dim=None, out=None, dtype=None):
+    """Join same-shaped tensors along a new axis."""
+    axis = dim if dim is not None else axis
+    ts = [as_tensor(t) for t in tensors]
+    if not ts:
+        raise ValueError("stack: need at least one tensor to stack")
+    for t in ts[1:]:
+        if tuple(t.shape) != tuple(ts[0].shape):
+            raise ValueError(f"stack: all inputs need the same shape, got {tuple(ts[0].shape)} "
+                             f"and {tuple(t.shape)}")
+    axis = axis_index(axis, ts[0].ndim + 1)
+    return _concat_front([_expand_dims(t, axis) for t in ts], axis, dtype=dtype, out=out)
+
+
+defalias("stack", _stack, numpy="stack")
+defalias("hstack", lambda tup, **kw: _concat_front(
+    [as_tensor(t).reshape(-1) if as_tensor(t).ndim == 0 else t for t in tup],
+    0 if all(as_tensor(t).ndim <= 1 for t in tup) else 1, **kw), numpy="hstack")
+defalias("vstack", lambda tup, **kw: _concat_front(
+    [as_tensor(t).reshape(1, -1) if as_tensor(t).ndim < 2 else t for t in tup], 0, **kw),
+    numpy="vstack")
+
+
+def _pieces(x, bounds, axis):
+    pre = (slice(None),) * axis
+    return tuple(x[pre + (slice(a, b),)] for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def _torch_split(x, split_size_or_sections, dim=0):
+    """PyTorch split: an int is the size of each piece (the last may be smaller); a list gives
+    the sizes, which must add up to the axis length."""
+    x = as_tensor(x)
+    dim = axis_index(dim, x.ndim, "dim")
+    n, s = x.shape[dim], split_size_or_sections
+    if isinstance(s, int):
+        if s <= 0 and not (s == 0 and n == 0):
+            raise RuntimeError(f"split: split_size must be positive, got {s}")
+        bounds = list(range(0, n, s)) + [n] if n else [0, 0]
+    else:
+        sizes = [int(v) for v in s]
+        if sum(sizes) != n or any(v < 0 for v in sizes):
+            raise RuntimeError(f"split: sizes {sizes} don't add up to the size {n} of dim {dim}")
+        bounds = [0] + list(itertools.accumulate(sizes))
+    return _pieces(x, bounds, dim)
+
+
+def _array_split(x, indices_or_sections, axis=0, *, _equal=False):
+    """NumPy array_split: an int N gives N nearly equal sections; a list gives split points."""
+    x = as_tensor(x)
+    axis = axis_index(axis, x.ndim)
+    n, s = x.shape[axis], indices_or_sections
+    if isinstance(s, int):
+        if s <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if _equal and n % s:
+            raise ValueError(f"array split does not result in an equal division: {n} into {s}")
+        q, r = divmod(n, s)
+        bounds = [0] + list(itertools.accumulate(q + 1 if i < r else q for i in range(s)))
+    else:
+        bounds = [0] + [int(p) for p in s] + [n]   # Python slicing rules, as NumPy
+    return _pieces(x, bounds, axis)
+
+
+defalias("split", _torch_split, methods="split")
+_numpy("split", lambda x, indices_or_sections, axis=0: _array_split(x, indices_or_sections, axis,
+                                                                    _equal=True))
+defalias("array_split", _array_split, numpy="array_split")
+
+
+def _chunk(x, chunks, dim=0):
+    """PyTorch chunk: pieces of size ceil(n / chunks) (possibly fewer than ``chunks``)."""
+    x = as_tensor(x)
+    if chunks <= 0:
+        raise RuntimeError(f"chunk: chunks must be positive, got {chunks}")
+    n = x.shape[axis_index(dim, x.ndim, "dim")]
+    return _torch_split(x, max(-(-n // chunks), 1), dim)
+
+
+defalias("chunk", _chunk, methods="chunk")
+
+
+def _unbind(x, dim=0):
+    """The slices along ``dim``, each without that dim."""
+    x = as_tensor(x)
+    dim = axis_index(dim, x.ndim, "dim")
+    return tuple(x[(slice(None),) * dim + (i,)] for i in range(x.shape[dim]))
+
+
+defalias("unbind", _unbind, methods="unbind")

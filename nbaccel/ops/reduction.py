@@ -1,7 +1,22 @@
-"""Reductions over axes. Primitives: sum, max, min, prod, argmax, argmin. The rest compose."""
+"""Reductions over axes and scans along one axis.
+
+Primitives: sum, prod, amax, amin, argmax, argmin, any, all, cumsum, cumprod. Composites:
+mean, var, std, logsumexp, count_nonzero. ``max``/``min`` are aliases: values (NumPy) or,
+for a PyTorch-style ``dim`` on a non-NumPy tensor, ``(values, indices)``.
+
+Empty reductions follow NumPy: sum -> 0, prod -> 1, any -> False, all -> True,
+mean/var -> nan, logsumexp -> -inf, max/min/argmax/argmin -> ValueError. Sums and products of
+integers accumulate in int64 (NumPy uses uint64 for unsigned input; nbaccel has no uint64).
+"""
 from __future__ import annotations
 
-from .registry import defop
+import math
+from collections import namedtuple
+
+from .. import dtypes as D
+from .fronts import apply, as_tensor, reduce_params
+from .meta import default_float, normalize_axis, reduced_shape
+from .registry import defalias, defop
 
 
 def _ops():
@@ -21,53 +36,335 @@ def _expand_back(g, x, axis, keepdims):
     return g.broadcast_to(x.shape)
 
 
-def _sum_impl(xp, x, axis, keepdims, dtype=None):
-    return xp.sum(x, axis=axis, keepdims=keepdims, dtype=None if dtype is None else dtype.np)
+def _count(shape, axis):
+    return math.prod(shape[a] for a in (range(len(shape)) if axis is None else axis))
 
 
-sum_ = defop("sum", kind="reduce", impl=_sum_impl, dtype_rule="sum",
+def _np_dtype(dtype):
+    return None if dtype is None else dtype.np
+
+
+# ---- sum and prod ----------------------------------------------------------------------------
+
+sum_ = defop("sum", kind="reduce", dtype_rule="sum",
+             impl=lambda xp, x, axis, keepdims, dtype=None: xp.sum(
+                 x, axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype)),
              grad=lambda g, out, x, axis, keepdims, dtype=None: (_expand_back(g, x, axis, keepdims),),
              methods="sum", numpy="sum", scalar="+")
 
 
-def _minmax_grad(g, out, x, axis, keepdims, dtype=None):
+def _prod_grad(g, out, x, axis, keepdims, dtype=None):
+    # d prod / d x_i = product of the others, exact with zeros: no zero -> out / x_i; one
+    # zero -> the product of the non-zeros at the zero, 0 elsewhere; more -> 0
+    ops = _ops()
+    zero = ops.equal(x, 0)
+    ones = ops.where(zero, 1, x)
+    nonzero_prod = ops.prod(ones, axis=axis, keepdims=True)
+    nzeros = ops.sum(zero, axis=axis, keepdims=True)
+    others = ops.where(ops.equal(nzeros, 0), nonzero_prod / ones,
+                       ops.where(ops.logical_and(ops.equal(nzeros, 1), zero), nonzero_prod, 0))
+    return (_expand_back(g, x, axis, keepdims) * others,)
+
+
+prod = defop("prod", kind="reduce", dtype_rule="sum", grad=_prod_grad,
+             impl=lambda xp, x, axis, keepdims, dtype=None: xp.prod(
+                 x, axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype)),
+             methods="prod", numpy="prod", scalar="*")
+
+# ---- max, min and their indices ---------------------------------------------------------------
+
+
+def _check_nonempty(name, x, axis):
+    if x.size == 0 and (axis is None or any(x.shape[a] == 0 for a in axis)):
+        raise ValueError(f"{name} of an empty tensor (shape {tuple(x.shape)}) along a zero-size "
+                         "axis: the operation has no identity")
+
+
+def _minmax_grad(g, out, x, axis, keepdims):
+    # ties share the gradient evenly (PyTorch's amax/amin)
     ops = _ops()
     o = _expand_back(out, x, axis, keepdims)
     mask = ops.equal(x, o).astype(g.dtype)
-    count = mask.sum(axis=axis, keepdims=True) if axis is not None else mask.sum().reshape((1,) * x.ndim)
+    count = ops.sum(mask, axis=axis, keepdims=True)
     return (_expand_back(g, x, axis, keepdims) * mask / count,)
 
 
-def _max_impl(xp, x, axis, keepdims):
-    if x.size == 0 and (axis is None or any(x.shape[a] == 0 for a in axis)):
-        raise ValueError("max/min of an empty tensor along a zero-size axis has no identity")
-    return xp.max(x, axis=axis, keepdims=keepdims)
+def _reducer(name):
+    def impl(xp, x, axis, keepdims):
+        _check_nonempty(name, x, axis)
+        return getattr(xp, name)(x, axis=axis, keepdims=keepdims)
+    return impl
 
 
-def _min_impl(xp, x, axis, keepdims):
-    if x.size == 0 and (axis is None or any(x.shape[a] == 0 for a in axis)):
-        raise ValueError("max/min of an empty tensor along a zero-size axis has no identity")
-    return xp.min(x, axis=axis, keepdims=keepdims)
+amax = defop("amax", kind="reduce", impl=_reducer("max"), grad=_minmax_grad, dtype_rule="same",
+             methods="amax", numpy="amax", scalar="max")
+amin = defop("amin", kind="reduce", impl=_reducer("min"), grad=_minmax_grad, dtype_rule="same",
+             methods="amin", numpy="amin", scalar="min")
 
 
-amax = defop("amax", kind="reduce", impl=_max_impl, grad=_minmax_grad, dtype_rule="same",
-             methods="amax", numpy=("amax", "max"), scalar="max")
-amin = defop("amin", kind="reduce", impl=_min_impl, grad=_minmax_grad, dtype_rule="same",
-             methods="amin", numpy=("amin", "min"), scalar="min")
+def _arg_front(name):
+    def front(x, axis=None, out=None, *, keepdims=False, dim=None, keepdim=None):
+        x = as_tensor(x)
+        if isinstance(out, bool):  # PyTorch's positional keepdim: argmax(x, dim, keepdim)
+            keepdims, out = out, None
+        if out is not None:
+            raise TypeError(f"{name}: out= is not supported")
+        ax = dim if dim is not None else axis
+        if ax is not None and not hasattr(ax, "__index__"):
+            raise TypeError(f"{name}: axis must be an integer or None, got {ax!r}")
+        ax = None if ax is None else int(ax)
+        return apply(ARGS[name], (x,), reduce_params(x, ax, keepdims, None, keepdim))
+    front.__doc__ = f"Index of the {name[3:]}imum: flat when axis is None (NumPy, PyTorch)."
+    return front
+
+
+def _arg_impl(name):
+    def impl(xp, x, axis, keepdims):
+        _check_nonempty(name, x, axis)
+        return getattr(xp, name)(x, axis=None if axis is None else axis[0], keepdims=keepdims)
+    return impl
+
+
+ARGS = {name: defop(name, kind="reduce", impl=_arg_impl(name), dtype_rule="int64",
+                    differentiable=False, methods=name, numpy=name, scalar=name,
+                    front=_arg_front(name))
+        for name in ("argmax", "argmin")}
+argmax, argmin = ARGS["argmax"], ARGS["argmin"]
+
+_MISSING = object()
+
+
+def _values_or_pair(name, values_op, index_op, elementwise):
+    """``max``/``min``: NumPy semantics (values) except a PyTorch-style reduction along one
+    ``dim`` of a non-NumPy tensor, which returns the namedtuple ``(values, indices)``;
+    ``max(a, b)`` with a tensor ``b`` is PyTorch's elementwise maximum."""
+    pair = namedtuple(name, ["values", "indices"])
+
+    def front(x, *args, axis=_MISSING, dim=None, keepdims=None, keepdim=None, out=None,
+              initial=None, where=None):
+        if args and hasattr(args[0], "_node"):
+            return elementwise(x, args[0])
+        x = as_tensor(x)
+        if out is not None or initial is not None or where is not None:
+            raise TypeError(f"{name}: out=, initial= and where= are not supported")
+        positional = args[0] if args else None
+        if len(args) > 1:   # NumPy: (axis, out, keepdims); PyTorch: (dim, keepdim)
+            keepdim = args[1] if isinstance(args[1], bool) else (args[2] if len(args) > 2 else keepdim)
+        torch_style = dim is not None or (isinstance(positional, int) and not x._np)
+        ax = dim if dim is not None else (positional if axis is _MISSING else axis)
+        kd = bool(keepdim if keepdim is not None else (keepdims or False))
+        if not torch_style:
+            return apply(values_op, (x,), reduce_params(x, ax, kd))
+        if not isinstance(ax, int):
+            raise TypeError(f"{name}(dim=...) takes one dimension, got {ax!r}; use "
+                            f"a{name} for several")
+        params = reduce_params(x, ax, kd)
+        return pair(apply(values_op, (x,), params), apply(index_op, (x,), params))
+    front.__doc__ = _values_or_pair.__doc__
+    return front
+
+
+defalias("max", _values_or_pair("max", amax, argmax, lambda a, b: _ops().maximum(a, b)),
+         numpy="max", methods="max")
+defalias("min", _values_or_pair("min", amin, argmin, lambda a, b: _ops().minimum(a, b)),
+         numpy="min", methods="min")
+
+# ---- any, all, count_nonzero --------------------------------------------------------------------
+
+any_ = defop("any", kind="reduce", dtype_rule="bool", differentiable=False, scalar="or",
+             impl=lambda xp, x, axis, keepdims: xp.any(x, axis=axis, keepdims=keepdims),
+             methods="any", numpy="any")
+all_ = defop("all", kind="reduce", dtype_rule="bool", differentiable=False, scalar="and",
+             impl=lambda xp, x, axis, keepdims: xp.all(x, axis=axis, keepdims=keepdims),
+             methods="all", numpy="all")
+
+count_nonzero = defop(
+    "count_nonzero", kind="reduce", dtype_rule="int64", differentiable=False,
+    decomp=lambda x, axis, keepdims: _ops().sum(_ops().not_equal(x, 0), axis=axis, keepdims=keepdims),
+    impl=lambda xp, x, axis, keepdims: xp.count_nonzero(x, axis=axis, keepdims=keepdims),
+    methods="count_nonzero", numpy="count_nonzero")
+
+# ---- mean, var, std, logsumexp --------------------------------------------------------------------
+
+
+def _as_float(x, dtype=None):
+    if dtype is not None:
+        return x.astype(dtype)
+    return x if x.dtype.kind == "f" else x.astype(default_float([x]))
 
 
 def _mean(x, axis=None, keepdims=False, dtype=None):
-    ops = _ops()
-    n = 1
-    for a in (axis if axis is not None else range(x.ndim)):
-        n *= x.shape[a]
-    s = ops.sum(x.astype(dtype) if dtype is not None else
-                x if x.dtype.kind == "f" else x.astype(ops.meta.default_float([x])),
-                axis=axis, keepdims=keepdims)
+    n = _count(x.shape, axis)
+    s = _ops().sum(_as_float(x, dtype), axis=axis, keepdims=keepdims)
     return s / n if n else s * float("nan")
 
 
 mean = defop("mean", kind="reduce", decomp=_mean, dtype_rule="float",
              impl=lambda xp, x, axis, keepdims, dtype=None: xp.mean(
-                 x, axis=axis, keepdims=keepdims, dtype=None if dtype is None else dtype.np),
+                 x, axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype)),
+             grad=lambda g, out, x, axis, keepdims, dtype=None: (
+                 _expand_back(g, x, axis, keepdims) / max(_count(x.shape, axis), 1),),
              methods="mean", numpy="mean")
+
+
+def _var(x, axis=None, keepdims=False, correction=0.0):
+    ops = _ops()
+    xf = _as_float(x)
+    d = xf - ops.mean(xf, axis=axis, keepdims=True)
+    return ops.sum(d * d, axis=axis, keepdims=keepdims) / max(_count(x.shape, axis) - correction, 0)
+
+
+def _var_grad(g, out, x, axis, keepdims, correction=0.0):
+    ops = _ops()
+    d = x - ops.mean(x, axis=axis, keepdims=True)
+    return (_expand_back(g, x, axis, keepdims) * d * (2 / max(_count(x.shape, axis) - correction, 0)),)
+
+
+def _var_impl(xp, x, axis, keepdims, correction=0.0):
+    import numpy as np
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return xp.var(x, axis=axis, keepdims=keepdims, ddof=correction)
+
+
+var = defop("var", kind="reduce", decomp=_var, impl=_var_impl, grad=_var_grad, dtype_rule="float",
+            front=lambda *a, **k: _spread_front(var, *a, **k), methods="var", numpy="var")
+std = defop("std", kind="reduce", dtype_rule="float",
+            decomp=lambda x, **p: _ops().sqrt(_var(x, **p)),
+            impl=lambda xp, x, **p: xp.sqrt(_var_impl(xp, x, **p)),
+            grad=lambda g, out, x, **p: _var_grad(g / (2 * out), out, x, **p),
+            front=lambda *a, **k: _spread_front(std, *a, **k), methods="std", numpy="std")
+
+
+def _spread_front(op, x, axis=None, *args, dtype=None, out=None, ddof=None, keepdims=False,
+                  correction=None, unbiased=None, dim=None, keepdim=None, mean=None):
+    """var/std: NumPy's ``ddof`` / Array API ``correction`` / PyTorch's ``unbiased``.
+    The default correction is 0 on NumPy-flavoured tensors (NumPy) and 1 otherwise (PyTorch);
+    ``x.var(1, True)`` is PyTorch's positional ``unbiased``."""
+    x = as_tensor(x)
+    if out is not None or mean is not None:
+        raise TypeError(f"{op.name}: out= and mean= are not supported")
+    if args:   # NumPy: (axis, dtype, out, ddof, keepdims); PyTorch: (dim, unbiased, keepdim)
+        if isinstance(args[0], bool):
+            unbiased = args[0]
+            keepdim = args[1] if len(args) > 1 else keepdim
+        else:
+            dtype = args[0]
+            if len(args) > 1 and args[1] is not None:
+                raise TypeError(f"{op.name}: out= is not supported")
+            ddof = args[2] if len(args) > 2 else ddof
+            keepdims = args[3] if len(args) > 3 else keepdims
+    given = [c for c in (ddof, correction) if c is not None]
+    if len(given) + (unbiased is not None) > 1:
+        raise TypeError(f"{op.name}: give only one of ddof, correction and unbiased")
+    if unbiased is not None:
+        corr = 1.0 if unbiased else 0.0
+    elif given:
+        corr = float(given[0])
+    else:
+        corr = 0.0 if x._np else 1.0
+    if dtype is not None:
+        x = x.astype(dtype)
+    params = reduce_params(x, axis, keepdims, dim, keepdim)
+    params["correction"] = corr
+    return apply(op, (x,), params)
+
+
+def _logsumexp(x, axis=None, keepdims=False):
+    # subtract the (finite) max so exp cannot overflow; an empty reduction is log(0) = -inf
+    ops = _ops()
+    xf = _as_float(x)
+    if _count(x.shape, axis) == 0:
+        return ops.full_like(ops.sum(xf, axis=axis, keepdims=keepdims), float("-inf"))
+    m = ops.amax(xf, axis=axis, keepdims=True)
+    m = ops.where(ops.isfinite(m), m, 0)
+    s = ops.sum(ops.exp(xf - m), axis=axis, keepdims=True)
+    out = ops.log(s) + m
+    return out if keepdims else out.reshape(reduced_shape(x.shape, axis, False))
+
+
+def _logsumexp_impl(xp, x, axis, keepdims):
+    import numpy as np
+    shape = reduced_shape(x.shape, axis, keepdims)
+    xf = x if x.dtype.kind == "f" else x.astype(np.float32 if x.dtype == D.bfloat16.np else np.float64)
+    if _count(x.shape, axis) == 0:
+        return xp.full(shape, -np.inf, dtype=xf.dtype)
+    m = xp.max(xf, axis=axis, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0)
+    with np.errstate(divide="ignore"):
+        out = xp.log(xp.sum(xp.exp(xf - m), axis=axis, keepdims=True)) + m
+    return xp.reshape(out, shape)
+
+
+logsumexp = defop(
+    "logsumexp", kind="reduce", decomp=_logsumexp, impl=_logsumexp_impl, dtype_rule="float",
+    grad=lambda g, out, x, axis, keepdims: (
+        _expand_back(g, x, axis, keepdims) * _ops().exp(x - _expand_back(out, x, axis, keepdims)),),
+    methods="logsumexp")
+
+# ---- scans ----------------------------------------------------------------------------------------
+
+
+def _scan_infer(args, params):
+    x = args[0]
+    dt = params["dtype"] or x.dtype
+    dt = D.int64 if dt.kind in "biu" and params["dtype"] is None else dt
+    shape = (math.prod(x.shape),) if params["axis"] is None else tuple(x.shape)
+    return shape, dt
+
+
+def _scan_impl(name):
+    def impl(xp, x, axis, dtype):
+        if x.ndim == 0 and axis is not None:   # PyTorch: a 0-d scan is the value
+            return xp.reshape(x, ()).copy()
+        return getattr(xp, name)(x, axis=axis, dtype=_np_dtype(dtype))
+    return impl
+
+
+def _scan_front(name):
+    def front(x, axis=None, dtype=None, out=None, *, dim=None):
+        x = as_tensor(x)
+        if out is not None:
+            raise TypeError(f"{name}: out= is not supported")
+        ax = dim if dim is not None else axis
+        if ax is not None:
+            ax = normalize_axis(int(ax), x.ndim)[0]
+        return apply(SCANS[name], (x,), {"axis": ax, "dtype": None if dtype is None else D.dtype(dtype)})
+    return front
+
+
+def _rev_cumsum(g, axis):
+    """sum over j >= i of g[j], along axis."""
+    return _ops().sum(g, axis=axis, keepdims=True) - _ops().cumsum(g, axis=axis) + g
+
+
+def _flat(g, x, axis):
+    return (g.reshape((-1,)), 0) if axis is None else (g, axis)
+
+
+def _cumsum_grad(g, out, x, axis, dtype):
+    g, ax = _flat(g, x, axis)
+    return (_rev_cumsum(g, ax).reshape(x.shape),)
+
+
+def _cumprod_grad(g, out, x, axis, dtype):
+    # before the first zero: revcumsum(g * out) / x; at the first zero: revcumsum(g * out')
+    # with that zero replaced by 1; after it: 0 (every later product holds that zero)
+    ops = _ops()
+    g, ax = _flat(g, x, axis)
+    xs, _ = _flat(x, x, axis)
+    o, _ = _flat(out, x, axis)
+    zero = ops.equal(xs, 0)
+    seen = ops.cumsum(zero, axis=ax)
+    before = ops.equal(seen, 0)
+    first = ops.logical_and(zero, ops.equal(seen, 1))
+    plain = _rev_cumsum(g * o, ax) / ops.where(before, xs, 1)
+    at_zero = _rev_cumsum(g * ops.cumprod(ops.where(first, 1, xs), axis=ax), ax)
+    gx = ops.where(before, plain, ops.where(first, at_zero, 0))
+    return (gx.reshape(x.shape),)
+
+
+SCANS = {}
+for _name, _grad, _sym in (("cumsum", _cumsum_grad, "+"), ("cumprod", _cumprod_grad, "*")):
+    SCANS[_name] = defop(_name, kind="other", impl=_scan_impl(_name), infer=_scan_infer,
+                         grad=_grad, front=_scan_front(_name), scalar=_sym,
+                         methods=_name, numpy=(_name, _name.replace("cum", "cumulative_")))

@@ -1,0 +1,186 @@
+"""What the Array API standard (2023.12) asks of a namespace beyond its ops: constants, data
+type inspection (isdtype, can_cast, finfo, iinfo), ``__array_namespace_info__``, and the
+small utilities broadcast_arrays and meshgrid (aliases over broadcast_to/reshape).
+
+>>> import nbaccel as nb
+>>> nb.isdtype(nb.float32, "real floating"), nb.can_cast(nb.int8, nb.int32)
+(True, True)
+>>> nb.finfo(nb.float32).bits
+32
+
+Not supported: complex dtypes and uint16/uint32/uint64 (nbaccel has no such dtypes).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from . import dtypes as D
+from .devices import cpu, cuda_available, device as _device
+from .ops.fronts import as_tensor
+from .ops.meta import broadcast_shapes
+from .ops.registry import defalias
+
+__array_api_version__ = "2023.12"
+
+e = math.e
+pi = math.pi
+inf = math.inf
+nan = math.nan
+newaxis = None
+
+# the standard's dtypes that nbaccel has (float16/bfloat16 are extras, not listed by the info)
+_STANDARD = ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64")
+
+_KINDS = {
+    "bool": lambda d: d.kind == "b",
+    "signed integer": lambda d: d.kind == "i",
+    "unsigned integer": lambda d: d.kind == "u",
+    "integral": lambda d: d.kind in "iu",
+    "real floating": lambda d: d.kind == "f",
+    "complex floating": lambda d: False,
+    "numeric": lambda d: d.kind in "iuf",
+}
+
+
+def _as_dtype(x) -> D.DType:
+    if isinstance(x, D.DType):
+        return x
+    if hasattr(x, "_node"):          # a Tensor
+        return x.dtype
+    return D.dtype(x)
+
+
+def isdtype(dtype, kind) -> bool:
+    """Is ``dtype`` of ``kind``: a dtype, a kind name ('bool', 'signed integer', 'unsigned
+    integer', 'integral', 'real floating', 'complex floating', 'numeric') or a tuple of them."""
+    dt = _as_dtype(dtype)
+    if isinstance(kind, tuple):
+        return any(isdtype(dt, k) for k in kind)
+    if isinstance(kind, str) and kind in _KINDS:
+        return _KINDS[kind](dt)
+    if isinstance(kind, str) and kind not in D._BY_NAME:
+        raise ValueError(f"isdtype: unknown kind {kind!r} (expected one of {sorted(_KINDS)})")
+    return dt is _as_dtype(kind)
+
+
+def can_cast(from_, to, /) -> bool:
+    """Can ``from_`` (a dtype or a tensor) be cast to ``to`` by the type-promotion rules
+    (no loss of kind or range)?"""
+    a, b = _as_dtype(from_), _as_dtype(to)
+    return D._promote(a, b) is b
+
+
+@dataclass(frozen=True)
+class finfo_object:
+    """Machine limits of a floating-point dtype (the Array API's finfo result)."""
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: D.DType
+
+    @property
+    def tiny(self):        # NumPy / PyTorch spelling
+        return self.smallest_normal
+
+    @property
+    def resolution(self):
+        return 10.0 ** -int(-math.log10(self.eps))
+
+
+@dataclass(frozen=True)
+class iinfo_object:
+    """Limits of an integer dtype (the Array API's iinfo result)."""
+    bits: int
+    max: int
+    min: int
+    dtype: D.DType
+
+
+def finfo(type, /) -> finfo_object:
+    """Limits of a floating-point dtype (or of a tensor's dtype)."""
+    dt = _as_dtype(type)
+    if dt.kind != "f":
+        raise TypeError(f"finfo: {dt} is not a floating-point dtype")
+    i = ml_dtypes.finfo(dt.np)
+    return finfo_object(dt.bits, float(i.eps), float(i.max), float(i.min),
+                        float(i.smallest_normal), dt)
+
+
+def iinfo(type, /) -> iinfo_object:
+    """Limits of an integer dtype (or of a tensor's dtype)."""
+    dt = _as_dtype(type)
+    if dt.kind not in "iu":
+        raise TypeError(f"iinfo: {dt} is not an integer dtype")
+    i = np.iinfo(dt.np)
+    return iinfo_object(dt.bits, int(i.max), int(i.min), dt)
+
+
+class _NamespaceInfo:
+    """The object ``__array_namespace_info__()`` returns."""
+
+    def capabilities(self):
+        return {"boolean indexing": True, "data-dependent shapes": True}
+
+    def default_device(self):
+        return cpu
+
+    def devices(self):
+        return [cpu] + ([_device("cuda")] if cuda_available() else [])
+
+    def default_dtypes(self, *, device=None):
+        # nbaccel has no complex dtypes, so "complex floating" has no default
+        return {"real floating": D.float32, "integral": D.int64, "indexing": D.int64}
+
+    def dtypes(self, *, device=None, kind=None):
+        return {n: D.dtype(n) for n in _STANDARD if kind is None or isdtype(D.dtype(n), kind)}
+
+
+def __array_namespace_info__():
+    """Inspection of this namespace: capabilities, devices, default and supported dtypes."""
+    return _NamespaceInfo()
+
+
+# ---- utilities over existing ops ------------------------------------------------------------
+
+def _broadcast_arrays(*arrays):
+    """Broadcast tensors against each other (views; no copy)."""
+    if len(arrays) == 1 and isinstance(arrays[0], (list, tuple)):
+        arrays = tuple(arrays[0])
+    ts = [as_tensor(a) for a in arrays]
+    shape = broadcast_shapes(*(t.shape for t in ts))
+    return [t if tuple(t.shape) == shape else t.broadcast_to(shape) for t in ts]
+
+
+def _meshgrid(*arrays, indexing="xy"):
+    """Coordinate grids from 1-D tensors; indexing 'xy' (Cartesian) or 'ij' (matrix)."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    if len(arrays) == 1 and isinstance(arrays[0], (list, tuple)):
+        arrays = tuple(arrays[0])
+    ts = [as_tensor(a) for a in arrays]
+    for t in ts:
+        if t.ndim != 1:
+            raise ValueError(f"meshgrid: inputs must be 1-D, got shape {tuple(t.shape)}")
+    n = len(ts)
+    pos = list(range(n))
+    if indexing == "xy" and n >= 2:
+        pos[0], pos[1] = 1, 0
+    shape = [0] * n
+    for t, p in zip(ts, pos):
+        shape[p] = t.shape[0]
+    out = []
+    for t, p in zip(ts, pos):
+        view = [1] * n
+        view[p] = t.shape[0]
+        out.append(t.reshape(tuple(view)).broadcast_to(tuple(shape)))
+    return out
+
+
+defalias("broadcast_arrays", _broadcast_arrays, numpy="broadcast_arrays")
+defalias("meshgrid", _meshgrid, numpy="meshgrid")

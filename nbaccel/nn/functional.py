@@ -1,0 +1,80 @@
+"""``nbaccel.nn.functional``: PyTorch's functional API over nbaccel's op table.
+
+>>> import nbaccel as nb
+>>> import nbaccel.nn.functional as F
+>>> F.softmax(nb.tensor([[1.0, 1.0]]), dim=-1)
+tensor([[0.5, 0.5]])
+
+Each function here is the front of an op (``nbaccel.ops.nn``) or a short composition of ops,
+so eager calls, autograd and compiled tracing all go through the op table.
+"""
+from __future__ import annotations
+
+from ..ops import OPS
+
+relu = OPS["relu"].front
+gelu = OPS["gelu"].front
+silu = OPS["silu"].front
+softplus = OPS["softplus"].front
+softmax = OPS["softmax"].front
+log_softmax = OPS["log_softmax"].front
+layer_norm = OPS["layer_norm"].front
+rms_norm = OPS["rms_norm"].front
+linear = OPS["linear"].front
+dropout = OPS["dropout"].front
+embedding = OPS["embedding"].front
+cross_entropy = OPS["cross_entropy"].front
+mse_loss = OPS["mse_loss"].front
+scaled_dot_product_attention = OPS["scaled_dot_product_attention"].front
+sigmoid = OPS["sigmoid"].front
+tanh = OPS["tanh"].front
+
+__all__ = ["relu", "relu_", "gelu", "silu", "softplus", "softmax", "log_softmax", "layer_norm",
+           "rms_norm", "linear", "dropout", "embedding", "cross_entropy", "mse_loss",
+           "scaled_dot_product_attention", "sigmoid", "tanh", "leaky_relu", "nll_loss",
+           "one_hot"]
+
+
+def relu_(input):
+    """In-place relu."""
+    return relu(input, inplace=True)
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+    """x where x > 0, else negative_slope * x."""
+    from .. import ops
+    out = ops.where(input > 0, input, input * negative_slope)
+    return input._assign(out) if inplace else out
+
+
+def one_hot(tensor, num_classes: int = -1):
+    """int64 one-hot encoding along a new last axis."""
+    from .. import ops
+    if tensor.dtype.kind not in "iu":
+        raise TypeError(f"one_hot is only applicable to index tensors, got {tensor.dtype}")
+    if num_classes < 0:
+        num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
+    classes = ops.arange(num_classes, device=tensor.device)
+    return (tensor.reshape(tuple(tensor.shape) + (1,)) == classes).astype("int64")
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,
+             reduce=None, reduction: str = "mean"):
+    """Negative log likelihood of log-probabilities ``input`` (class axis 1) at class indices
+    ``target``; weighted mean as PyTorch."""
+    from .. import ops
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"nll_loss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    x = input
+    if x.ndim > 2:
+        x = x.permute((0,) + tuple(range(2, x.ndim)) + (1,))
+    n = x.shape[-1]
+    t = target.reshape(tuple(target.shape) + (1,))
+    pick = (t == ops.arange(n, device=x.device)).astype(x.dtype) * (t != ignore_index).astype(x.dtype)
+    if weight is not None:
+        pick = pick * weight
+    loss = -(ops.where(pick != 0, x * pick, 0)).sum(axis=-1)
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.sum() / pick.sum()
+

@@ -1,0 +1,130 @@
+"""Elementwise spellings that add no op: clip/clamp, nan_to_num, real/imag/conj, isposinf,
+isneginf, rint. Autograd, tracing and code generation see only the ops they call."""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import dtypes as D
+from .fronts import as_tensor, as_tensor_arg
+from .registry import defalias
+
+
+def _ops():
+    from .. import ops
+    return ops
+
+
+def _is_tensor(v):
+    return hasattr(v, "_node")
+
+
+def _bound(v, x):
+    """A clip bound as an operand. A Python int outside an integer tensor's range clips
+    nothing (NumPy 2), so it is pulled into the range instead of overflowing."""
+    if isinstance(v, int) and not isinstance(v, bool) and x.dtype.kind in "iu":
+        info = np.iinfo(x.dtype.np)
+        v = builtins.min(builtins.max(v, int(info.min)), int(info.max))
+    return as_tensor_arg(v)
+
+
+def clip(x, a_min=None, a_max=None, out=None, *, min=None, max=None):
+    """Clamp x to [min, max]; either bound may be None, a scalar or a tensor.
+
+    NumPy values and promotion (min > max gives max; NaN in x or in a tensor bound gives
+    NaN); PyTorch's gradient (1 inside [min, max] including the bounds, else 0; a tensor
+    bound gets the gradient where it is selected)."""
+    ops = _ops()
+    x = as_tensor(x)
+    if out is not None:
+        raise TypeError("clip: out= is not supported")
+    lo = a_min if min is None else min
+    hi = a_max if max is None else max
+    if lo is None and hi is None:
+        return x.clone()
+    r = x
+    for bound, cmp in ((lo, ops.less), (hi, ops.greater)):
+        if bound is None:
+            continue
+        bound = _bound(bound, x)
+        take = cmp(r, bound)
+        if _is_tensor(bound) and bound.dtype.kind == "f":
+            take = ops.logical_or(take, ops.isnan(bound))
+        r = ops.where(take, bound, r)
+    return r
+
+
+def _clip_(self, *args, **kwargs):
+    return self._assign(clip(self, *args, **kwargs), "clip_")
+
+
+defalias("clip", clip, numpy="clip", methods=("clip", "clamp"))
+defalias("clamp", clip)
+defalias("clip_", _clip_, methods=("clip_", "clamp_"))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """Replace NaN by ``nan`` and +-inf by ``posinf``/``neginf`` (default: the dtype's
+    largest/smallest finite value). Integer and bool tensors come back unchanged."""
+    ops = _ops()
+    x = as_tensor(x)
+    if x.dtype.kind != "f":
+        return x.clone() if copy else x
+    info = D.finfo(x.dtype)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    r = ops.where(ops.isnan(x), nan, x)
+    r = ops.where(ops.equal(x, float("inf")), posinf, r)
+    return ops.where(ops.equal(x, float("-inf")), neginf, r)
+
+
+defalias("nan_to_num", nan_to_num, numpy="nan_to_num", methods="nan_to_num")
+
+
+def real(x):
+    """The real part: the tensor itself (nbaccel has no complex dtypes)."""
+    return as_tensor(x)
+
+
+def imag(x):
+    """The imaginary part of a real tensor: zeros (as NumPy)."""
+    return _ops().zeros_like(as_tensor(x))
+
+
+def conj(x):
+    """Complex conjugate of a real tensor: a copy (NumPy computes bool as int8)."""
+    x = as_tensor(x)
+    return x.astype(D.int8) if x.dtype is D.bool_ else x.clone()
+
+
+defalias("real", real, numpy="real")
+defalias("imag", imag, numpy="imag")
+defalias("conj", conj, numpy=("conjugate", "conj"), methods=("conj", "conjugate"))
+
+
+def isposinf(x):
+    """x == +inf, elementwise (bool)."""
+    ops = _ops()
+    x = as_tensor(x)
+    return ops.logical_and(ops.isinf(x), ops.greater(x, 0))
+
+
+def isneginf(x):
+    """x == -inf, elementwise (bool)."""
+    ops = _ops()
+    x = as_tensor(x)
+    return ops.logical_and(ops.isinf(x), ops.less(x, 0))
+
+
+defalias("isposinf", isposinf, numpy="isposinf", methods="isposinf")
+defalias("isneginf", isneginf, numpy="isneginf", methods="isneginf")
+
+
+def rint(x):
+    """Round to the nearest integer, half to even, as a float (NumPy's ``rint``)."""
+    from .elementwise import _float_of
+    return _ops().round(_float_of(as_tensor(x)))
+
+
+defalias("rint", rint, numpy="rint")

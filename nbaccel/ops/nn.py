@@ -1,0 +1,476 @@
+"""Neural-network ops: activations, the softmax family, normalisation, linear, dropout and
+embedding. Losses and attention live in :mod:`nbaccel.ops.nn_losses` (imported below).
+
+Every op here is a *composite*: ``decomp`` spells it in primitives (so the compiler can fuse
+softmax into one max-reduce / subtract / exp / sum-reduce / divide kernel), ``impl`` is the
+fast eager path and ``grad`` is the analytic derivative (cheaper than differentiating the
+decomposition). Optional tensor arguments (a bias, a weight) are only passed when present;
+a params flag says which are there, so ``params`` stay hashable and args stay tensors.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as D
+from .fronts import apply, as_tensor
+from .meta import broadcast_shapes, default_float, normalize_axis
+from .registry import OPS, defop
+
+
+class ShapeError(ValueError, RuntimeError):
+    """A shape mismatch in an nn op: caught by ``except ValueError`` (NumPy style) and by
+    ``except RuntimeError`` (what PyTorch raises)."""
+
+
+def _ops():
+    from .. import ops
+    return ops
+
+
+def _float_input(x, name):
+    """nn ops compute in floating point: ints and bools become the default float."""
+    x = as_tensor(x)
+    if x.dtype.kind != "f":
+        x = x.astype(default_float([x]))
+    return x
+
+
+def _float_infer(args, params):
+    x = args[0]
+    return x.shape, x.dtype if x.dtype.kind == "f" else default_float(args)
+
+
+def _erf_impl(xp, x):
+    if "erf" in OPS:
+        return OPS["erf"].impl(xp, x)
+    import numpy as np   # no erf op yet: the exact per-element math.erf
+    return np.vectorize(math.erf, otypes=[x.dtype])(x)
+
+
+def _split(rest, flags):
+    """Optional args -> one entry per flag (None where the flag is off)."""
+    it = iter(rest)
+    return [next(it) if f else None for f in flags]
+
+
+# ---- activations ------------------------------------------------------------------------
+
+def _inplace_front(op, **fixed):
+    def front(input, inplace=False):
+        x = as_tensor(input)
+        out = apply(op(), (x,), dict(fixed))
+        return x._assign(out) if inplace else out
+    return front
+
+
+relu = defop("relu", kind="unary", dtype_rule="nobool",
+             decomp=lambda x: _ops().where(x > 0, x, 0),
+             impl=lambda xp, x: xp.maximum(x, 0),
+             grad=lambda g, out, x: (_ops().where(out > 0, g, 0),),
+             front=_inplace_front(lambda: relu), methods="relu", inplace=True,
+             doc="max(x, 0), elementwise (``F.relu``).")
+
+_K_TANH = math.sqrt(2.0 / math.pi)
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _gelu_decomp(x, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + _ops().tanh(_K_TANH * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1 + _ops().erf(x * _INV_SQRT2))
+
+
+def _gelu_impl(xp, x, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + xp.tanh(_K_TANH * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1 + _erf_impl(xp, x * _INV_SQRT2))
+
+
+def _gelu_grad(g, out, x, approximate="none"):
+    ops = _ops()
+    if approximate == "tanh":
+        t = ops.tanh(_K_TANH * (x + 0.044715 * x * x * x))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _K_TANH * (1 + 3 * 0.044715 * x * x)
+    else:
+        d = 0.5 * (1 + ops.erf(x * _INV_SQRT2)) + x * ops.exp(-0.5 * x * x) * _INV_SQRT_2PI
+    return (g * d,)
+
+
+def _gelu_front(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return apply(gelu, (as_tensor(input),), {"approximate": approximate})
+
+
+gelu = defop("gelu", kind="unary", dtype_rule="float", decomp=_gelu_decomp, impl=_gelu_impl,
+             grad=_gelu_grad, front=_gelu_front,
+             doc="Gaussian error linear unit: x * Phi(x) (``approximate='tanh'``: the tanh form).")
+
+
+def _silu_grad(g, out, x):
+    s = _ops().sigmoid(x)
+    return (g * s * (1 + x * (1 - s)),)
+
+
+silu = defop("silu", kind="unary", dtype_rule="float",
+             decomp=lambda x: x * _ops().sigmoid(x),
+             impl=lambda xp, x: x / (1 + xp.exp(-x)),
+             grad=_silu_grad, front=_inplace_front(lambda: silu),
+             doc="x * sigmoid(x) (a.k.a. swish).")
+
+
+def _log1p(x):
+    ops = _ops()
+    return ops.log1p(x) if "log1p" in OPS else ops.log(1 + x)
+
+
+def _softplus_decomp(x, beta=1.0, threshold=20.0):
+    bx = x * beta
+    soft = _log1p(_ops().exp(_ops().minimum(bx, threshold))) / beta
+    return _ops().where(bx > threshold, x, soft)
+
+
+def _softplus_impl(xp, x, beta=1.0, threshold=20.0):
+    bx = x * beta
+    return xp.where(bx > threshold, x, xp.log1p(xp.exp(xp.minimum(bx, threshold))) / beta)
+
+
+def _softplus_front(input, beta=1.0, threshold=20.0):
+    return apply(softplus, (as_tensor(input),), {"beta": float(beta), "threshold": float(threshold)})
+
+
+softplus = defop("softplus", kind="unary", dtype_rule="float", decomp=_softplus_decomp,
+                 impl=_softplus_impl, front=_softplus_front,
+                 grad=lambda g, out, x, beta=1.0, threshold=20.0: (
+                     _ops().where(x * beta > threshold, g, g * _ops().sigmoid(x * beta)),),
+                 doc="log(1 + exp(beta x)) / beta, linear above ``threshold``.")
+
+
+# ---- softmax family -----------------------------------------------------------------------
+
+def _softmax_axis(x, dim, axis, name):
+    if dim is not None and axis is not None:
+        raise TypeError(f"{name}: give axis or dim, not both")
+    a = dim if dim is not None else axis
+    if a is None:
+        if x.ndim > 1:
+            raise TypeError(f"{name}: pass dim= (the axis to normalise over) for a "
+                            f"{x.ndim}-d tensor")
+        a = -1
+    return normalize_axis(int(a), x.ndim, "dim")[0]
+
+
+def _softmax_front_for(name):
+    def front(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
+        x = as_tensor(input)
+        if dtype is not None:
+            x = x.astype(dtype)
+        x = _float_input(x, name)
+        if x.ndim == 0:
+            return front(x.reshape((1,)), 0).reshape(())
+        return apply(OPS[name], (x,), {"axis": _softmax_axis(x, dim, axis, name)})
+    return front
+
+
+def _softmax_decomp(x, axis):
+    ops = _ops()
+    e = ops.exp(x - ops.amax(x, axis=axis, keepdims=True))
+    return e / ops.sum(e, axis=axis, keepdims=True)
+
+
+def _softmax_impl(xp, x, axis):
+    if x.size == 0:
+        return x.copy()
+    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+softmax = defop("softmax", kind="nn", infer=_float_infer, decomp=_softmax_decomp,
+                impl=_softmax_impl, front=_softmax_front_for("softmax"), methods="softmax",
+                grad=lambda g, out, x, axis: (out * (g - (g * out).sum(axis=axis, keepdims=True)),),
+                doc="exp(x) / sum(exp(x)) along ``dim``, computed stably (max subtracted).")
+
+
+def _log_softmax_decomp(x, axis):
+    ops = _ops()
+    s = x - ops.amax(x, axis=axis, keepdims=True)
+    return s - ops.log(ops.sum(ops.exp(s), axis=axis, keepdims=True))
+
+
+def _log_softmax_impl(xp, x, axis):
+    if x.size == 0:
+        return x.copy()
+    s = x - xp.max(x, axis=axis, keepdims=True)
+    return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+
+
+log_softmax = defop(
+    "log_softmax", kind="nn", infer=_float_infer, decomp=_log_softmax_decomp,
+    impl=_log_softmax_impl, front=_softmax_front_for("log_softmax"), methods="log_softmax",
+    grad=lambda g, out, x, axis: (g - _ops().exp(out) * g.sum(axis=axis, keepdims=True),),
+    doc="log(softmax(x)) along ``dim``, computed stably.")
+
+
+# ---- normalisation --------------------------------------------------------------------------
+
+def _norm_shape(x, normalized_shape, name):
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    ns = tuple(int(s) for s in ns)
+    if len(ns) > x.ndim or tuple(x.shape[x.ndim - len(ns):]) != ns:
+        raise ShapeError(f"{name}: normalized_shape={list(ns)} expects an input of shape "
+                         f"[*, {', '.join(map(str, ns))}], got {list(x.shape)}")
+    return ns
+
+
+def _check_affine(t, ns, what, name):
+    if t is not None and tuple(t.shape) != ns:
+        raise ShapeError(f"{name}: {what} has shape {tuple(t.shape)}, expected normalized_shape "
+                         f"{ns}")
+
+
+def _norm_infer(args, params):
+    dt = D.result_type(*args, default_float=default_float(args))
+    return args[0].shape, dt if dt.kind == "f" else default_float(args)
+
+
+def _layer_norm_front(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    x = _float_input(input, "layer_norm")
+    ns = _norm_shape(x, normalized_shape, "layer_norm")
+    weight = None if weight is None else as_tensor(weight)
+    bias = None if bias is None else as_tensor(bias)
+    _check_affine(weight, ns, "weight", "layer_norm")
+    _check_affine(bias, ns, "bias", "layer_norm")
+    args = (x,) + tuple(t for t in (weight, bias) if t is not None)
+    return apply(layer_norm, args, {"ndims": len(ns), "eps": float(eps),
+                                    "affine": (weight is not None, bias is not None)})
+
+
+def _last_axes(x, ndims):
+    return tuple(range(x.ndim - ndims, x.ndim))
+
+
+def _layer_norm_decomp(x, *wb, ndims, eps, affine):
+    ops = _ops()
+    axes = _last_axes(x, ndims)
+    xc = x - ops.mean(x, axis=axes, keepdims=True)
+    y = xc / ops.sqrt(ops.mean(xc * xc, axis=axes, keepdims=True) + eps)
+    w, b = _split(wb, affine)
+    y = y * w if w is not None else y
+    return y + b if b is not None else y
+
+
+def _layer_norm_impl(xp, x, *wb, ndims, eps, affine):
+    axes = _last_axes(x, ndims)
+    xc = x - xp.mean(x, axis=axes, keepdims=True)
+    y = xc / xp.sqrt(xp.mean(xc * xc, axis=axes, keepdims=True) + eps)
+    w, b = _split(wb, affine)
+    y = y * w if w is not None else y
+    return y + b if b is not None else y
+
+
+def _affine_grads(g, xhat, x, ndims, w, b):
+    batch = tuple(range(x.ndim - ndims))
+    out = []
+    if w is not None:
+        out.append((g * xhat).sum(axis=batch) if batch else g * xhat)
+    if b is not None:
+        out.append(g.sum(axis=batch) if batch else g)
+    return out
+
+
+def _layer_norm_grad(g, out, x, *wb, ndims, eps, affine):
+    ops = _ops()
+    axes = _last_axes(x, ndims)
+    xc = x - x.mean(axis=axes, keepdims=True)
+    rstd = 1 / ops.sqrt((xc * xc).mean(axis=axes, keepdims=True) + eps)
+    xhat = xc * rstd
+    w, b = _split(wb, affine)
+    gh = g * w if w is not None else g
+    gx = rstd * (gh - gh.mean(axis=axes, keepdims=True)
+                 - xhat * (gh * xhat).mean(axis=axes, keepdims=True))
+    return (gx, *_affine_grads(g, xhat, x, ndims, w, b))
+
+
+layer_norm = defop("layer_norm", kind="nn", infer=_norm_infer, decomp=_layer_norm_decomp,
+                   impl=_layer_norm_impl, grad=_layer_norm_grad, front=_layer_norm_front,
+                   doc="(x - mean) / sqrt(var + eps) * weight + bias over the trailing "
+                       "``normalized_shape`` dims (biased variance, as PyTorch).")
+
+
+def _rms_norm_front(input, normalized_shape, weight=None, eps=None):
+    x = _float_input(input, "rms_norm")
+    ns = _norm_shape(x, normalized_shape, "rms_norm")
+    weight = None if weight is None else as_tensor(weight)
+    _check_affine(weight, ns, "weight", "rms_norm")
+    eps = float(D.finfo(x.dtype).eps) if eps is None else float(eps)
+    args = (x,) + ((weight,) if weight is not None else ())
+    return apply(rms_norm, args, {"ndims": len(ns), "eps": eps, "affine": (weight is not None,)})
+
+
+def _rms_norm_decomp(x, *w, ndims, eps, affine):
+    ops = _ops()
+    y = x / ops.sqrt(ops.mean(x * x, axis=_last_axes(x, ndims), keepdims=True) + eps)
+    return y * w[0] if w else y
+
+
+def _rms_norm_impl(xp, x, *w, ndims, eps, affine):
+    y = x / xp.sqrt(xp.mean(x * x, axis=_last_axes(x, ndims), keepdims=True) + eps)
+    return y * w[0] if w else y
+
+
+def _rms_norm_grad(g, out, x, *w, ndims, eps, affine):
+    axes = _last_axes(x, ndims)
+    rstd = 1 / _ops().sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
+    xhat = x * rstd
+    w = w[0] if w else None
+    gh = g * w if w is not None else g
+    gx = rstd * (gh - xhat * (gh * xhat).mean(axis=axes, keepdims=True))
+    return (gx, *_affine_grads(g, xhat, x, ndims, w, None))
+
+
+rms_norm = defop("rms_norm", kind="nn", infer=_norm_infer, decomp=_rms_norm_decomp,
+                 impl=_rms_norm_impl, grad=_rms_norm_grad, front=_rms_norm_front,
+                 doc="x / sqrt(mean(x**2) + eps) * weight over the trailing dims "
+                     "(eps defaults to the dtype's machine epsilon, as PyTorch).")
+
+
+# ---- linear ------------------------------------------------------------------------------------
+
+def _linear_infer(args, params):
+    x, w = args[0], args[1]
+    if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[1]:
+        raise ShapeError(f"linear: input of shape {tuple(x.shape)} and weight of shape "
+                         f"{tuple(w.shape)} don't match (need input [*, in] and weight [out, in])")
+    if len(args) > 2 and tuple(args[2].shape) not in ((w.shape[0],), ()):
+        raise ShapeError(f"linear: bias of shape {tuple(args[2].shape)} doesn't match "
+                         f"{w.shape[0]} output features")
+    dt = D.result_type(*args)
+    if dt.kind != "f":
+        raise TypeError(f"linear needs floating point tensors, got {x.dtype} and {w.dtype}")
+    return tuple(x.shape[:-1]) + (w.shape[0],), dt
+
+
+def _linear_grad(g, out, x, w, *b, bias):
+    n_out, n_in = w.shape
+    rows = math.prod(x.shape[:-1])
+    g2 = g.reshape((rows, n_out))
+    gw = g2.T @ x.reshape((rows, n_in))
+    grads = (g @ w, gw)
+    return grads + ((g2.sum(axis=0),) if b else ())
+
+
+def _linear_front(input, weight, bias=None):
+    args = (as_tensor(input), as_tensor(weight)) + (() if bias is None else (as_tensor(bias),))
+    return apply(linear, args, {"bias": bias is not None})
+
+
+linear = defop("linear", kind="nn", infer=_linear_infer, grad=_linear_grad, front=_linear_front,
+               decomp=lambda x, w, *b, bias: x @ w.T + b[0] if b else x @ w.T,
+               impl=lambda xp, x, w, *b, bias: xp.matmul(x, w.T) + b[0] if b else xp.matmul(x, w.T),
+               doc="x @ weight.T + bias (``F.linear``).")
+
+
+# ---- dropout -------------------------------------------------------------------------------------
+
+def keep_mask(shape, p, device):
+    """A bool mask, True with probability 1 - p, drawn eagerly from nbaccel's seeded generator.
+
+    Drawn with the (static) shape of the input, even when the input is a tracer, so a compiled
+    graph receives the mask as an input and stays deterministic given it."""
+    from ..tensor import asarray
+    from .creation import generator
+    keep = generator().random(tuple(shape)) >= p
+    return asarray(keep, device=device, _np=False)
+
+
+def _dropout_front(input, p=0.5, training=True, inplace=False):
+    x = as_tensor(input)
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return x
+    mask = keep_mask(x.shape, p, x.device)
+    out = apply(dropout, (x, mask), {"scale": 0.0 if p == 1.0 else 1.0 / (1.0 - p)})
+    return x._assign(out) if inplace else out
+
+
+dropout = defop("dropout", kind="binary", dtype_rule="float",
+                infer=lambda args, p: (args[0].shape, _float_infer(args, p)[1]),
+                decomp=lambda x, mask, scale: _ops().where(mask, x * scale, 0),
+                impl=lambda xp, x, mask, scale: xp.where(mask, x * scale, 0),
+                grad=lambda g, out, x, mask, scale: (_ops().where(mask, g * scale, 0), None),
+                front=_dropout_front,
+                doc="Zero each element with probability p and scale the rest by 1/(1-p) "
+                    "(identity when ``training`` is False).")
+
+
+# ---- embedding -------------------------------------------------------------------------------------
+
+def _check_indices(xp, idx, n):
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+        bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+        raise IndexError(f"embedding: index {bad} is out of range for {n} embeddings")
+
+
+def _embedding_impl(xp, w, idx, padding_idx):
+    _check_indices(xp, idx, w.shape[0])
+    return xp.take(w, idx, axis=0)
+
+
+def _embedding_backward_impl(xp, g, idx, num, padding_idx):
+    dim = g.shape[-1]
+    out = xp.zeros((num, dim), dtype=g.dtype)
+    xp.add.at(out, idx.reshape(-1), g.reshape(-1, dim))
+    if padding_idx >= 0:
+        out[padding_idx] = 0
+    return out
+
+
+def _pad_zeroed(x, idx, padding_idx):
+    if padding_idx < 0:
+        return x
+    return _ops().where((idx != padding_idx).reshape(tuple(idx.shape) + (1,)), x, 0)
+
+
+embedding_backward = defop(
+    "embedding_backward", kind="index", impl=_embedding_backward_impl,
+    infer=lambda args, p: ((p["num"], args[0].shape[-1]), args[0].dtype),
+    grad=lambda g, out, gy, idx, num, padding_idx: (
+        _pad_zeroed(embedding.front(idx, g), idx, padding_idx), None),
+    front=lambda g, idx, num, padding_idx=-1: apply(
+        embedding_backward, (g, idx), {"num": int(num), "padding_idx": int(padding_idx)}),
+    doc="The weight gradient of embedding: rows of ``g`` index-added at ``idx``.")
+
+
+def _embedding_front(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+                     scale_grad_by_freq=False, sparse=False):
+    idx, w = as_tensor(input), as_tensor(weight)
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported")
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"embedding: indices must be an integer tensor, got {idx.dtype}")
+    if w.ndim != 2:
+        raise ShapeError(f"embedding: weight must be 2-D [num_embeddings, dim], got {tuple(w.shape)}")
+    pad = -1
+    if padding_idx is not None:
+        n = w.shape[0]
+        if not -n <= padding_idx < n:
+            raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings {n}")
+        pad = padding_idx % n
+    return apply(embedding, (w, idx), {"padding_idx": pad})
+
+
+embedding = defop(
+    "embedding", kind="index", impl=_embedding_impl,
+    infer=lambda args, p: (tuple(args[1].shape) + (args[0].shape[1],), args[0].dtype),
+    grad=lambda g, out, w, idx, padding_idx: (
+        embedding_backward.front(g, idx, w.shape[0], padding_idx), None),
+    front=_embedding_front,
+    doc="Rows of ``weight`` picked by integer ``input`` (``F.embedding``); the gradient is an "
+        "index-add, zero at ``padding_idx``.")
+
+
+from . import nn_losses  # noqa: E402,F401  (losses and attention register here)

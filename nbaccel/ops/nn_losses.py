@@ -1,0 +1,301 @@
+"""Losses (cross_entropy, mse_loss) and scaled_dot_product_attention, the plain math version.
+
+cross_entropy works with the class axis last (the front moves it there): the target becomes
+a per-class weight ``a = weight * q`` (q the one-hot or probability target, label-smoothed),
+the loss of a row is ``-sum(a * log_softmax(x))`` and its gradient ``softmax(x) * sum(a) - a``.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as D
+from .fronts import apply, as_tensor
+from .meta import broadcast_shapes, default_float
+from .nn import ShapeError, keep_mask, log_softmax
+from .registry import defop
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _ops():
+    from .. import ops
+    return ops
+
+
+def _check_reduction(reduction, name):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+# ---- cross entropy ---------------------------------------------------------------------------
+
+def _arange(m, n, like, is_xp):
+    return m.arange(n) if is_xp else m.arange(n, device=like.device)
+
+
+def _class_weights(m, x, t, w, probs, ignore_index, smoothing, is_xp):
+    """(a, wrow): a = per-class target weights, shaped like x; wrow = the weight of each row's
+    true class (one-hot times weight: its sum is the 'mean' denominator), None for
+    probability targets."""
+    n = x.shape[-1]
+    if probs:
+        q = t * (1 - smoothing) + smoothing / n if smoothing else t
+        return (q * w if w is not None else q), None
+    classes = _arange(m, n, x, is_xp).reshape((1,) * t.ndim + (n,))
+    tt = t.reshape(tuple(t.shape) + (1,))
+    valid = (tt != ignore_index).astype(x.dtype)
+    onehot = (tt == classes).astype(x.dtype) * valid
+    q = onehot * (1 - smoothing) + valid * (smoothing / n) if smoothing else onehot
+    wrow = onehot * w if w is not None else onehot
+    return (q * w if w is not None else q), wrow
+
+
+def _reduce(m, loss, wrow, x, reduction, is_xp):
+    if reduction == "none":
+        return loss
+    total = m.sum(loss)
+    if reduction == "sum":
+        return total
+    if wrow is None:   # probability targets: mean over the rows
+        rows = math.prod(x.shape[:-1])
+        return total / rows if rows else total * float("nan")
+    denom = m.sum(wrow)
+    if is_xp and not denom:   # every target ignored: nan, as PyTorch (without a warning)
+        return total * float("nan")
+    return total / denom
+
+
+def _ce_impl(xp, x, t, *w, reduction, ignore_index, label_smoothing, probs):
+    n = x.shape[-1]
+    if not probs and t.size:
+        bad = (t != ignore_index) & ((t < 0) | (t >= n))
+        if bad.any():
+            raise IndexError(f"cross_entropy: target {int(t[bad].reshape(-1)[0])} is out of "
+                             f"bounds for {n} classes")
+    w = w[0] if w else None
+    s = x - xp.max(x, axis=-1, keepdims=True) if x.size else x
+    logp = s - xp.log(xp.sum(xp.exp(s), axis=-1, keepdims=True))
+    a, wrow = _class_weights(xp, x, t, w, probs, ignore_index, label_smoothing, True)
+    # a is 0 where the target is 0: keep -inf logits from turning 0 * -inf into nan
+    loss = -xp.sum(xp.where(a != 0, a * logp, 0), axis=-1)
+    return _reduce(xp, loss, wrow, x, reduction, True)
+
+
+def _ce_decomp(x, t, *w, reduction, ignore_index, label_smoothing, probs):
+    ops = _ops()
+    w = w[0] if w else None
+    logp = log_softmax.front(x, -1)
+    a, wrow = _class_weights(ops, x, t, w, probs, ignore_index, label_smoothing, False)
+    loss = -ops.sum(ops.where(a != 0, a * logp, 0), axis=-1)
+    return _reduce(ops, loss, wrow, x, reduction, False)
+
+
+def _ce_grad(g, out, x, t, *w, reduction, ignore_index, label_smoothing, probs):
+    ops = _ops()
+    wt = w[0] if w else None
+    a, wrow = _class_weights(ops, x, t, wt, probs, ignore_index, label_smoothing, False)
+    if reduction == "none":
+        scale = g.reshape(tuple(g.shape) + (1,))
+    elif reduction == "sum":
+        scale = g
+    elif wrow is None:
+        scale = g / math.prod(x.shape[:-1])
+    else:
+        scale = g / ops.sum(wrow)
+    sm = ops.softmax(x, -1)
+    gx = (sm * a.sum(axis=-1, keepdims=True) - a) * scale
+    gt = None
+    if probs and t.requires_grad:   # probability targets are differentiable too
+        logp = log_softmax.front(x, -1)
+        d = -logp * (1 - label_smoothing)
+        gt = (d * wt if wt is not None else d) * scale
+    return (gx, gt) + ((None,) if w else ())
+
+
+def _ce_infer(args, params):
+    x = args[0]
+    shape = tuple(x.shape[:-1]) if params["reduction"] == "none" else ()
+    return shape, x.dtype
+
+
+def _cross_entropy_front(input, target, weight=None, size_average=None, ignore_index=-100,
+                         reduce=None, reduction="mean", label_smoothing=0.0):
+    if size_average is not None or reduce is not None:
+        raise TypeError("cross_entropy: size_average/reduce are deprecated; use reduction=")
+    _check_reduction(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    x, t = as_tensor(input), as_tensor(target)
+    if x.dtype.kind != "f":
+        raise TypeError(f"cross_entropy: input must be floating point, got {x.dtype}")
+    if x.ndim == 0:
+        raise ShapeError("cross_entropy: input must have a class dimension, got a 0-d tensor")
+    probs = t.dtype.kind == "f"
+    if probs and tuple(t.shape) != tuple(x.shape):
+        raise ShapeError(f"cross_entropy: probability target of shape {tuple(t.shape)} must "
+                         f"match input of shape {tuple(x.shape)}")
+    if not probs:
+        if t.dtype.kind not in "iu":
+            raise TypeError(f"cross_entropy: target must be class indices (integers) or "
+                            f"probabilities (floats), got {t.dtype}")
+        want = tuple(x.shape[:1]) + tuple(x.shape[2:]) if x.ndim > 1 else ()
+        if tuple(t.shape) != want:
+            raise ShapeError(f"cross_entropy: target of shape {tuple(t.shape)} doesn't match "
+                             f"input of shape {tuple(x.shape)} (expected {want})")
+    if x.ndim > 2:   # (N, C, d1, ...) -> (N, d1, ..., C): the class axis goes last
+        perm = (0,) + tuple(range(2, x.ndim)) + (1,)
+        x = x.permute(perm)
+        if probs:
+            t = t.permute(perm)
+    args = (x, t)
+    if weight is not None:
+        weight = as_tensor(weight)
+        if tuple(weight.shape) != (x.shape[-1],):
+            raise ShapeError(f"cross_entropy: weight of shape {tuple(weight.shape)} must be "
+                             f"({x.shape[-1]},), one per class")
+        args += (weight,)
+    params = {"reduction": reduction, "ignore_index": int(ignore_index),
+              "label_smoothing": float(label_smoothing), "probs": probs}
+    return apply(cross_entropy, args, params)
+
+
+cross_entropy = defop(
+    "cross_entropy", kind="nn", infer=_ce_infer, impl=_ce_impl, decomp=_ce_decomp,
+    grad=_ce_grad, front=_cross_entropy_front,
+    doc="Cross entropy between logits (class axis 1) and class indices or probabilities, "
+        "with ``weight``, ``ignore_index``, ``label_smoothing`` and ``reduction`` as PyTorch.")
+
+
+# ---- mean squared error ----------------------------------------------------------------------
+
+def _mse_decomp(x, y, reduction):
+    d = x - y
+    sq = d * d
+    return sq if reduction == "none" else sq.sum() if reduction == "sum" else sq.mean()
+
+
+def _mse_impl(xp, x, y, reduction):
+    d = x - y
+    sq = d * d
+    return sq if reduction == "none" else xp.sum(sq) if reduction == "sum" else xp.mean(sq)
+
+
+def _mse_grad(g, out, x, y, reduction):
+    shape = broadcast_shapes(x.shape, y.shape)
+    d = 2 * (x - y) * g
+    if reduction == "mean":
+        d = d / max(math.prod(shape), 1)
+    return d, -d
+
+
+def _mse_infer(args, params):
+    shape = broadcast_shapes(*(a.shape for a in args))
+    dt = D.result_type(*args, default_float=default_float(args))
+    dt = dt if dt.kind == "f" else default_float(args)
+    return (shape if params["reduction"] == "none" else ()), dt
+
+
+def _mse_front(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    if size_average is not None or reduce is not None:
+        raise TypeError("mse_loss: size_average/reduce are deprecated; use reduction=")
+    if weight is not None:
+        raise NotImplementedError("mse_loss: weight= is not supported")
+    _check_reduction(reduction, "mse_loss")
+    return apply(mse_loss, (as_tensor(input), as_tensor(target)), {"reduction": reduction})
+
+
+mse_loss = defop("mse_loss", kind="nn", infer=_mse_infer, impl=_mse_impl, decomp=_mse_decomp,
+                 grad=_mse_grad, front=_mse_front,
+                 doc="Mean (or sum, or elementwise) squared error between input and target.")
+
+
+# ---- attention -----------------------------------------------------------------------------------
+
+_NEG_INF = float("-inf")
+
+
+def _attn_probs(m, s, is_xp):
+    """Softmax over the last axis where a row that is masked out entirely gives zeros (not
+    nan), as PyTorch's math attention does."""
+    mx = m.max(s, axis=-1, keepdims=True) if is_xp else m.amax(s, axis=-1, keepdims=True).detach()
+    mx = m.where(mx == _NEG_INF, 0, mx)
+    e = m.exp(s - mx)
+    den = m.sum(e, axis=-1, keepdims=True)
+    return e / m.where(den == 0, 1, den)
+
+
+def _attention(m, q, k, v, extra, scale, causal, mask, dropout, is_xp):
+    kt = m.swapaxes(k, -1, -2)
+    s = m.matmul(q, kt) * scale
+    extra = list(extra)
+    if mask == "bool":
+        s = m.where(extra.pop(0), s, _NEG_INF)
+    elif mask == "float":
+        s = s + extra.pop(0)
+    if causal:
+        n_q, n_k = s.shape[-2], s.shape[-1]
+        rows = _arange(m, n_q, q, is_xp).reshape((n_q, 1))
+        cols = _arange(m, n_k, q, is_xp).reshape((1, n_k))
+        s = m.where(cols <= rows, s, _NEG_INF)
+    p = _attn_probs(m, s, is_xp)
+    if dropout:   # the keep-mask comes last; p = 1 drops everything
+        p = m.where(extra.pop(0), p * (0.0 if dropout == 1.0 else 1.0 / (1.0 - dropout)), 0)
+    return m.matmul(p, v)
+
+
+def _sdpa_impl(xp, q, k, v, *extra, scale, causal, mask, dropout):
+    return _attention(xp, q, k, v, extra, scale, causal, mask, dropout, True)
+
+
+def _sdpa_decomp(q, k, v, *extra, scale, causal, mask, dropout):
+    return _attention(_ops(), q, k, v, extra, scale, causal, mask, dropout, False)
+
+
+def _sdpa_infer(args, params):
+    q, k, v = args[:3]
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ShapeError("scaled_dot_product_attention: query, key and value need at least 2 "
+                         f"dims, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ShapeError("scaled_dot_product_attention: shapes don't match: query "
+                         f"{tuple(q.shape)} [.., L, E], key {tuple(k.shape)} [.., S, E], value "
+                         f"{tuple(v.shape)} [.., S, Ev]")
+    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    scores = batch + (q.shape[-2], k.shape[-2])
+    for a in args[3:]:
+        if broadcast_shapes(a.shape, scores) != scores:
+            raise ShapeError(f"scaled_dot_product_attention: mask of shape {tuple(a.shape)} "
+                             f"doesn't broadcast to the scores' shape {scores}")
+    dt = D.result_type(q, k, v)
+    if dt.kind != "f":
+        raise TypeError(f"scaled_dot_product_attention needs floating point tensors, got {dt}")
+    return batch + (q.shape[-2], v.shape[-1]), dt
+
+
+def _sdpa_front(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                enable_gqa=False):
+    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    if enable_gqa:
+        raise NotImplementedError("scaled_dot_product_attention: enable_gqa is not supported")
+    if attn_mask is not None and is_causal:
+        raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    args, kind = (q, k, v), None
+    if attn_mask is not None:
+        attn_mask = as_tensor(attn_mask)
+        kind = "bool" if attn_mask.dtype.kind == "b" else "float"
+        args += (attn_mask,)
+    if dropout_p > 0:
+        shape, _ = _sdpa_infer(args, {})
+        args += (keep_mask(tuple(shape[:-1]) + (k.shape[-2],), dropout_p, q.device),)
+    return apply(scaled_dot_product_attention, args,
+                 {"scale": scale, "causal": bool(is_causal), "mask": kind, "dropout": float(dropout_p)})
+
+
+scaled_dot_product_attention = defop(
+    "scaled_dot_product_attention", kind="nn", infer=_sdpa_infer, impl=_sdpa_impl,
+    decomp=_sdpa_decomp, front=_sdpa_front,
+    doc="softmax(q @ k^T * scale + mask) @ v (``is_causal``: top-left aligned lower-triangular "
+        "mask; bool masks keep True positions; rows masked out entirely give zeros).")

@@ -1,0 +1,120 @@
+"""The report widget in a real JupyterLab, in headless Chromium.
+
+Runs every cell of NOTEBOOK, waits for the widget, checks that the speedup, a recompile
+reason and each kernel's device are visible, and saves screenshots (light and dark
+theme) to docs/img/. Needs Debian's Chromium (`sudo apt-get install chromium`) and
+Python Playwright; skipped without them, except under CI where it fails.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# The notebook under test: switch to the tutorial (which uses %%compile) here.
+NOTEBOOK = Path(__file__).with_name("report_fixture.ipynb")
+SCREENSHOTS = REPO / "docs" / "img"
+
+REPORT = ".nbaccel-widget[data-kind='report']"
+SPEEDUP = re.compile(r"^\d+(\.\d+)?×$")
+DEVICES = {"cpu", "cuda"}
+
+pytestmark = pytest.mark.browser
+
+KERNEL_IDLE = """() => {
+  const app = window.jupyterapp;
+  const w = app && app.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!(k && k.status === 'idle' && w.content && w.content.widgets.length);
+}"""
+
+
+def _run_all(page, server) -> None:
+    page.goto(server.open_url(NOTEBOOK.name), wait_until="domcontentloaded")
+    try:
+        page.wait_for_function(KERNEL_IDLE, timeout=40_000, polling=200)
+    except Exception:
+        pytest.fail(f"notebook/kernel not ready in JupyterLab\n{server.log_tail()}", pytrace=False)
+    # give the notebook the whole width (no file browser / property inspector)
+    page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); window.jupyterapp.shell.collapseRight(); }")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+
+
+def _shot(locator, name: str, folder: Path = SCREENSHOTS) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(folder / name), animations="disabled")
+
+
+def test_report_widget_renders_in_jupyterlab(lab_server, page, tmp_path):
+    start = time.monotonic()
+    _run_all(page, lab_server)
+    widget = page.locator(REPORT).first
+    try:
+        widget.wait_for(state="visible", timeout=40_000)
+    except Exception:
+        pytest.fail("the report widget did not render; browser errors:\n"
+                    + "\n".join(page.console_errors[-20:]) + f"\n{lab_server.log_tail()}", pytrace=False)
+
+    # the header: a speedup like "10.0×"
+    speedup = widget.get_by_test_id("speedup")
+    assert speedup.is_visible()
+    assert SPEEDUP.match(speedup.inner_text().strip()), speedup.inner_text()
+
+    # recompilations: at least one reason, in words
+    reasons = widget.get_by_test_id("recompile-reason")
+    assert reasons.count() >= 1
+    assert reasons.first.is_visible() and len(reasons.first.inner_text().strip()) > 3
+
+    # device placement: one visible device per kernel row
+    rows = widget.get_by_test_id("kernel-row")
+    assert rows.count() >= 1
+    for i in range(rows.count()):
+        dev = rows.nth(i).get_by_test_id("kernel-device")
+        assert dev.is_visible() and dev.inner_text().strip() in DEVICES, dev.inner_text()
+
+    # graph breaks name the cell line
+    breaks = widget.get_by_test_id("graph-break")
+    for i in range(breaks.count()):
+        assert re.search(r"line \d+", breaks.nth(i).inner_text())
+
+    # the collapsible sections (captured graph, generated code) open and close
+    details = widget.locator("details")
+    for i in range(details.count()):
+        d = details.nth(i)
+        d.locator("summary").click()
+        assert d.locator("pre").is_visible()
+        d.locator("summary").click()
+
+    # a progress bar, when the notebook shows one, is replaced in place by a report
+    page.wait_for_function("() => !document.querySelector(\".nbaccel-widget[data-kind='progress']\")",
+                           timeout=20_000)
+
+    _shot(widget, "report-widget.png")
+    code = widget.locator("details").last
+    if code.count():
+        code.locator("summary").click()
+        _shot(code, "report-widget-code.png")
+        code.locator("summary").click()
+
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                  "{theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=15_000)
+    page.wait_for_timeout(300)  # let the theme's CSS variables settle
+    _shot(widget, "report-widget-dark.png")
+
+    # a narrow notebook: the widget fits, only tables/code scroll inside it
+    page.set_viewport_size({"width": 420, "height": 900})
+    page.wait_for_timeout(300)
+    overflow = widget.evaluate("el => { const r = el.querySelector('.nbaccel-root') || el;"
+                               " return r.scrollWidth - r.clientWidth; }")
+    assert overflow <= 1, f"widget overflows a narrow notebook by {overflow}px"
+    _shot(widget, "report-widget-narrow.png", tmp_path)  # for a look; not used by the docs
+
+    errors = [e for e in page.console_errors if "nbaccel" in e or "report.js" in e]
+    assert not errors, errors
+    assert time.monotonic() - start < 90

@@ -1,0 +1,27 @@
+"""Shared test settings: a reusable kernel cache and hypothesis profiles."""
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# Compiled kernels are reused across test runs through the disk cache (gitignored).
+os.environ.setdefault("NBACCEL_CACHE_DIR", str(ROOT / ".nbaccel-cache" / "tests"))
+
+try:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("ci", max_examples=25, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("fuzz", max_examples=int(os.environ.get("NBACCEL_FUZZ_EXAMPLES", "2000")),
+                              deadline=None, suppress_health_check=list(HealthCheck))
+    settings.load_profile("fuzz" if os.environ.get("NBACCEL_FUZZ_EXAMPLES") else "ci")
+except ImportError:  # pragma: no cover
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    import nbaccel
+    nbaccel.manual_seed(0)
+    yield

@@ -1,0 +1,310 @@
+"""The compiler's promises: structure (kernel counts), recompiles and dynamic shapes, graph
+breaks, autograd through compiled graphs, and every compiled graph checked against eager."""
+import numpy as np
+import pytest
+
+import nbaccel as nb
+
+BACKENDS = ["numpy", "numba"]
+
+
+def _np(x):
+    return np.asarray(x.detach() if isinstance(x, nb.Tensor) else x)
+
+
+def check_against_eager(fn, *args, backend="numpy", rtol=2e-5, atol=1e-6, **kw):
+    """Run fn eagerly and compiled; compare every output. Returns the compiled function."""
+    want = fn(*args)
+    cf = nb.compile(fn, backend=backend, **kw)
+    got = cf(*args)
+    ws = want if isinstance(want, (tuple, list)) else [want]
+    gs = got if isinstance(got, (tuple, list)) else [got]
+    assert len(ws) == len(gs)
+    for w, g in zip(ws, gs):
+        assert type(g) is type(w) or (isinstance(w, np.generic) and np.ndim(g) == 0), (type(g), type(w))
+        np.testing.assert_allclose(_np(g), _np(w), rtol=rtol, atol=atol)
+        assert _np(g).dtype == _np(w).dtype
+    return cf
+
+
+def six_op_chain(x, w, b):
+    return np.tanh(x * w + b) * 0.5 + np.exp(-x)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layer_norm(x, g, b):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-5) * g + b
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    return {"x": rng.standard_normal((64, 96)).astype(np.float32),
+            "w": rng.standard_normal(96).astype(np.float32),
+            "b": rng.standard_normal(96).astype(np.float32)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_elementwise_chain_is_one_kernel(data, backend):
+    cf = check_against_eager(six_op_chain, data["x"], data["w"], data["b"], backend=backend)
+    assert len(cf.report.kernels) == 1
+    assert cf.report.kernels[0]["ops"] == ["multiply", "add", "tanh", "multiply", "negative", "exp", "add"]
+    assert cf.report.kernels[0]["backend"] == backend
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_softmax_is_one_kernel(data, backend):
+    cf = check_against_eager(softmax, data["x"], backend=backend)
+    assert len(cf.report.kernels) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layer_norm_at_most_two_kernels(data, backend):
+    cf = check_against_eager(layer_norm, data["x"], data["w"], data["b"], backend=backend, rtol=1e-4, atol=1e-5)
+    assert len(cf.report.kernels) <= 2
+
+
+def test_numpy_in_numpy_out_tensor_in_tensor_out(data):
+    cf = nb.compile(softmax, backend="numpy")
+    assert isinstance(cf(data["x"]), np.ndarray)
+    assert isinstance(cf(nb.asarray(data["x"])), nb.Tensor)
+    assert isinstance(cf(nb.tensor(data["x"])), nb.Tensor)
+
+
+def test_report_is_json_and_complete(data):
+    import json
+    cf = nb.compile(six_op_chain, backend="numpy")
+    cf(data["x"], data["w"], data["b"])
+    d = cf.report.to_dict()
+    json.dumps(d)
+    for key in ("cache", "tier", "compile_seconds", "compile_breakdown", "eager_seconds", "compiled_seconds",
+                "speedup", "recompiles", "graph_breaks", "kernels", "graph", "code"):
+        assert key in d
+    assert set(d["compile_breakdown"]) == {"capture", "lowering", "codegen", "jit"}
+    assert d["cache"] == "miss" and d["tier"] == "numpy"
+    assert "graph(x: f32[64, 96]" in d["graph"] and "def run(inputs)" in d["code"]
+    cf(data["x"], data["w"], data["b"])
+    assert cf.report.cache == "hit"
+    assert cf.stats["calls"] == 2 and cf.stats["compiles"] == 1 and cf.stats["cache_hits"] == 1
+
+
+@pytest.mark.parametrize("dynamic,compiles", [(None, 2), (False, 5), (True, 1)])
+def test_recompiles_and_automatic_dynamic(dynamic, compiles):
+    def f(x):
+        return np.exp(x * 3 + 1).sum(axis=-1)
+    cf = nb.compile(f, backend="numpy", dynamic=dynamic)
+    for b in (8, 16, 32, 64, 128):
+        x = np.random.default_rng(b).standard_normal((b, 4)).astype(np.float32)
+        np.testing.assert_allclose(cf(x), f(x), rtol=1e-5)
+    assert cf.stats["compiles"] == compiles
+    reasons = [r["reason"] for r in cf.report.recompiles]
+    assert len(reasons) == (compiles - 1)
+    for r in reasons:
+        assert "x.shape[0]" in r
+    if dynamic is None:
+        assert "now dynamic" in reasons[0]
+        assert cf.report.dynamic_dims == ["x.shape[0]"]
+
+
+def test_sizes_zero_and_one_stay_specialised():
+    cf = nb.compile(lambda x: x * 2, backend="numpy")
+    for b in (8, 16, 1, 32, 0):
+        cf(nb.ones(b, 3))
+    # 8 static, 16 dynamic, 1 and 0 each their own entry; 32 hits the dynamic one
+    assert cf.stats["compiles"] == 4
+
+
+def test_dtype_recompile_reason():
+    cf = nb.compile(lambda x: x + 1, backend="numpy")
+    cf(nb.ones(3))
+    cf(nb.ones(3, dtype=nb.float64))
+    assert cf.report.recompiles[-1]["reason"] == "x.dtype: float32 → float64"
+
+
+def test_constant_change_reason_names_line():
+    scale = {"v": 2.0}
+
+    def f(x):
+        return x * scale["v"]
+    cf = nb.compile(f, backend="numpy")
+    cf(nb.ones(3))
+    scale["v"] = 3.0
+    np.testing.assert_allclose(_np(cf(nb.ones(3))), 3.0)   # never stale: the constant is guarded
+    assert "constant changed" in cf.report.recompiles[-1]["reason"]
+
+
+def test_mark_dynamic_compiles_once():
+    cf = nb.compile(lambda x: x.exp(), backend="numpy")
+    for b in (8, 16, 32):
+        x = nb.ones(b, 4)
+        nb.mark_dynamic(x, 0)
+        cf(x)
+    assert cf.stats["compiles"] == 1
+
+
+def test_recompile_limit_falls_back_to_eager_with_warning():
+    nb.compiler.config["recompile_limit"] = 3
+    try:
+        cf = nb.compile(lambda x, k: x * k, backend="numpy")
+        with pytest.warns(RuntimeWarning, match="recompiled"):
+            for k in range(6):
+                out = cf(nb.ones(2), float(k))
+                np.testing.assert_allclose(_np(out), float(k))
+        assert cf.eager_only
+    finally:
+        nb.compiler.config["recompile_limit"] = 8
+
+
+def branchy(x):
+    y = x * 2
+    if y.sum() > 0:  # the break line
+        return y + 1
+    return y - 1
+
+
+def test_graph_break_on_data_dependent_branch():
+    import inspect
+    line = inspect.getsourcelines(branchy)[1] + 2
+    x = nb.randn(4, 5)
+    cf = nb.compile(branchy, backend="numpy")
+    np.testing.assert_allclose(_np(cf(x)), _np(branchy(x)))
+    np.testing.assert_allclose(_np(cf(-x.abs())), _np(branchy(-x.abs())))
+    breaks = cf.report.graph_breaks
+    assert len(breaks) == 1
+    assert breaks[0]["lineno"] == line and breaks[0]["filename"] == __file__
+    assert "if y.sum() > 0" in breaks[0]["line"]
+    assert breaks[0]["fix"]
+    ex = nb.explain(branchy, x)
+    assert ex["graph_count"] == 2 and ex["graph_break_count"] == 1 and ex["op_count"] >= 3
+
+
+def test_fullgraph_error_names_the_line():
+    import inspect
+    line = inspect.getsourcelines(branchy)[1] + 2
+    with pytest.raises(nb.GraphBreakError, match=f"{__file__}:{line}"):
+        nb.compile(branchy, fullgraph=True, backend="numpy")(nb.randn(3))
+
+
+def test_item_and_print_break_but_stay_correct(capsys):
+    def f(x):
+        m = x.max().item()
+        print("max", round(m, 3))
+        return x / m
+    x = nb.rand(5) + 1
+    cf = nb.compile(f, backend="numpy")
+    np.testing.assert_allclose(_np(cf(x)), _np(f(x)), rtol=1e-6)
+    assert len(cf.report.graph_breaks) == 1
+    assert capsys.readouterr().out.count("max") == 2
+
+
+def test_input_mutation_is_written_back():
+    def f(x):
+        x += 1
+        return x * 2
+    a = np.ones(4, np.float32)
+    b = a.copy()
+    out = nb.compile(f, backend="numpy")(a)
+    want = f(b)
+    np.testing.assert_allclose(out, want)
+    np.testing.assert_allclose(a, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_through_compiled_graph(backend):
+    x = nb.randn(6, 5)
+    w = nb.randn(5, 3, requires_grad=True)
+    b = nb.randn(3, requires_grad=True)
+
+    def f(x, w, b):
+        return ((x @ w + b).tanh() ** 2).sum()
+    cf = nb.compile(f, backend=backend)
+    loss = cf(x, w, b)
+    loss.backward()
+    gw, gb = _np(w.grad).copy(), _np(b.grad).copy()
+    w.grad = b.grad = None
+    f(x, w, b).backward()
+    np.testing.assert_allclose(gw, _np(w.grad), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gb, _np(b.grad), rtol=1e-5, atol=1e-6)
+    assert cf.stats["backward_compiles"] == 1
+
+
+def test_compiled_training_step_matches_eager():
+    def make():
+        nb.manual_seed(3)
+        return [nb.randn(8, 16).mul(0.3).requires_grad_(), nb.randn(16, 1).mul(0.3).requires_grad_()]
+
+    def step_fn(params):
+        def step(x, y):
+            w1, w2 = params
+            loss = (((x @ w1).tanh() @ w2 - y) ** 2).mean()
+            for p in params:
+                p.grad = None
+            loss.backward()
+            with nb.no_grad():
+                for p in params:
+                    p -= 0.1 * p.grad
+            return loss
+        return step
+    x, y = nb.randn(32, 8), nb.randn(32, 1)
+    pe = make()
+    eager = [float(step_fn(pe)(x, y)) for _ in range(5)]
+    pc = make()
+    cs = nb.compile(step_fn(pc), backend="numpy")
+    comp = [float(cs(x, y)) for _ in range(5)]
+    np.testing.assert_allclose(comp, eager, rtol=1e-5)
+    assert eager[-1] < eager[0]
+    assert cs.stats["compiles"] == 1 and cs.report.graphs == 1
+    for a, b in zip(pe, pc):
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-5, atol=1e-6)
+
+
+def test_random_inside_compiled_function_stays_random():
+    cf = nb.compile(lambda x: x + nb.rand(3), backend="numpy")
+    a, b = _np(cf(nb.zeros(3))), _np(cf(nb.zeros(3)))
+    assert not np.allclose(a, b)
+    assert cf.stats["compiles"] == 1
+
+
+def test_reductions_over_other_axes_and_full(data):
+    def f(x):
+        return x.sum(axis=0), x.max(), (x * 2).mean(axis=(0, 1)), x.argmax(axis=1)
+    check_against_eager(f, data["x"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int_and_bool_kernels(backend):
+    def f(a, b):
+        return (a * 3 + b) // 2, (a > b) & (b >= 0), np.where(a > 0, a, -b)
+    rng = np.random.default_rng(1)
+    a = rng.integers(-5, 5, (16, 8)).astype(np.int32)
+    b = rng.integers(-5, 5, (8,)).astype(np.int32)
+    check_against_eager(f, a, b, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nan_and_inf_propagate_like_numpy(backend):
+    x = np.array([[1.0, np.nan, 3.0], [np.inf, -np.inf, 0.0], [100.0, -100.0, 0.5]], np.float32)
+    check_against_eager(lambda x: (np.exp(x), x.max(axis=-1), np.tanh(x)), x, backend=backend)
+
+
+def test_empty_and_zero_d_inputs():
+    check_against_eager(lambda x: (x * 2 + 1).sum(axis=-1), np.zeros((0, 4), np.float32))
+    check_against_eager(lambda x: np.exp(x) * 2, np.float32(1.5) * np.ones((), np.float32))
+    with pytest.raises(ValueError):
+        nb.compile(lambda x: x.max(axis=-1), backend="numpy")(np.zeros((3, 0), np.float32))
+
+
+def test_module_compile():
+    from nbaccel import nn
+    nb.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    x = nb.randn(5, 8)
+    cm = nb.compile(m, backend="numpy")
+    np.testing.assert_allclose(_np(cm(x)), _np(m(x)), rtol=1e-5, atol=1e-6)
+    assert "0.weight" in cm.report.graph
