@@ -287,7 +287,8 @@ def test_caller_without_fastmath_and_numpy_error_model():
 
     out = np.empty_like(x)
     plain(x, out)
-    np.testing.assert_array_equal(out, apply("ftanh", x))
+    want = np.tanh(x.astype(np.float64))  # ulp-level differences: no FMA contraction
+    np.testing.assert_allclose(out, want, rtol=4e-7, atol=0, equal_nan=True)
 
 
 @settings(max_examples=40, deadline=None)
