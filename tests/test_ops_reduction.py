@@ -141,7 +141,7 @@ def test_empty_reductions_follow_numpy():
 
 def test_max_min_semantics():
     a = np.array([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]])
-    t, tn = nb.tensor(a), nb.asarray(a)
+    t, tn = nb.tensor(a.tolist(), dtype="float64"), nb.asarray(a)
     assert t.max().item() == 6 and nb.min(t).item() == 1
     r = t.max(dim=1)
     assert r.values.tolist() == [5, 6] and r.indices.tolist() == [1, 2]
@@ -169,7 +169,7 @@ def test_sum_dim_keepdim_and_dtype():
 
 def test_var_std_corrections():
     a = random_array((4, 5), "float64")
-    t, tn = nb.tensor(a), nb.asarray(a)
+    t, tn = nb.tensor(a.tolist(), dtype="float64"), nb.asarray(a)
     assert_close(np.asarray(tn.var()), np.var(a))                      # NumPy default ddof=0
     assert_close(np.asarray(t.var()), np.var(a, ddof=1))                # PyTorch default unbiased
     assert_close(np.asarray(nb.var(tn, axis=0, ddof=1)), np.var(a, axis=0, ddof=1))

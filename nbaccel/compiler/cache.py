@@ -10,6 +10,7 @@ which stay stable because the file is never rewritten while valid. Nothing here 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -22,6 +23,7 @@ import numpy as np
 _loaded: dict[str, object] = {}
 
 
+@functools.lru_cache(maxsize=None)
 def _versions():
     from .. import __version__
     try:
@@ -29,7 +31,11 @@ def _versions():
         nb = numba.__version__
     except Exception:   # pragma: no cover
         nb = "none"
-    return f"v{__version__}-numba{nb}-np{np.__version__}-py{sys.version_info[0]}{sys.version_info[1]}"
+    # generated kernels inline the fastmath helpers, and numba's cache would not notice a change
+    from .codegen import fastmath
+    with open(fastmath.__file__, "rb") as f:
+        helpers = hashlib.sha256(f.read()).hexdigest()[:8]
+    return f"v{__version__}-numba{nb}-np{np.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-fm{helpers}"
 
 
 def root_dir() -> str:

@@ -77,8 +77,11 @@ def _ufloat_binary_infer(args, params):
     if all(a.dtype.kind != "f" for a in strong) and any(isinstance(a, float) for a in args):
         return shape, default_float(args)
     npflag = default_float(args) is D.float64
-    vals = [a if not _is_tensor(a) or a.dtype.kind == "f" else
+    all_bool = all(a.dtype.kind == "b" for a in strong)
+    vals = [(D.int64 if all_bool and type(a) is int else a) if not _is_tensor(a) else
+            a if a.dtype.kind == "f" else
             (D._promote(a.dtype, D.float16) if npflag else D.float32) for a in args]
+    vals = [(D.float64 if npflag else D.float32) if v is D.int64 else v for v in vals]
     return shape, D.result_type(*vals, default_float=default_float(args))
 
 
@@ -449,7 +452,8 @@ def _recip_impl(xp, x):
         return xp.reciprocal(x)
     if x.dtype.kind in "bu":
         return xp.where(x == 1, x, 0)
-    return xp.where(xp.abs(x.astype(np.int64)) == 1, x, 0)   # |x| == 1 is the only exact case
+    # |x| == 1 is the only exact case; NumPy leaves 1/0 to the platform (0 or INT_MIN): 0 here
+    return xp.where(xp.abs(x.astype(np.int64)) == 1, x, 0)
 
 
 def _recip_decomp(x):

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .. import dtypes as D
 from . import einsum_rules
 from .fronts import apply, as_tensor
@@ -270,16 +268,12 @@ def _diagonal_infer(args, p):
 
 
 def _diagonal_grad(g, out, x, offset, axis1, axis2):
-    # scatter g onto the diagonal with two 0/1 selection matrices: A @ (g * B)
-    from ..tensor import asarray
+    # scatter g onto the diagonal with two 0/1 selection matrices (eye ops, so it traces): A @ (g * B)
+    ops = _ops()
     n1, n2, k = x.shape[axis1], x.shape[axis2], g.shape[-1]
     r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
-    a = np.zeros((n1, k))
-    a[np.arange(k) + r0, np.arange(k)] = 1
-    b = np.zeros((k, n2))
-    b[np.arange(k), np.arange(k) + c0] = 1
-    a = asarray(a, dtype=g.dtype, device=g.device)
-    b = asarray(b, dtype=g.dtype, device=g.device)
+    a = ops.eye(n1, k, k=-r0, dtype=g.dtype, device=g.device)
+    b = ops.eye(k, n2, k=c0, dtype=g.dtype, device=g.device)
     full = a @ (g.reshape(tuple(g.shape) + (1,)) * b)
     order = [i for i in range(x.ndim) if i not in (axis1, axis2)] + [axis1, axis2]
     inv = [0] * x.ndim

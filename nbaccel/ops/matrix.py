@@ -154,9 +154,10 @@ _solve = defop("solve", kind="linalg", infer=_solve_infer, impl=_solve_impl, gra
 
 def _cholesky_grad(g, out, x):
     # A = L L^T; gA = sym(L^-T Phi(L^T gL) L^-1), Phi = lower triangle with half the diagonal
-    from ..tensor import asarray
+    ops = _ops()
     n = x.shape[-1]
-    phi = asarray(np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n), dtype=g.dtype, device=g.device)
+    eye = ops.eye(n, dtype=g.dtype, device=g.device)
+    phi = ops.tril(ops.ones(n, n, dtype=g.dtype, device=g.device), -1) + 0.5 * eye
     linv = inv.front(out)
     s = linv.mT @ ((out.mT @ g) * phi) @ linv
     return ((s + s.mT) * 0.5,)
