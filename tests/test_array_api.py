@@ -9,7 +9,7 @@ import nbaccel as nb
 from oracle import assert_close, check, random_array
 
 # ---- names that other helpers are still adding: xfail until they land ---------------------
-IN_PROGRESS = {"unstack", "Tensor.to_device", "Tensor.__imatmul__"}
+IN_PROGRESS = set()
 # ---- dtypes nbaccel deliberately does not have -----------------------------------------------
 UNSUPPORTED = {"uint16", "uint32", "uint64", "complex64", "complex128"}
 

@@ -400,8 +400,8 @@ def test_decomposition_matches_impl(name, dtype):
         lo, hi = (1, 3) if lo > 0 else (-3, 3)
     n = 2 if op.kind == "binary" else 1
     args = [nb.asarray(random_array((3, 4), dtype, lo, hi)) for _ in range(n)]
-    want = op.front(*args)
     with np.errstate(all="ignore"):
+        want = op.front(*args)
         got = op.decomp(*args)
     assert got.dtype == want.dtype
     assert_close(np.asarray(got), np.asarray(want), dtype=want.dtype.name if want.dtype.kind == "f" else None,

@@ -216,7 +216,8 @@ class TraceSession:
         self.realize(t, None)
         if id(t) in self.materialized:
             return self.materialized[id(t)][1]
-        return self.sources.get(id(t)) or Tensor._wrap(t._data, t.dtype, t.device, t._np)
+        src = self.sources.get(id(t))
+        return src if src is not None else Tensor._wrap(t._data, t.dtype, t.device, t._np)
 
     # -- in-place ---------------------------------------------------------------------------------
     def assign(self, target: Tensor, new: Tensor):

@@ -192,7 +192,10 @@ class _BackwardRunner:
         if event != "hit":
             self.cache.cf.stats["backward_compiles"] += 1
         prog, consts, _ = entry.program(rec)
-        outs = prog.run([grad] + self.saved + consts)
+        saved = iter(self.saved)
+        inputs = [grad if p.index == 0 else rec.constants[p.index] if p.index in rec.constants else next(saved)
+                  for p in rec.placeholders]
+        outs = prog.run(inputs + consts)
         it = iter(outs)
         result = []
         for i, has in zip(self.spec.targets, self.spec.has_grad):

@@ -126,13 +126,15 @@ def _div_front(a, b, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide.front(a, b)
     if rounding_mode != "trunc":
-        raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+        raise ValueError("div: rounding_mode must be None, 'floor' or 'trunc', "
+                         f"got {rounding_mode!r}")
     q = floor_divide.front(a, b)
     if q.dtype.kind == "f":
         return _ops().trunc(apply(div, (a, b), {})).astype(q.dtype)
     # integers: floor and trunc differ where the division is inexact and the signs differ
     ops = _ops()
-    fix = ops.logical_and(ops.not_equal(ops.remainder(a, b), 0), ops.not_equal(ops.less(a, 0), ops.less(b, 0)))
+    inexact = ops.not_equal(ops.remainder(a, b), 0)
+    fix = ops.logical_and(inexact, ops.not_equal(ops.less(a, 0), ops.less(b, 0)))
     return ops.where(fix, q + 1, q)
 
 
@@ -185,7 +187,8 @@ power = defop("power", kind="binary", impl=_ufunc("power"), grad=_pow_grad, dtyp
               scalar="({0} ** {1})", ufunc="power",
               methods=("pow", "__pow__", "__rpow__"), numpy=("power", "pow"), inplace=True)
 
-atan2 = defop("atan2", kind="binary", infer=_ufloat_binary_infer, impl=_ufunc("arctan2"), dtype_rule="ufloat",
+atan2 = defop("atan2", kind="binary", infer=_ufloat_binary_infer, impl=_ufunc("arctan2"),
+              dtype_rule="ufloat",
               grad=lambda g, out, a, b: (g * b / (a * a + b * b), -g * a / (a * a + b * b)),
               scalar="math.atan2({0}, {1})", ufunc="arctan2",
               methods=("atan2", "arctan2"), numpy=("arctan2", "atan2"), inplace=True)
@@ -197,7 +200,8 @@ def _copysign_grad(g, out, a, b):
     return (ops.where(flip, -g, g), ops.zeros_like(g) if _is_tensor(b) else None)
 
 
-copysign = defop("copysign", kind="binary", infer=_ufloat_binary_infer, impl=_ufunc("copysign"), dtype_rule="ufloat",
+copysign = defop("copysign", kind="binary", infer=_ufloat_binary_infer, impl=_ufunc("copysign"),
+                 dtype_rule="ufloat",
                  grad=_copysign_grad, scalar="np.copysign({0}, {1})", ufunc="copysign",
                  methods="copysign", numpy="copysign", inplace=True)
 
@@ -494,7 +498,8 @@ def _hypot(a, b):
     return ops.where(ops.logical_or(ops.isinf(a), ops.isinf(b)), float("inf"), out)  # hypot(inf, nan)
 
 
-hypot = defop("hypot", kind="binary", infer=_ufloat_binary_infer, decomp=_hypot, impl=_ufunc("hypot"), dtype_rule="ufloat",
+hypot = defop("hypot", kind="binary", infer=_ufloat_binary_infer, decomp=_hypot,
+              impl=_ufunc("hypot"), dtype_rule="ufloat",
               grad=lambda g, out, a, b: (g * a / out, g * b / out),
               methods="hypot", numpy="hypot", inplace=True)
 
@@ -513,7 +518,8 @@ def _logaddexp_grad(g, out, a, b):
     return (g * ops.exp(ops.subtract(a, out)), g * ops.exp(ops.subtract(b, out)))
 
 
-logaddexp = defop("logaddexp", kind="binary", infer=_ufloat_binary_infer, decomp=_logaddexp, impl=_ufunc("logaddexp"),
+logaddexp = defop("logaddexp", kind="binary", infer=_ufloat_binary_infer, decomp=_logaddexp,
+                  impl=_ufunc("logaddexp"),
                   dtype_rule="ufloat", grad=_logaddexp_grad, methods="logaddexp",
                   numpy="logaddexp", inplace=True)
 

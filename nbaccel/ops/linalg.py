@@ -63,7 +63,8 @@ def _matmul_front(a, b):
 
 matmul = defop("matmul", kind="linalg", impl=lambda xp, a, b: xp.matmul(a, b),
                infer=_matmul_infer, grad=_matmul_grad, front=_matmul_front,
-               methods=("matmul", "__matmul__", "__rmatmul__"), numpy=("matmul", "linalg.matmul"))
+               methods=("matmul", "__matmul__", "__rmatmul__"), numpy=("matmul", "linalg.matmul"),
+               inplace=True)
 
 
 # ---- tensordot: permute + reshape + matmul ------------------------------------------------

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import dtypes as D
+from ..devices import device as _device
 from .fronts import apply, as_tensor
 from .meta import normalize_axis
 from .registry import ALIAS_METHODS, NUMPY_FUNCS, defalias, defop
@@ -128,7 +129,8 @@ to_device = defop(
     "to_device", kind="other", impl=_to_device_impl,
     infer=lambda args, p: (args[0].shape, args[0].dtype),
     grad=lambda g, out, x, device: (g.to(x.device),),
-    front=lambda x, device: apply(to_device, (x,), {"device": device}))
+    methods="to_device",
+    front=lambda x, device, stream=None: apply(to_device, (x,), {"device": _device(device)}))
 
 
 detach = defop(
@@ -552,3 +554,10 @@ def _unbind(x, dim=0):
 
 
 defalias("unbind", _unbind, methods="unbind")
+
+
+def _unstack(x, axis=0):
+    return _unbind(x, axis)
+
+
+defalias("unstack", _unstack)
