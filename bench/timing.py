@@ -38,8 +38,10 @@ def to_numpy(x):
     """A NumPy array from an nbaccel Tensor, a torch tensor, a NumPy array or a scalar."""
     if isinstance(x, np.ndarray):
         return x
-    if hasattr(x, "detach") and hasattr(x, "cpu") and hasattr(x, "numpy") and "torch" in type(x).__module__:
+    if "torch" in type(x).__module__:
         return x.detach().cpu().numpy()
+    if hasattr(x, "detach"):
+        x = x.detach()
     if hasattr(x, "numpy"):
         return np.asarray(x.numpy())
     return np.asarray(x)

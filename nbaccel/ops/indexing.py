@@ -209,7 +209,9 @@ def _zeros(x, dtype):
 # ---- primitives ---------------------------------------------------------------------------------
 
 def _slice_key(slices):
-    return tuple(slice(a, b if b >= 0 else None, c) for a, b, c in slices)
+    # slices are normalised by slice.indices(n): with a negative step, stop -1 means "past the
+    # front" (None here) and start -1 means the slice is empty
+    return tuple(slice(0, 0, c) if a < 0 else slice(a, b if b >= 0 else None, c) for a, b, c in slices)
 
 
 strided_slice = defop(
@@ -277,7 +279,7 @@ def _index_put_grad(g, out, x, values, *arrays, axes, accumulate):
 
 
 index_put = defop(
-    "index_put", kind="index", impl=_index_put_impl, grad=_index_put_grad,
+    "index_scatter", kind="index", impl=_index_put_impl, grad=_index_put_grad,
     infer=lambda args, p: (args[0].shape, args[0].dtype),
     front=lambda x, values, *arrays, axes, accumulate=False: apply(
         index_put, (as_tensor(x), as_tensor_arg(values)) + arrays,

@@ -114,6 +114,8 @@ def defalias(name: str, front: Callable, *, numpy=(), methods=()):
     """Export a function that is a spelling of existing ops (``zeros`` over ``full``,
     ``max(dim=)`` over ``amax`` and ``argmax``). It adds no op: autograd, tracing and
     code generation see only the ops it calls."""
+    if name in OPS:
+        raise ValueError(f"alias {name!r} would hide the op of the same name")
     front.__name__ = front.__qualname__ = name
     ALIASES[name] = front
     for np_name in ((numpy,) if isinstance(numpy, str) else numpy):

@@ -1,0 +1,62 @@
+"""Generate docs/supported-ops.md from the op table: ``python -m nbaccel.docgen docs/supported-ops.md``.
+
+The list is never written by hand; a test checks that the committed file matches the table.
+"""
+from __future__ import annotations
+
+import sys
+
+from .ops.registry import ALIASES, OPS
+
+KIND_TITLES = {
+    "unary": "Elementwise, one operand", "binary": "Elementwise, two operands",
+    "ternary": "Elementwise, three operands", "reduce": "Reductions", "movement": "Shape and movement",
+    "index": "Indexing", "creation": "Creation", "linalg": "Linear algebra", "nn": "Neural-network ops",
+    "random": "Random", "other": "Other",
+}
+
+
+def _cell(items):
+    return ", ".join(f"`{i}`" for i in items) if items else ""
+
+
+def render() -> str:
+    import nbaccel  # noqa: F401  (registers every op family)
+    prims = sum(1 for o in OPS.values() if o.primitive)
+    lines = ["# Supported ops", "",
+             "Generated from the op table by `python -m nbaccel.docgen docs/supported-ops.md` "
+             "(`make docs`); do not edit by hand.", "",
+             f"{len(OPS)} ops: {prims} primitives (what code generators render) and "
+             f"{len(OPS) - prims} composites (defined by a decomposition into other ops), plus "
+             f"{len(ALIASES)} aliases (other spellings over the same ops).", ""]
+    for kind, title in KIND_TITLES.items():
+        ops = sorted((o for o in OPS.values() if o.kind == kind), key=lambda o: o.name)
+        if not ops:
+            continue
+        lines += [f"## {title}", "", "| op | primitive | gradient | fused CPU rendering | NumPy names | Tensor methods |",
+                  "|---|---|---|---|---|---|"]
+        for o in ops:
+            grad = "rule" if o.grad else "via decomposition" if (o.differentiable and o.decomp) else "—"
+            render_ = f"`{o.scalar}`" if o.scalar else ""
+            methods = [m for m in o.methods if not m.startswith("__")]
+            dunders = [m for m in o.methods if m.startswith("__")]
+            lines.append(f"| `{o.name}` | {'yes' if o.primitive else 'composite'} | {grad} | "
+                         f"{render_.replace('|', '&#124;')} | {_cell(o.numpy)} | {_cell(methods + dunders)} |")
+        lines.append("")
+    lines += ["## Aliases", "", "Spellings that call the ops above (NumPy and PyTorch names):", "",
+              ", ".join(f"`{a}`" for a in sorted(ALIASES)), ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    text = render()
+    if argv:
+        with open(argv[0], "w") as f:
+            f.write(text)
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,410 @@
+"""``nbaccel.numpy``: a NumPy-compatible namespace (what ``np`` means inside a ``%%compile`` cell).
+
+Every ``np.<func>`` that has an op in the table (``ops.registry.NUMPY_FUNCS``) routes through
+nbaccel, so calls on tracer tensors are captured; results follow NumPy's defaults (float64 is
+the default float, NumPy 2 promotion with weak Python scalars) because arrays and Python
+values are turned into *NumPy-flavoured* tensors (``_np=True``).
+
+Anything else falls back to NumPy itself: tensor arguments are made concrete (on a tracer that
+is a graph break whose reason names the function), NumPy runs, and array results are wrapped
+back. So a cell never fails where plain NumPy would not. ``np.random`` is NumPy's own module
+(a seeded draw is bit-identical to plain NumPy); dtypes and constants are NumPy's own.
+
+    >>> import numpy
+    >>> import nbaccel.numpy as xnp
+    >>> t = xnp.exp(numpy.arange(3.0))
+    >>> t.dtype.name, type(t).__name__
+    ('float64', 'Tensor')
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import types
+
+import numpy as _np
+
+from . import dtypes as D
+from .ops.registry import NUMPY_FUNCS, OPS
+from .tensor import Tensor, asarray as _asarray
+
+_PY_SCALARS = (bool, int, float)
+# functions whose first argument is a sequence of arrays
+_SEQ_FIRST = {"concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack",
+              "broadcast_arrays", "meshgrid", "block"}
+_ELEMENTWISE = ("unary", "binary", "ternary")
+
+
+# ---- argument conversion ------------------------------------------------------------------
+
+def _is_arraylike(x):
+    return isinstance(x, (Tensor, _np.ndarray, _np.generic))
+
+
+def _to_np_tensor(x):
+    """Array-likes become NumPy-flavoured tensors (Python floats default to float64)."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (_np.ndarray, _np.generic)):
+        return _asarray(x)
+    if isinstance(x, (list, tuple)) and not builtins.any(isinstance(v, Tensor) for v in _flat(x)):
+        return _asarray(x, _np=True)
+    if isinstance(x, (list, tuple)):   # holds tensors (maybe tracers): stack them, traced
+        return OPS["stack"].front([_to_np_tensor(v) for v in x]) if "stack" in OPS else _asarray(x, _np=True)
+    if isinstance(x, _PY_SCALARS):
+        return _asarray(x, _np=True)
+    return x
+
+
+def _flat(seq):
+    for v in seq:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def _convert_args(name, kind, args):
+    """NumPy defaults for the arguments of an op-backed function."""
+    args = list(args)
+    if not args:
+        return args
+    if kind in _ELEMENTWISE:
+        n = {"unary": 1, "binary": 2, "ternary": 3}[kind]
+        arrays = [a for a in args[:n] if _is_arraylike(a) or isinstance(a, (list, tuple))]
+        for i in range(builtins.min(n, len(args))):
+            a = args[i]
+            # Python scalars stay weak next to an array (NEP 50), else they become float64/int64
+            if isinstance(a, _PY_SCALARS) and arrays:
+                continue
+            args[i] = _to_np_tensor(a)
+        return args
+    first = args[0]
+    if name in _SEQ_FIRST and isinstance(first, (list, tuple)):
+        args[0] = type(first)(_to_np_tensor(a) for a in first)
+    elif name not in ("einsum",) and (isinstance(first, (list, tuple, *_PY_SCALARS)) or
+                                      isinstance(first, (_np.ndarray, _np.generic))):
+        args[0] = _to_np_tensor(first)
+    return args
+
+
+def _concrete(x, reason):
+    """A NumPy value for ``x`` (tensors, also inside lists/tuples/dicts)."""
+    if isinstance(x, Tensor):
+        a = x._value(reason)
+        if not isinstance(a, _np.ndarray):        # a GPU array
+            a = a.get()
+        return a
+    if isinstance(x, list):
+        return [_concrete(v, reason) for v in x]
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return tuple(_concrete(v, reason) for v in x)
+    if isinstance(x, dict):
+        return {k: _concrete(v, reason) for k, v in x.items()}
+    return x
+
+
+def _wrap_result(r):
+    """Arrays NumPy returns become NumPy-flavoured tensors again (so later ops are captured)."""
+    if isinstance(r, _np.ndarray):
+        try:
+            return _asarray(r)
+        except TypeError:
+            return r
+    if isinstance(r, tuple) and not hasattr(r, "_fields"):
+        return tuple(_wrap_result(v) for v in r)
+    if isinstance(r, tuple):
+        return type(r)(*(_wrap_result(v) for v in r))
+    if isinstance(r, list):
+        return [_wrap_result(v) for v in r]
+    return r
+
+
+def _has_tensor(args, kwargs):
+    return builtins.any(isinstance(v, Tensor) for v in _flat(list(args) + list(kwargs.values())))
+
+
+def fallback(func, qualname):
+    """``func`` (a NumPy function) made safe for tensors: concrete values in, tensors out."""
+    reason = f"np.{qualname} is not in the op table (no-op fallback): NumPy runs it on concrete values"
+
+    @functools.wraps(func)
+    def call(*args, **kwargs):
+        if not _has_tensor(args, kwargs):
+            return _wrap_result(func(*args, **kwargs))
+        return _wrap_result(func(*_concrete(args, reason), **_concrete(kwargs, reason)))
+    call.__nbaccel_fallback__ = True
+    return call
+
+
+def routed(front, name, kind, numpy_func):
+    """An op-backed NumPy function; signatures the op's front does not take fall back to NumPy
+    (so NumPy raises its own errors, never one NumPy would not raise)."""
+    slow = fallback(numpy_func, name) if numpy_func is not None else None
+
+    def call(*args, **kwargs):
+        try:
+            return front(*_convert_args(name, kind, args), **kwargs)
+        except (TypeError, NotImplementedError):
+            if slow is None:
+                raise
+            return slow(*args, **kwargs)
+    call.__name__ = call.__qualname__ = name.rsplit(".", 1)[-1]
+    call.__doc__ = f"numpy.{name} through nbaccel's op ``{getattr(front, '__name__', name)}``."
+    call.__wrapped__ = numpy_func
+    return call
+
+
+class _UFunc:
+    """An op-backed ufunc: calls are captured; ``.reduce``/``.outer``/... run NumPy's ufunc."""
+
+    def __init__(self, call, ufunc):
+        self._call = call
+        self._ufunc = ufunc
+        self.__name__ = ufunc.__name__
+        self.__doc__ = call.__doc__
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, k):
+        attr = getattr(self._ufunc, k)
+        return fallback(attr, f"{self.__name__}.{k}") if callable(attr) else attr
+
+    def __repr__(self):
+        return f"<nbaccel ufunc {self.__name__!r}>"
+
+
+def _op_kind(front):
+    op = OPS.get(getattr(front, "__name__", ""))
+    return op.kind if op is not None and op.front is front else "other"
+
+
+def _make(name, module=_np):
+    """The nbaccel.numpy function for ``numpy.<name>`` (``name`` may be ``linalg.inv``)."""
+    short = name.rsplit(".", 1)[-1]
+    numpy_func = getattr(module, short, None)
+    front = NUMPY_FUNCS.get(name)
+    if front is None:
+        return fallback(numpy_func, name) if callable(numpy_func) else numpy_func
+    call = routed(front, name, _op_kind(front), numpy_func if callable(numpy_func) else None)
+    if isinstance(numpy_func, _np.ufunc):
+        return _UFunc(call, numpy_func)
+    return call
+
+
+# ---- creation with NumPy's signatures and defaults -------------------------------------------
+
+def _npt(t):
+    """Mark a freshly created tensor NumPy-flavoured (NumPy's float64 defaults downstream)."""
+    t._np = True
+    return t
+
+
+def _dtype(dtype, default):
+    return D.dtype(dtype) if dtype is not None else default
+
+
+def _shape(shape):
+    return (int(shape),) if isinstance(shape, (int, _np.integer)) else tuple(int(s) for s in shape)
+
+
+def _no_like(like):
+    if like is not None:
+        raise TypeError("like= is not supported by nbaccel.numpy")
+
+
+def zeros(shape, dtype=float, order="C", *, device=None, like=None):
+    """numpy.zeros (float64 by default)."""
+    _no_like(like)
+    return _npt(OPS["full"].front(_shape(shape), 0, dtype=_dtype(dtype, D.float64), device=device))
+
+
+def ones(shape, dtype=None, order="C", *, device=None, like=None):
+    """numpy.ones (float64 by default)."""
+    _no_like(like)
+    return _npt(OPS["full"].front(_shape(shape), 1, dtype=_dtype(dtype, D.float64), device=device))
+
+
+def empty(shape, dtype=float, order="C", *, device=None, like=None):
+    """numpy.empty (zero-filled: nbaccel never hands out uninitialised memory)."""
+    return zeros(shape, dtype, order, device=device, like=like)
+
+
+def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
+    """numpy.full (the dtype of ``fill_value`` by default: bool, int64 or float64)."""
+    _no_like(like)
+    if isinstance(fill_value, Tensor) and fill_value.ndim == 0:
+        dt = _dtype(dtype, fill_value.dtype)
+        return _npt((fill_value.astype(dt) + zeros(shape, dt)))
+    if not isinstance(fill_value, (*_PY_SCALARS, _np.generic)):
+        return _wrap_result(_np.full(_shape(shape), _concrete(fill_value, "np.full of an array"),
+                                     dtype=None if dtype is None else D.dtype(dtype).np))
+    default = D.dtype(_np.asarray(fill_value).dtype)
+    value = fill_value.item() if isinstance(fill_value, _np.generic) else fill_value
+    return _npt(OPS["full"].front(_shape(shape), value, dtype=_dtype(dtype, default), device=device))
+
+
+def _like(value, name):
+    def front(a, dtype=None, order="K", subok=True, shape=None, *, device=None, **kw):
+        if name == "full_like":
+            value_ = kw.pop("fill_value")
+        else:
+            value_ = value
+        if kw:
+            raise TypeError(f"{name}() got unexpected keyword arguments {sorted(kw)}")
+        a = _to_np_tensor(a)
+        if shape is not None:
+            return full(shape, value_, dtype=dtype if dtype is not None else a.dtype.np, device=device)
+        if isinstance(value_, _np.generic):
+            value_ = value_.item()
+        return _npt(OPS["full_like"].front(a, value_, dtype=dtype, device=device))
+    front.__name__ = name
+    front.__doc__ = f"numpy.{name} (the dtype and shape of ``a`` by default)."
+    return front
+
+
+zeros_like = _like(0, "zeros_like")
+ones_like = _like(1, "ones_like")
+empty_like = _like(0, "empty_like")
+_full_like = _like(None, "full_like")
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    """numpy.full_like."""
+    return _full_like(a, dtype, order, subok, shape, device=device, fill_value=fill_value)
+
+
+def arange(start, stop=None, step=None, dtype=None, *, device=None, like=None):
+    """numpy.arange (int64 for integer arguments, float64 otherwise)."""
+    _no_like(like)
+    vals = [v for v in (start, stop, step) if v is not None]
+    vals = [v.item() if isinstance(v, (Tensor, _np.generic)) else v for v in vals]
+    if dtype is None:
+        dtype = D.dtype(_np.result_type(*vals))
+    if stop is None:
+        start, stop = 0, vals[0]
+    else:
+        start, stop = vals[0], vals[1]
+    step = vals[2] if len(vals) == 3 else 1
+    return _npt(OPS["arange"].front(start, stop, step, dtype=dtype, device=device))
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
+    """numpy.linspace (float64 by default)."""
+    if axis != 0 or not builtins.all(isinstance(v, (*_PY_SCALARS, _np.generic)) for v in (start, stop)):
+        return fallback(_np.linspace, "linspace")(start, stop, num, endpoint, retstep, dtype, axis)
+    t = _npt(OPS["linspace"].front(start, stop, int(num), endpoint=endpoint,
+                                   dtype=_dtype(dtype, D.float64), device=device))
+    if retstep:
+        div = (num - 1) if endpoint else num
+        step = (stop - start) / div if div > 0 else _np.nan
+        return t, step
+    return t
+
+
+def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
+    """numpy.eye (float64 by default)."""
+    _no_like(like)
+    return _npt(OPS["eye"].front(N, M, k, dtype=_dtype(dtype, D.float64), device=device))
+
+
+def identity(n, dtype=None, *, like=None):
+    """numpy.identity."""
+    return eye(n, dtype=dtype, like=like)
+
+
+def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
+    """numpy.asarray: tensors stay tensors (a tracer stays captured); others become
+    NumPy-flavoured tensors."""
+    _no_like(like)
+    if isinstance(a, Tensor):
+        t = a.astype(dtype) if dtype is not None and D.dtype(dtype) is not a.dtype else a
+        return t.clone() if copy and t is a else t
+    if isinstance(a, (list, tuple)) and builtins.any(isinstance(v, Tensor) for v in _flat(a)):
+        t = _to_np_tensor(a)
+        return t.astype(dtype) if dtype is not None else t
+    try:
+        return _asarray(a, dtype=dtype, copy=copy, _np=True)
+    except TypeError:   # strings, objects, complex: plain NumPy
+        return _np.asarray(a, dtype=dtype, order=order, copy=copy)
+
+
+def array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    """numpy.array (a copy by default)."""
+    t = asarray(obj, dtype=dtype, copy=copy or None, like=like)
+    if isinstance(t, Tensor):
+        if copy and t is obj:
+            t = t.clone()
+        while t.ndim < ndmin:
+            t = t[None]
+    elif ndmin:
+        t = _np.array(t, ndmin=ndmin, copy=False)
+    return t
+
+
+def ascontiguousarray(a, dtype=None, *, like=None):
+    """numpy.ascontiguousarray (nbaccel decides layouts itself: a no-op on tensors)."""
+    return asarray(a, dtype=dtype, like=like)
+
+
+# ---- the namespace ---------------------------------------------------------------------------
+
+_OWN = {n: v for n, v in dict(globals()).items() if callable(v) and not n.startswith("_")
+        and getattr(v, "__module__", None) == __name__ and n not in ("fallback", "routed")}
+_cache: dict[str, object] = {}
+
+
+class _SubModule(types.ModuleType):
+    """``nbaccel.numpy.linalg`` / ``.fft``: op-backed where the table has an op, NumPy elsewhere."""
+
+    def __init__(self, name, module):
+        super().__init__(f"nbaccel.numpy.{name}")
+        self._prefix = name
+        self._module = module
+
+    def __getattr__(self, k):
+        if k.startswith("__"):
+            raise AttributeError(k)
+        v = _make(f"{self._prefix}.{k}", self._module)
+        if v is None and not hasattr(self._module, k):
+            raise AttributeError(f"module 'numpy.{self._prefix}' has no attribute {k!r}")
+        setattr(self, k, v)
+        return v
+
+    def __dir__(self):
+        return dir(self._module)
+
+
+linalg = _SubModule("linalg", _np.linalg)
+fft = _SubModule("fft", _np.fft)
+random = _np.random          # NumPy's own generator: seeded draws match plain NumPy bit for bit
+
+
+def __getattr__(name):
+    """Everything else: op-backed when the table has an op, NumPy's own object otherwise
+    (dtypes, constants, classes, submodules) or a NumPy fallback for functions."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    if name in _cache:
+        return _cache[name]
+    if not hasattr(_np, name) and name not in NUMPY_FUNCS:
+        raise AttributeError(f"module 'numpy' has no attribute {name!r}")
+    obj = getattr(_np, name, None)
+    if isinstance(obj, (type, types.ModuleType)) or (obj is not None and not callable(obj)):
+        value = obj                              # dtypes, classes, constants, submodules
+    else:
+        value = _make(name)
+    _cache[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(dir(_np)) | set(_OWN) | {"linalg", "fft", "random"})
+
+
+# names with an op, eagerly: `from nbaccel.numpy import exp` works without __getattr__
+for _name in list(NUMPY_FUNCS):
+    if "." not in _name and _name not in _OWN and hasattr(_np, _name):
+        globals()[_name] = _cache[_name] = _make(_name)
+del _name
