@@ -169,9 +169,9 @@ def _minmax_grad(g, out, a, b):
 
 
 maximum = defop("maximum", kind="binary", impl=_ufunc("maximum"), grad=_minmax_grad,
-                scalar="max({0}, {1})", ufunc="maximum", methods="maximum", numpy="maximum")
+                scalar="({0} if ({0} > {1} or {0} != {0}) else {1})", ufunc="maximum", methods="maximum", numpy="maximum")
 minimum = defop("minimum", kind="binary", impl=_ufunc("minimum"), grad=_minmax_grad,
-                scalar="min({0}, {1})", ufunc="minimum", methods="minimum", numpy="minimum")
+                scalar="({0} if ({0} < {1} or {0} != {0}) else {1})", ufunc="minimum", methods="minimum", numpy="minimum")
 
 
 def _pow_grad(g, out, a, b):

@@ -20,6 +20,8 @@ from ..ir import Node
 from ..schedule import IDENTITY_OPS, FusedKernel
 from .common import kernel_input_classes
 
+# numba's scalar shifts differ from NumPy's for shift counts >= the bit width
+_NUMPY_ONLY_OPS = {"bitwise_left_shift", "bitwise_right_shift"}
 _NUMBA_DTYPES = {"bool", "int8", "uint8", "int16", "int32", "int64", "float32", "float64"}
 _INIT = {"sum": "0", "prod": "1"}
 REDUCTIONS = ("sum", "prod", "amax", "amin")
@@ -39,6 +41,8 @@ def unsupported_reason(k: FusedKernel):
         if n.dtype.name not in _NUMBA_DTYPES:
             return f"numba has no {n.dtype.name}"
     for n in k.nodes:
+        if n.op.name in _NUMPY_ONLY_OPS:
+            return f"{n.op.name} differs in numba for large shift counts"
         if n.op.name in IDENTITY_OPS or n.op.name in ("full_like", "astype") or n.op.name in _INIT \
                 or n.op.name in ("amax", "amin"):
             continue

@@ -1,0 +1,131 @@
+"""``python -m bench.run``: every benchmark in one run; writes bench/results.json and results.md.
+
+    python -m bench.run                 # the full run (a few minutes; what `make bench` does)
+    python -m bench.run --only a,e      # some workloads
+    python -m bench.run --quick         # small shapes, to check the harness (writes to a temp dir)
+    python -m bench.run --no-torch      # skip the PyTorch peers even when installed
+
+A compiled result that differs from NumPy, or a crash, is reported in the table and makes
+the command exit with status 1 (after writing the results).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _parse(argv):
+    ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="abcdef", help="workload letters to run, e.g. 'a,b,e'")
+    ap.add_argument("--repeat", type=int, default=None, help="timed runs per big workload (default 5)")
+    ap.add_argument("--quick", action="store_true", help="small shapes and few runs")
+    ap.add_argument("--no-torch", action="store_true", help="leave the PyTorch peers out")
+    ap.add_argument("--out", default=None, help="directory for results.json/results.md")
+    ap.add_argument("--keep-cache", action="store_true", help="keep the temporary nbaccel cache")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
+    only = set(args.only.replace(",", ""))
+    tmp = tempfile.mkdtemp(prefix="nbaccel-bench-")
+    # an isolated cache: nothing from the user's cache helps, nothing of ours stays behind
+    os.environ["NBACCEL_CACHE_DIR"] = os.path.join(tmp, "cache-main")
+    out_dir = args.out or (tmp if args.quick else HERE)
+    if args.quick:
+        rows = cols = 512
+        mlp = dict(batch=64, d_in=128, hidden=128, d_out=128)
+        lat_shape = (128, 128)
+        repeat = args.repeat or 3
+    else:
+        rows = cols = 4096
+        mlp = dict(batch=512, d_in=1024, hidden=1024, d_out=1024)
+        lat_shape = (1024, 1024)
+        repeat = args.repeat or 5
+
+    from . import peers
+    if args.no_torch:
+        peers.disable()
+    from .latency import run_compile_latency, run_tracing_overhead
+    from .report import add_ratios, markdown, targets
+    from .steady import run_array, run_mlp
+    from .timing import WrongResult, machine_info
+    from .workloads import ARRAY_WORKLOADS
+
+    torch = peers.torch_or_none()
+    results = {"machine": machine_info(torch),
+               "config": {"repeat": repeat, "shape": [rows, cols], "mlp": mlp,
+                          "latency_shape": list(lat_shape), "quick": args.quick,
+                          "shape_note": f"(a)-(c) {rows}x{cols} float32; (d) MLP {mlp}; "
+                                        f"(e) {lat_shape[0]}x{lat_shape[1]}"},
+               "torch_import_seconds": peers.import_seconds(),
+               "workloads": {}, "failures": []}
+    t_start = time.perf_counter()
+
+    def note_failures(key, variants):
+        for name, v in variants.items():
+            if v.get("failed"):
+                results["failures"].append(f"({key}) {name}: {v['status']}")
+
+    for wl in ARRAY_WORKLOADS:
+        if wl.key not in only:
+            continue
+        print(f"[bench] ({wl.key}) {wl.title} ...", flush=True)
+        variants = run_array(wl, rows, cols, repeat)
+        add_ratios(variants)
+        note_failures(wl.key, variants)
+        results["workloads"][wl.key] = {"title": wl.title, "shape": [rows, cols], "variants": variants}
+    if "d" in only:
+        print("[bench] (d) MLP training step ...", flush=True)
+        variants = run_mlp(repeat, **mlp)
+        add_ratios(variants)
+        note_failures("d", variants)
+        results["workloads"]["d"] = {"title": "MLP training step", "shape": mlp, "variants": variants}
+    for key, label, fn in (("e", "compile_latency", lambda: run_compile_latency(tmp, *lat_shape)),
+                           ("f", "tracing_overhead", lambda: run_tracing_overhead(repeat=max(30, repeat)))):
+        if key not in only:
+            continue
+        print(f"[bench] ({key}) {label} ...", flush=True)
+        try:
+            results[label] = fn()
+        except WrongResult as e:
+            results[label] = {"error": f"WRONG RESULT: {e}"}
+            results["failures"].append(f"({key}) WRONG RESULT: {e}")
+        except Exception as e:
+            results[label] = {"error": f"error: {type(e).__name__}: {e}"}
+            results["failures"].append(f"({key}) error: {type(e).__name__}: {e}")
+
+    results["targets"] = targets(results)
+    results["total_seconds"] = time.perf_counter() - t_start
+    try:
+        results["machine"]["load_average_end"] = os.getloadavg()
+    except OSError:
+        pass
+    md = markdown(results)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(md)
+    print()
+    print(md)
+    print(f"[bench] wrote {out_dir}/results.json and results.md in {results['total_seconds']:.0f} s")
+    if not args.keep_cache:
+        shutil.rmtree(tmp if out_dir != tmp else os.path.join(tmp, "cache-main"), ignore_errors=True)
+        for d in ("cache-cold", "cache-auto"):
+            shutil.rmtree(os.path.join(tmp, d), ignore_errors=True)
+    if results["failures"]:
+        print("[bench] FAILED:\n  " + "\n  ".join(results["failures"]), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
