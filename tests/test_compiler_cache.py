@@ -88,3 +88,14 @@ def test_clear(tmp_path, monkeypatch):
     assert cache.size_bytes() > 0
     cache.clear()
     assert cache.size_bytes() == 0
+
+
+def test_auto_backend_loads_warm_kernels_at_once(tmp_path):
+    _run(tmp_path)                      # populates the disk cache (numba backend)
+    script = SCRIPT.replace('backend="numba"', 'backend="auto"')
+    env = dict(os.environ, NBACCEL_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    import json
+    rep = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rep["cache"] == "disk" and rep["tier"] == "numba", rep

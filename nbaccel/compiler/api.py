@@ -100,7 +100,7 @@ class CompiledFunction:
         self.param_names = param_names or (lambda: {})
         self.cache = GraphCache(self)
         self.stats = Stats()
-        self.report: CompileReport | None = None
+        self._report: CompileReport | None = None
         self.history: list = []
         self.eager_only = False
         self.recompile_limit = None
@@ -198,11 +198,8 @@ class CompiledFunction:
             rep.graph = "\n\n".join(e["graph"] for e in events)
             rep.code = "\n\n".join(e["code"] for e in events)
             rep.device = events[-1]["device"]
-            eager = [e["eager"]() for e in events]
-            if all(x is not None for x in eager):
-                rep.eager_seconds = sum(eager)
-                if rep.compiled_seconds > 0:
-                    rep.speedup = rep.eager_seconds / rep.compiled_seconds
+            # the eager baseline is measured when the report is first read, never on the call
+            rep._eager_thunks = [e["eager"] for e in events]
         rep.recompiles = [dict(r) for r in self.cache.recompile_log]
         rep.dynamic_dims = self.cache.dynamic_dim_names()
         self.history.append({"compiled_seconds": rep.compiled_seconds, "eager_seconds": rep.eager_seconds,
@@ -210,7 +207,15 @@ class CompiledFunction:
         self.history = self.history[-config["history"]:]
         rep.history = list(self.history)
         rep.stats = dict(self.stats)
-        self.report = rep
+        self._report = rep
+
+    @property
+    def report(self) -> CompileReport | None:
+        """The latest call's CompileReport (its eager baseline is measured on first access)."""
+        rep = self._report
+        if rep is not None:
+            rep.measure_eager()
+        return rep
 
     # -- conveniences --------------------------------------------------------------------------------
     def wait(self, timeout=None):
@@ -221,7 +226,7 @@ class CompiledFunction:
     def reset(self):
         self.cache = GraphCache(self)
         self.stats = Stats()
-        self.report = None
+        self._report = None
         self.history = []
         self.eager_only = False
 

@@ -91,6 +91,16 @@ def module_file(source: str) -> tuple[str, str]:
     return path, "new"
 
 
+def is_warm(source: str) -> bool:
+    """Is this kernel's machine code already on disk (its module and numba's index)?"""
+    h = source_hash(source)
+    d = os.path.join(cache_dir(), "kernels")
+    if not os.path.exists(os.path.join(d, f"nbk_{h}.py")):
+        return False
+    pyc = os.path.join(d, "__pycache__")
+    return os.path.isdir(pyc) and any(f.startswith(f"nbk_{h}") and f.endswith(".nbi") for f in os.listdir(pyc))
+
+
 def _remove_numba_cache(path):
     pyc = os.path.join(os.path.dirname(path), "__pycache__")
     stem = os.path.splitext(os.path.basename(path))[0]

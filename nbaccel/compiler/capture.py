@@ -26,7 +26,10 @@ from ..tensor import Tensor, _eager
 from .ir import Graph, Node
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_SKIP_PREFIXES = (_PKG_DIR, os.path.dirname(os.__file__))
+# frames in these files are nbaccel's own machinery, never "the user's line"
+_SKIP_PREFIXES = tuple(os.path.join(_PKG_DIR, p) for p in (
+    "ops", "compiler", "nn", "tensor.py", "autograd.py", "numpy_api.py", "optim.py", "linalg.py",
+    "array_api.py", "magics")) + (os.path.dirname(os.__file__),)
 
 
 class GraphBreakError(RuntimeError):

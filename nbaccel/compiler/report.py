@@ -31,7 +31,20 @@ class CompileReport:
     history: list = field(default_factory=list)
     stats: dict = field(default_factory=dict)
 
+    def measure_eager(self):
+        """Run the captured graphs op by op through the reference interpreter, once."""
+        thunks = self.__dict__.pop("_eager_thunks", None)
+        if thunks:
+            times = [t() for t in thunks]
+            if all(x is not None for x in times):
+                self.eager_seconds = sum(times)
+                if self.compiled_seconds > 0:
+                    self.speedup = self.eager_seconds / self.compiled_seconds
+            if self.history:
+                self.history[-1]["eager_seconds"] = self.eager_seconds
+
     def to_dict(self) -> dict:
+        self.measure_eager()
         d = asdict(self)
         return json.loads(json.dumps(d, default=str))
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+import warnings
 
 import numpy as np
+
+from numba.core.errors import NumbaIRAssumptionWarning
 
 from . import cache
 from .codegen import common, numba as nb_codegen, numpy as np_codegen
@@ -39,20 +42,25 @@ class NumbaKernel:
     def compile(self, signature):
         t0 = time.perf_counter()
         try:
-            path, how = cache.module_file(self.source)
-            mod = cache.load_module(path)
-            fn = mod.kernel
-            fn.compile(signature)
-            stats = getattr(fn, "stats", None)
-            self.numba_compiled = not (stats and sum(stats.cache_hits.values()) > 0)
-            self.cache = "disk" if how == "disk" and not self.numba_compiled else how
-            self.fn = fn
-            self.state = "ready"
+            with warnings.catch_warnings():
+                # numba's internal SSA pedantry about inlined helpers is noise for users
+                warnings.simplefilter("ignore", NumbaIRAssumptionWarning)
+                self._compile(signature)
         except Exception as e:   # a kernel numba cannot build stays on the NumPy tier
             self.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.state = "failed"
         self.jit_seconds = time.perf_counter() - t0
         return self
+
+    def _compile(self, signature):
+        path, how = cache.module_file(self.source)
+        fn = cache.load_module(path).kernel
+        fn.compile(signature)
+        stats = getattr(fn, "stats", None)
+        self.numba_compiled = not (stats and sum(stats.cache_hits.values()) > 0)
+        self.cache = "disk" if how == "disk" and not self.numba_compiled else how
+        self.fn = fn
+        self.state = "ready"
 
 
 def _signature(arrays):
@@ -83,6 +91,8 @@ class KernelSlot:
             src = nb_codegen.render_kernel(k, "kernel", parallel)
             with _LOCK:
                 self.numba = _NUMBA_KERNELS.setdefault(cache.source_hash(src), NumbaKernel(src))
+            if not sync and self.numba.state == "pending" and cache.is_warm(src):
+                self.sync = True    # machine code is on disk: loading it takes milliseconds
 
     @property
     def source(self):

@@ -27,6 +27,7 @@ ENV = "__nbaccel_env__"
 NP = "__nbaccel_np__"
 VALUE = "__nbaccel_value__"
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_TP = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
 _COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
@@ -101,14 +102,9 @@ def analyse(tree: ast.Module):
             stores.add(n.name)
         elif isinstance(n, ast.MatchMapping) and n.rest:
             stores.add(n.rest)
-    comp = _comp_targets(tree)
     # a comprehension variable is only a cell name if the cell also binds it outside
-    outer = set()
-    for n in _scope_nodes(tree):
-        if isinstance(n, _COMPS):
-            continue
-    stores -= comp - _bound_outside_comprehensions(tree)
-    return loads, stores | outer, dels
+    stores -= _comp_targets(tree) - _bound_outside_comprehensions(tree)
+    return loads, stores, dels
 
 
 def _bound_outside_comprehensions(tree):
@@ -221,13 +217,13 @@ def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str]) -> a
     args = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in traced + [ENV]], vararg=None,
                          kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
     fn = ast.FunctionDef(name=name, args=args, body=prologue + (flat or [ast.Pass()]) + [ret],
-                         decorator_list=[], returns=None, type_comment=None, type_params=[])
+                         decorator_list=[], returns=None, type_comment=None, **_TP)
     ast.copy_location(fn, first)
     maker_args = ast.arguments(posonlyargs=[], args=[ast.arg(NP)], vararg=None, kwonlyargs=[],
                                kw_defaults=[], kwarg=None, defaults=[])
     maker = ast.FunctionDef(name="__nbaccel_make__", args=maker_args,
                             body=[fn, ast.Return(ast.Name(name, ast.Load()))],
-                            decorator_list=[], returns=None, type_comment=None, type_params=[])
+                            decorator_list=[], returns=None, type_comment=None, **_TP)
     ast.copy_location(maker, first)
     mod = ast.Module(body=[maker], type_ignores=[])
     return ast.fix_missing_locations(mod)

@@ -1,0 +1,416 @@
+"""``%%compile`` and ``%nbaccel``: the IPython magics (see docs/magics.md).
+
+The cell is turned into a function (``cellfunc``), compiled once per cell source + options
+with ``nbaccel.compile``, and called with the cell's inputs; its outputs are written to the
+user namespace only when the call returns (an exception leaves every name as it was).
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import types
+from dataclasses import dataclass, field
+
+import numpy as np
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from . import cellfunc
+from .. import dtypes as D, numpy_api
+from ..compiler import api as capi
+from ..tensor import Tensor
+
+MODES = capi.MODES
+BACKENDS = capi.BACKENDS
+DEVICES = ("auto", "cpu", "cuda")
+REPORTS = ("auto", "widget", "text", "none")
+
+
+class _Env:
+    """What the cell function receives besides its traced arrays (opaque to the compiler, so
+    containers are passed as they are, never copied)."""
+
+    __slots__ = ("values", "outputs")
+
+    def __init__(self, values, outputs):
+        self.values = values
+        self.outputs = outputs
+
+    def collect(self, local_vars):
+        return {k: v for k, v in local_vars.items() if k in self.outputs}
+
+
+@dataclass
+class CellEntry:
+    """One compiled version of one cell (source + options + input kinds)."""
+    key: str
+    cf: object
+    traced: list
+    boxed: list
+    outputs: set
+    dels: set
+    quiet: bool
+    filename: str
+    name: str = ""
+    calls: int = 0
+    reports: list = field(default_factory=list)
+
+
+def _numpy_objects():
+    """real NumPy object -> nbaccel.numpy object, for inputs the cell reads."""
+    return {id(np): numpy_api, id(np.linalg): numpy_api.linalg, id(np.fft): numpy_api.fft}
+
+
+def _swap_in(value):
+    """The value a cell should see for a user-namespace object (NumPy itself -> nbaccel.numpy)."""
+    swapped = _numpy_objects().get(id(value))
+    if swapped is not None:
+        return swapped
+    if isinstance(value, (types.BuiltinFunctionType, types.FunctionType, np.ufunc)):
+        name = getattr(value, "__name__", "")
+        if name and getattr(np, name, None) is value:
+            return getattr(numpy_api, name, value)
+    return value
+
+
+def _swap_out(value):
+    """Inverse of _swap_in for write-back: nbaccel.numpy objects go back as NumPy's own."""
+    if value is numpy_api:
+        return np
+    if value is numpy_api.linalg:
+        return np.linalg
+    if value is numpy_api.fft:
+        return np.fft
+    if isinstance(value, numpy_api._UFunc):
+        return value._ufunc
+    if callable(value) and getattr(value, "__module__", None) == numpy_api.__name__:
+        return getattr(value, "__wrapped__", None) or getattr(np, getattr(value, "__name__", ""), value)
+    return value
+
+
+def _traceable(value):
+    """Tensors and plain NumPy arrays of a dtype nbaccel has are traced; the rest passes as is."""
+    if isinstance(value, Tensor):
+        return True
+    if type(value) is not np.ndarray:
+        return False
+    try:
+        D.dtype(value.dtype)
+    except TypeError:
+        return False
+    return True
+
+
+@magics_class
+class NbaccelMagics(Magics):
+    """``%%compile`` (a cell as a compiled function) and ``%nbaccel`` (status, reports, config)."""
+
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.config_ = {"mode": "default", "backend": "auto", "device": "auto", "report": "auto"}
+        self.reset_state()
+
+    def reset_state(self):
+        self.entries: dict[str, CellEntry] = {}
+        self.by_count: dict[int, tuple] = {}     # execution count -> (entry, report)
+        self.last: tuple | None = None
+
+    # -- %%compile ------------------------------------------------------------------------------
+    @magic_arguments()
+    @argument("--mode", default=None, help="default | reduce-overhead | max-autotune")
+    @argument("--backend", default=None, help="auto | numba | numpy | eager")
+    @argument("--device", default=None, help="auto | cpu | cuda")
+    @argument("--dynamic", action="store_true", help="compile every dimension symbolic from the start")
+    @argument("--static", action="store_true", help="never make dimensions dynamic")
+    @argument("--fullgraph", action="store_true", help="a graph break is an error")
+    @argument("--report", default=None, help="auto | widget | text | none")
+    @argument("-o", "--output", default=None, metavar="NAME",
+              help="store the CompileReport in the user namespace as NAME")
+    @argument("--explain", action="store_true", help="print the captured graph and generated code")
+    @cell_magic
+    def compile(self, line, cell):
+        """Run the cell as a compiled function; its NumPy code runs as written."""
+        opts = self._parse(line)
+        ns = self.shell.user_ns
+        src = self.shell.transform_cell(cell)
+        count = self.shell.execution_count
+        entry, traced_vals, env = self._entry(src, opts, ns, count)
+        entry.cf.name = f"In[{count}]"
+        __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
+        args = [self._to_device(v, opts.device) for v in traced_vals]
+        try:
+            outs, value = entry.cf(*args, env)
+        except Exception as e:
+            raise _from_cell(e, entry.filename)
+        # the cell completed: write its outputs back (never before, so a failure changes nothing)
+        for k in entry.outputs:
+            if k in outs:
+                ns[k] = _swap_out(self._from_device(outs[k], opts.device, traced_vals))
+            elif k in entry.dels:
+                ns.pop(k, None)
+        entry.calls += 1
+        report = getattr(entry.cf, "report", None)
+        if report is not None:
+            entry.reports.append(report)
+            del entry.reports[:-3]
+            self.by_count[count] = (entry, report)
+            self.last = (entry, report)
+            self._show(report, opts.report, entry)
+            if opts.output:
+                ns[opts.output] = report
+            if opts.explain:
+                print(self._explain_text(report))
+        elif opts.output:
+            ns[opts.output] = None
+        if entry.quiet:
+            return None
+        return _swap_out(self._from_device(value, opts.device, traced_vals))
+
+    def _parse(self, line):
+        try:
+            opts = parse_argstring(self.compile, line)
+        except UsageError as e:
+            raise UsageError(f"%%compile: {str(e).splitlines()[-1]}") from None
+        for key, allowed in (("mode", MODES), ("backend", BACKENDS), ("device", DEVICES),
+                             ("report", REPORTS)):
+            val = getattr(opts, key)
+            if val is None:
+                setattr(opts, key, self.config_[key])
+            elif val not in allowed:
+                raise UsageError(f"%%compile: --{key} must be one of {', '.join(allowed)}, got {val!r}")
+        if opts.dynamic and opts.static:
+            raise UsageError("%%compile: give --dynamic or --static, not both")
+        if opts.output is not None and not opts.output.isidentifier():
+            raise UsageError(f"%%compile: -o needs a variable name, got {opts.output!r}")
+        if opts.device == "cuda":
+            from ..devices import cuda_available, _cupy
+            if not cuda_available():
+                try:
+                    _cupy()
+                except RuntimeError as e:
+                    raise UsageError(f"%%compile --device cuda: {e}") from None
+        return opts
+
+    def _entry(self, src, opts, ns, count):
+        """The compiled function for this cell source + options + input kinds (cached)."""
+        try:
+            tree = ast.parse(src)
+            loads, stores, dels = cellfunc.analyse(tree)
+        except cellfunc.CellError as e:
+            raise UsageError(str(e)) from None
+        except SyntaxError:
+            tree = None                        # let IPython's own compile report it below
+            loads = stores = dels = set()
+        traced, boxed, values = [], [], {}
+        for n in sorted(loads):
+            if n not in ns or n.startswith("__nbaccel"):
+                continue
+            v = ns[n]
+            if _traceable(v):
+                traced.append(n)
+            elif n in stores or _swap_in(v) is not v:
+                boxed.append(n)
+                values[n] = _swap_in(v)
+        dynamic = True if opts.dynamic else False if opts.static else None
+        key = hashlib.sha256(repr((src, opts.mode, opts.backend, opts.device, dynamic, opts.fullgraph,
+                                   traced, boxed)).encode()).hexdigest()
+        entry = self.entries.get(key)
+        if entry is None:
+            filename = self.shell.compile.cache(src, count)
+            tree = self.shell.compile.ast_parse(src, filename, "exec")  # raises SyntaxError
+            outputs = set(stores) | set(dels)
+            name = f"cell_{count}"
+            mod = cellfunc.build(tree, name, traced, boxed)
+            code = compile(mod, filename, "exec", dont_inherit=True)
+            scope: dict = {}
+            exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched
+            fn = scope["__nbaccel_make__"](numpy_api)
+            cf = capi.CompiledFunction(fn, mode=opts.mode, backend=opts.backend, dynamic=dynamic,
+                                       fullgraph=opts.fullgraph, name=f"In[{count}]")
+            entry = CellEntry(key, cf, traced, boxed, outputs, set(dels),
+                              cellfunc.ends_quiet(src), filename)
+            self.entries[key] = entry
+        env = _Env(values, entry.outputs)
+        return entry, [ns[n] for n in traced], env
+
+    # devices ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _to_device(v, device):
+        if device != "cuda":
+            return v
+        from ..tensor import asarray
+        return asarray(v).to("cuda")
+
+    @staticmethod
+    def _from_device(v, device, inputs):
+        if device != "cuda" or not isinstance(v, Tensor) or v.device.type != "cuda":
+            return v
+        if inputs and all(isinstance(x, np.ndarray) for x in inputs):
+            return v.cpu().numpy()
+        return v
+
+    # reports ----------------------------------------------------------------------------------------
+    def _report_dict(self, report, entry):
+        d = report.to_dict()
+        for b in d.get("graph_breaks", []):        # the cell's temp file name means nothing to users
+            if b.get("filename") == entry.filename:
+                b["filename"] = d.get("name", "cell")
+        return d
+
+    def _show(self, report, how, entry):
+        if how == "none":
+            return
+        import nbaccel_ext
+        d = self._report_dict(report, entry)
+        if how == "text" or (how == "auto" and not _in_notebook(self.shell)):
+            print(nbaccel_ext.render_text(d, stable=nbaccel_ext.stable_output()))
+        else:
+            did = f"nbaccel-{entry.key[:12]}-{self.shell.execution_count}"
+            nbaccel_ext.display_report(d, display_id=did)
+
+    def _explain_text(self, report):
+        lines = [f"=== {report.name}: {report.graphs} graph(s), {len(report.graph_breaks)} graph break(s)"]
+        for b in report.graph_breaks:
+            lines.append(f"  break at line {b.get('lineno')}: `{b.get('line')}` — {b.get('reason')}")
+        for k in report.kernels:
+            lines.append(f"  kernel {k.get('name')}: {', '.join(map(str, k.get('ops', [])))} "
+                         f"[{k.get('device')}/{k.get('backend')}]")
+        lines += ["--- graph", report.graph or "(empty)", "--- code", report.code or "(none)"]
+        return "\n".join(lines)
+
+    # -- %nbaccel --------------------------------------------------------------------------------
+    @line_magic
+    def nbaccel(self, line):
+        """%nbaccel status | report [N] | explain | config [key=value ...] | cache clear | reset"""
+        parts = line.split()
+        cmd, rest = (parts[0], parts[1:]) if parts else ("status", [])
+        handler = {"status": self._status, "report": self._report_cmd, "explain": self._explain_cmd,
+                   "config": self._config_cmd, "cache": self._cache_cmd, "reset": self._reset_cmd}.get(cmd)
+        if handler is None:
+            raise UsageError(f"%nbaccel: unknown command {cmd!r} (status, report [N], explain, "
+                             "config key=value, cache clear, reset)")
+        return handler(rest)
+
+    def _cells(self):
+        rows = {}
+        for e in self.entries.values():
+            if not e.reports:
+                continue
+            r = e.reports[-1]
+            st = e.cf.stats
+            rows[e.key] = {"name": r.name, "calls": st.get("calls", 0), "compiles": st.get("compiles", 0),
+                           "recompiles": st.get("recompiles", 0), "cache_hits": st.get("cache_hits", 0),
+                           "eager_seconds": r.eager_seconds, "compiled_seconds": r.compiled_seconds,
+                           "compile_seconds": sum(x.compile_seconds for x in e.reports), "tier": r.tier,
+                           "speedup": r.speedup}
+        return list(rows.values())
+
+    def status_info(self):
+        """The data `%nbaccel status` shows (a dict; also handy in tests)."""
+        from ..compiler import cache
+        import importlib.util
+        backends = ["numpy", "eager"] + (["numba"] if importlib.util.find_spec("numba") else [])
+        devices = ["cpu"]
+        try:
+            from ..devices import cuda_available
+            if cuda_available():
+                devices.append("cuda")
+                if importlib.util.find_spec("triton"):
+                    backends.append("triton")
+        except Exception:  # pragma: no cover - a broken CuPy must not break status
+            pass
+        try:
+            size = cache.size_bytes()
+        except OSError:
+            size = None
+        return {"cells": self._cells(), "backends": backends, "devices": devices,
+                "cache_dir": cache.root_dir(), "cache_bytes": size}
+
+    def _status(self, rest):
+        import nbaccel_ext
+        info = self.status_info()
+        cells = info.pop("cells")
+        if _in_notebook(self.shell):
+            nbaccel_ext.display_dashboard(cells, **info)
+        else:
+            print(nbaccel_ext.render_dashboard_text(dict(info, cells=cells),
+                                                    stable=nbaccel_ext.stable_output()))
+
+    def _report_cmd(self, rest):
+        if rest:
+            try:
+                n = int(rest[0].strip("[]In"))
+            except ValueError:
+                raise UsageError(f"%nbaccel report: N must be an execution count, got {rest[0]!r}") from None
+            if n not in self.by_count:
+                raise UsageError(f"%nbaccel report: no compiled cell ran as In[{n}]")
+            entry, report = self.by_count[n]
+        elif self.last is None:
+            raise UsageError("%nbaccel report: no %%compile cell has run yet")
+        else:
+            entry, report = self.last
+        import nbaccel_ext
+        d = self._report_dict(report, entry)
+        if _in_notebook(self.shell):
+            nbaccel_ext.display_report(d)
+        else:
+            print(nbaccel_ext.render_text(d, stable=nbaccel_ext.stable_output()))
+
+    def _explain_cmd(self, rest):
+        if self.last is None:
+            raise UsageError("%nbaccel explain: no %%compile cell has run yet")
+        print(self._explain_text(self.last[1]))
+
+    def _config_cmd(self, rest):
+        if not rest:
+            cfg = dict(self.config_, recompile_limit=capi.config["recompile_limit"])
+            print("  ".join(f"{k}={v}" for k, v in cfg.items()))
+            return
+        allowed = {"mode": MODES, "backend": BACKENDS, "device": DEVICES, "report": REPORTS}
+        for item in rest:
+            key, sep, val = item.partition("=")
+            if not sep:
+                raise UsageError(f"%nbaccel config: expected key=value, got {item!r}")
+            if key == "recompile_limit":
+                try:
+                    capi.config["recompile_limit"] = int(val)
+                except ValueError:
+                    raise UsageError(f"%nbaccel config: recompile_limit must be an integer, got {val!r}") from None
+            elif key in allowed:
+                if val not in allowed[key]:
+                    raise UsageError(f"%nbaccel config: {key} must be one of {', '.join(allowed[key])}, got {val!r}")
+                self.config_[key] = val
+            else:
+                raise UsageError(f"%nbaccel config: unknown key {key!r} (mode, backend, device, "
+                                 "recompile_limit, report)")
+
+    def _cache_cmd(self, rest):
+        if rest != ["clear"]:
+            raise UsageError("%nbaccel cache: the only command is `cache clear`")
+        from ..compiler import cache
+        before = cache.size_bytes()
+        cache.clear()
+        print(f"nbaccel: cleared the disk cache at {cache.root_dir()} ({before} bytes)")
+
+    def _reset_cmd(self, rest):
+        capi.reset()
+        self.reset_state()
+        print("nbaccel: forgot every compiled cell and graph (the disk cache stays)")
+
+
+def _from_cell(exc, filename):
+    """``exc`` with its traceback starting at the cell's first frame (the compiler's own frames
+    say nothing to the user; a traceback should look like the plain cell's)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    return exc.with_traceback(tb) if tb is not None else exc
+
+
+def _in_notebook(shell) -> bool:
+    """A Jupyter kernel (widgets can render) rather than terminal IPython."""
+    return getattr(shell, "kernel", None) is not None
+
+
+__all__ = ["NbaccelMagics", "UsageError"]
