@@ -307,6 +307,8 @@ class TraceSession:
                     if c.requires_grad:
                         t.grad_fn, t.requires_grad = c.grad_fn, True
                     continue
+                if src is not None and not c.requires_grad:
+                    c = src      # an input updated in place stays that array (x += 1 keeps identity)
             t._data = c._data
             self.materialized[id(t)] = (t, c)
         for t in escaped:

@@ -31,6 +31,6 @@ def unload_ipython_extension(ip):
     setattr(ip, _EXT_ATTR, None)
 
 
-def extension(ip):
+def get_extension(ip):
     """The loaded NbaccelMagics instance of shell ``ip`` (None if not loaded)."""
     return getattr(ip, _EXT_ATTR, None)

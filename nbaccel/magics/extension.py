@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import types
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
 from ..tensor import Tensor
 
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 MODES = capi.MODES
 BACKENDS = capi.BACKENDS
 DEVICES = ("auto", "cpu", "cuda")
@@ -400,12 +402,20 @@ class NbaccelMagics(Magics):
 
 
 def _from_cell(exc, filename):
-    """``exc`` with its traceback starting at the cell's first frame (the compiler's own frames
-    say nothing to the user; a traceback should look like the plain cell's)."""
+    """``exc`` with its traceback starting at the cell's first frame and without nbaccel's
+    frames after the user's last one: the traceback looks like the plain cell's."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
-    return exc.with_traceback(tb) if tb is not None else exc
+    if tb is None:
+        return exc
+    last_user, cur = tb, tb
+    while cur is not None:
+        if not cur.tb_frame.f_code.co_filename.startswith(_PKG_DIR):
+            last_user = cur
+        cur = cur.tb_next
+    last_user.tb_next = None          # what follows is nbaccel's own frames only
+    return exc.with_traceback(tb)
 
 
 def _in_notebook(shell) -> bool:
