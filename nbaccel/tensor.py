@@ -237,12 +237,17 @@ class Tensor:
             extra.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extra) + ")"
 
-    __str__ = __repr__
+    def __str__(self):
+        if self._np:   # NumPy-flavoured tensors print like NumPy (print() in a %%compile cell)
+            a = self._value("the tensor is printed")
+            a = a.get() if self.device.type != "cpu" else a
+            return str(a[()] if a.ndim == 0 else a)
+        return self.__repr__()
 
     def __format__(self, spec):
         if self.ndim == 0:
             return format(self.item(), spec)
-        return format(repr(self), spec)
+        return format(str(self), spec)
 
     def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
         for a in args:

@@ -195,8 +195,7 @@ class CompiledFunction:
             rep.compiled_seconds = sum(e["seconds"] for e in events)
             rep.kernels = [k for e in events for k in e["kernels"]]
             rep.refused_fusions = [r for e in events for r in e["refused"]]
-            rep.graph = "\n\n".join(e["graph"] for e in events)
-            rep.code = "\n\n".join(e["code"] for e in events)
+            rep._text_thunks = [(e["graph"], e["code"]) for e in events]   # rendered when read
             rep.device = events[-1]["device"]
             # the eager baseline is measured when the report is first read, never on the call
             rep._eager_thunks = [e["eager"] for e in events]

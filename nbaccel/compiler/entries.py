@@ -64,7 +64,11 @@ class GraphCache:
     def lookup(self, graph, slot, marked=None):
         """(entry, event, reason): event is 'hit', 'miss' (first compile) or 'recompile'."""
         key = graph.fingerprint({}, slot)
-        entry = self.entries.get(key)
+        try:
+            entry = self.entries.get(key)
+        except TypeError:       # a param that is not hashable: fall back to its text form
+            key = graph.digest({}, slot)
+            entry = self.entries.get(key)
         if entry is not None:
             return entry, "hit", None
         dims = self.dyn_dims.get(slot)
@@ -212,7 +216,7 @@ def _event(cache, tier, graph, prog, seconds, _unused, eager, breakdown=None):
             "breakdown": breakdown or {"capture": 0.0, "lowering": 0.0, "codegen": 0.0, "jit": 0.0},
             "seconds": seconds, "kernels": prog.kernels() if prog else [],
             "refused": list(prog.schedule.refused) if prog else [],
-            "graph": str(graph), "code": prog.code() if prog else "", "device": "cpu", "eager": eager}
+            "graph": graph.__str__, "code": prog.code if prog else str, "device": "cpu", "eager": eager}
 
 
 def _limit():

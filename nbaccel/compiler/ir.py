@@ -116,8 +116,12 @@ class Graph:
         return (tuple(ins), tuple(body), outs)
 
     def fingerprint(self, dynamic=None, extra=()):
-        h = hashlib.sha256(repr((self.structure(dynamic), extra)).encode())
-        return h.hexdigest()[:24]
+        """The in-memory cache key: the structure itself (tuples compare exactly, no hashing
+        collisions to reason about). ``digest`` gives a short stable text form."""
+        return (self.structure(dynamic), extra)
+
+    def digest(self, dynamic=None, extra=()):
+        return hashlib.sha256(repr(self.fingerprint(dynamic, extra)).encode()).hexdigest()[:24]
 
 
 def _hashable(v):

@@ -32,7 +32,12 @@ class CompileReport:
     stats: dict = field(default_factory=dict)
 
     def measure_eager(self):
-        """Run the captured graphs op by op through the reference interpreter, once."""
+        """Finish the report when it is first read: render the graph and code text, and run the
+        captured graphs op by op through the reference interpreter (once) for the baseline."""
+        texts = self.__dict__.pop("_text_thunks", None)
+        if texts:
+            self.graph = "\n\n".join(g() for g, _ in texts)
+            self.code = "\n\n".join(c() for _, c in texts)
         thunks = self.__dict__.pop("_eager_thunks", None)
         if thunks:
             times = [t() for t in thunks]

@@ -13,21 +13,33 @@ _SCALARS = (bool, int, float)
 
 
 def apply(op, args, params):
-    from ..tensor import apply as _apply
-    return _apply(op, args, params)
+    return _tensor().apply(op, args, params)
+
+
+def _tensor():
+    # nbaccel.tensor imports the op table, so bind it lazily, once
+    global _TENSOR_MODULE
+    if _TENSOR_MODULE is None:
+        import importlib
+        _TENSOR_MODULE = importlib.import_module("nbaccel.tensor")   # (nbaccel.tensor is also a function)
+    return _TENSOR_MODULE
+
+
+_TENSOR_MODULE = None
 
 
 def as_tensor_arg(x):
     """Tensors pass; Python scalars stay (weakly typed); anything array-like becomes a Tensor."""
-    from ..tensor import Tensor, asarray
-    if isinstance(x, Tensor) or (isinstance(x, _SCALARS) and not isinstance(x, np.generic)):
+    T = _tensor()
+    if isinstance(x, T.Tensor) or (isinstance(x, _SCALARS) and not isinstance(x, np.generic)):
         return x
-    return asarray(x)
+    return T.asarray(x)
 
 
 def as_tensor(x, like=None):
     """Like as_tensor_arg, but Python scalars become 0-d Tensors too."""
-    from ..tensor import Tensor, asarray
+    T = _tensor()
+    Tensor, asarray = T.Tensor, T.asarray
     if isinstance(x, Tensor):
         return x
     if isinstance(x, _SCALARS) and like is not None:
