@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
-PYTEST_ARGS ?=
+# two workers (this is a 2-core machine); each notebook and each test file stays on one worker
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: setup test lab demo bench fuzz chromium docs clean
 
@@ -24,7 +25,7 @@ chromium:
 	  else echo "note: chromium is missing; install it (sudo apt-get install chromium) to run the browser test"; fi; }
 
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg $(PYTEST_ARGS)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
