@@ -322,3 +322,45 @@ def test_shift_by_bit_width_matches_numpy():
     s = np.array([[31, 32, 40]], np.int32)
     cf = check_against_eager(lambda a, s: (np.left_shift(a, s), np.right_shift(a, s)), a, s, backend="numba")
     assert cf.report.kernels[0]["backend"] == "numpy"   # numba's shifts differ: stays on NumPy
+
+
+def test_module_compile_in_place():
+    from nbaccel import nn
+    nb.manual_seed(1)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = nb.randn(3, 4)
+    want = _np(m(x))
+    assert m.compile(backend="numpy") is m
+    np.testing.assert_allclose(_np(m(x)), want, rtol=1e-6)
+    assert m.compiled.stats["calls"] == 1 and m.compiled.report.kernels
+
+
+def test_reduce_overhead_replays_pure_functions_without_tracing():
+    calls = []
+
+    def f(x, w, k):
+        calls.append(1)
+        return np.tanh(x * w) * k, x.sum(axis=-1)
+    cf = nb.compile(f, mode="reduce-overhead", backend="numpy")
+    x = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    w = np.ones(4, np.float32)
+    for _ in range(3):
+        a, b = cf(x, w, 2.0)
+    assert len(calls) == 1 and cf.stats["replays"] == 2
+    np.testing.assert_allclose(a, np.tanh(x * w) * 2.0, rtol=1e-6)
+    np.testing.assert_allclose(b, x.sum(axis=-1), rtol=1e-6)
+    x2 = x + 1                       # new values, same metadata: replayed with the new data
+    np.testing.assert_allclose(cf(x2, w, 2.0)[0], np.tanh(x2 * w) * 2.0, rtol=1e-6)
+    cf(x, w, 3.0)                    # a different scalar re-traces
+    cf(x[:4], w, 2.0)                # a different shape re-traces
+    assert len(calls) == 3
+
+
+def test_reduce_overhead_reads_parameters_current_values():
+    w = nb.ones(4)
+    cf = nb.compile(lambda x: x * w, mode="reduce-overhead", backend="numpy")
+    x = nb.ones(4)
+    cf(x)
+    with nb.no_grad():
+        w.copy_(nb.full((4,), 5.0))
+    np.testing.assert_allclose(_np(cf(x)), 5.0)

@@ -119,6 +119,8 @@ class TraceSession:
         self.grad_escapes: list[Tensor] = []
         self.segment_index = 0
         self.redirect = None
+        self.mutated = False          # an in-place update happened (never replayed)
+        self.had_backward = False
         self._keep: list = []                     # strong refs so ids stay unique
         self._new_segment()
 
@@ -232,6 +234,7 @@ class TraceSession:
             self.stale.add(id(self.view_base[id(target)]))
         self.stale.discard(id(target))
         target._node = new._node
+        self.mutated = True
         self.assigned[id(target)] = target
         self._keep.append(target)
 

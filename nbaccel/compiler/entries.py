@@ -146,6 +146,8 @@ class GraphCache:
         prog, consts, fresh = entry.program(graph)
         arrays = prog.run(inputs + consts)
         self.specs[id(graph)] = specs
+        session.last_run = (prog, consts, graph)
+        session.had_backward = session.had_backward or bool(specs)
         cache_state = "hit" if not fresh and event == "hit" else (prog.cache_state() or "miss")
         breakdown = {"capture": t_capture, "lowering": getattr(prog, "lowering_seconds", 0.0) if fresh else 0.0,
                      "codegen": prog.codegen_seconds if fresh else 0.0,

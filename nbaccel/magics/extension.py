@@ -136,7 +136,7 @@ class NbaccelMagics(Magics):
         opts = self._parse(line)
         ns = self.shell.user_ns
         src = self.shell.transform_cell(cell)
-        count = self.shell.execution_count
+        count = self._cell_number()
         entry, traced_vals, env = self._entry(src, opts, ns, count)
         entry.cf.name = f"In[{count}]"
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
@@ -168,6 +168,10 @@ class NbaccelMagics(Magics):
         if entry.quiet:
             return None
         return _swap_out(self._from_device(value, opts.device, traced_vals))
+
+    def _cell_number(self):
+        """The running cell's In[n] (IPython counts the cell before running it: Out[n] uses n)."""
+        return max(self.shell.displayhook.prompt_count, 0)
 
     def _parse(self, line):
         try:
@@ -268,7 +272,7 @@ class NbaccelMagics(Magics):
         if how == "text" or (how == "auto" and not _in_notebook(self.shell)):
             print(nbaccel_ext.render_text(d, stable=nbaccel_ext.stable_output()))
         else:
-            did = f"nbaccel-{entry.key[:12]}-{self.shell.execution_count}"
+            did = f"nbaccel-{entry.key[:12]}-{self._cell_number()}"
             nbaccel_ext.display_report(d, display_id=did)
 
     def _explain_text(self, report):

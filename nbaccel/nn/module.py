@@ -128,7 +128,23 @@ class Module:
                                   "\"forward\" function")
 
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_forward")
+        if compiled is not None:
+            return compiled(*args, **kwargs)
         return self.forward(*args, **kwargs)
+
+    def compile(self, **kwargs):
+        """Compile this module's forward in place (like ``torch.nn.Module.compile``); keyword
+        arguments are those of ``nbaccel.compile``. The compiled function is ``self.compiled``."""
+        from ..compiler import compile as _compile
+        object.__setattr__(self, "_compiled_forward", None)
+        wrapper = _compile(self, **kwargs)
+        object.__setattr__(self, "_compiled_forward", wrapper._compiled)
+        return self
+
+    @property
+    def compiled(self):
+        return self.__dict__.get("_compiled_forward")
 
     # -- traversal ----------------------------------------------------------------------------
     def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True):

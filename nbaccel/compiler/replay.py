@@ -1,0 +1,119 @@
+"""``mode="reduce-overhead"``: replay the last compiled program without re-tracing.
+
+The contract (docs/compiler.md): the function is *pure* — its result depends only on its array
+arguments, the Python scalars it is called with, and tensors it reads from outside (parameters),
+whose current values are read on every call; it has no side effects, draws no random numbers and
+has no data-dependent control flow. Under that contract the guard can be the inputs' metadata
+(types, shapes, dtypes, scalar values) instead of a fresh trace. Calls that trace with a graph
+break, in-place updates or autograd are never recorded for replay.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor import Tensor
+
+
+def metadata_key(leaves, scalars):
+    key = []
+    for x in leaves:
+        key.append((type(x).__name__, tuple(x.shape), str(x.dtype),
+                    getattr(x, "requires_grad", False)))
+    return tuple(key) + tuple(scalars)
+
+
+def scalar_args(args, kwargs):
+    """The non-array leaves of the arguments, or None if one is not a plain Python value."""
+    out = []
+
+    def walk(o):
+        if isinstance(o, (Tensor, np.ndarray)):
+            return True
+        if isinstance(o, (list, tuple)):
+            return all(walk(v) for v in o)
+        if isinstance(o, dict):
+            return all(walk(v) for v in o.values())
+        if o is None or isinstance(o, (bool, int, float, str)):
+            out.append((type(o).__name__, o))
+            return True
+        return False
+    ok = walk(args) and walk(kwargs)
+    return out if ok else None
+
+
+class Replay:
+    def __init__(self, key, prog, consts, plan, outs, out_tree, numpy_out):
+        self.key = key
+        self.prog = prog
+        self.consts = consts
+        self.plan = plan          # per placeholder: ("arg", leaf index) | ("const", Tensor)
+        self.outs = outs          # per output leaf: ("out", i) | ("arg", i) | ("value", v)
+        self.out_tree = out_tree
+        self.numpy_out = numpy_out
+
+    def run(self, leaves):
+        inputs = [np.asarray(leaves[i]._data if isinstance(leaves[i], Tensor) else leaves[i])
+                  if kind == "arg" else ref._data for kind, i, ref in self.plan]
+        arrays = self.prog.run(inputs + self.consts)
+        values = []
+        for kind, v, meta in self.outs:
+            if kind == "value":
+                values.append(v)
+                continue
+            a = arrays[v] if kind == "out" else inputs[v]
+            if self.numpy_out:
+                values.append(a[()] if a.ndim == 0 else a)
+            else:
+                dtype, device = meta
+                values.append(Tensor._wrap(a, dtype, device, False))
+        it = iter(values)
+        return self.out_tree(it)
+
+
+def record(session, leaves_by_id, out, numpy_out, key):
+    """A Replay for this call, or None when the call is not replayable."""
+    last = getattr(session, "last_run", None)
+    if last is None or session.segment_index != 1 or session.breaks or session.grad_escapes \
+            or getattr(session, "mutated", False) or getattr(session, "had_backward", False):
+        return None
+    prog, consts, graph = last
+    plan = []
+    for i, src in enumerate(graph.sources):
+        if id(src) in leaves_by_id:
+            plan.append(("arg", leaves_by_id[id(src)], None))
+        else:
+            plan.append(("const", None, src))
+    out_index = {id(n): i for i, n in enumerate(graph.outputs)}
+    outs = []
+
+    def walk(o):
+        if isinstance(o, Tensor):
+            n = o._node
+            if n is None or n.graph is not graph:
+                raise LookupError
+            if n.is_placeholder:
+                src = graph.sources[n.index]
+                if id(src) not in leaves_by_id:
+                    raise LookupError
+                outs.append(("arg", n.index, (n.dtype, o.device)))
+            else:
+                outs.append(("out", out_index[id(n)], (n.dtype, o.device)))
+            return lambda it: next(it)
+        if isinstance(o, tuple) and not hasattr(o, "_fields"):
+            subs = [walk(v) for v in o]
+            return lambda it: tuple(s(it) for s in subs)
+        if isinstance(o, list):
+            subs = [walk(v) for v in o]
+            return lambda it: [s(it) for s in subs]
+        if isinstance(o, dict):
+            subs = {k: walk(v) for k, v in o.items()}
+            return lambda it: {k: s(it) for k, s in subs.items()}
+        if o is None or isinstance(o, (bool, int, float, str)):
+            outs.append(("value", o, None))
+            return lambda it: next(it)
+        raise LookupError
+    try:
+        tree = walk(out)
+    except LookupError:
+        return None
+    return Replay(key, prog, consts, plan, outs, tree, numpy_out)
