@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 
 __all__ = ["Node", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Function"]
@@ -177,19 +178,21 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
                 ga = _unbroadcast(ga, a.shape)
                 if ga.dtype is not a.dtype and a.dtype.kind == "f":
                     ga = ga.astype(a.dtype)
+                origin = a._origin() if isinstance(a._origin, weakref.ref) else a._origin
                 if target_ids is not None:
-                    if id(a._origin) in target_ids:   # stop at the requested inputs
-                        add_to(reached, id(a._origin), target_ids[id(a._origin)], ga)
+                    if id(origin) in target_ids:   # stop at the requested inputs
+                        add_to(reached, id(origin), target_ids[id(origin)], ga)
                         continue
                     if a.grad_fn is None:
                         continue
                 if a.grad_fn is None:
-                    add_to(reached, id(a._origin), a._origin, ga)
+                    if origin is not None:
+                        add_to(reached, id(origin), origin, ga)
                 else:
                     k = id(a.grad_fn)
                     pending[k] = pending[k] + ga if k in pending else ga
-                    if getattr(a._origin, "_retains_grad", False) and targets is None:
-                        add_to(reached, id(a._origin), a._origin, ga)
+                    if getattr(origin, "_retains_grad", False) and targets is None:
+                        add_to(reached, id(origin), origin, ga)
             if not retain_graph:
                 node.out = False
                 node.args = tuple(None if _is_tensor(a) and not a.requires_grad else a for a in node.args)

@@ -1,6 +1,9 @@
 """The eager Tensor. Its op methods are installed from the op table (see ``_install_methods``)."""
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 
 from . import autograd
@@ -9,6 +12,21 @@ from .devices import Device, array_module, cpu, device as _device, device_of_arr
 from .ops.registry import ALIAS_METHODS, NUMPY_FUNCS, OPS
 
 _SCALARS = (bool, int, float)
+
+# The one tracing context: while the compiler runs a function, in-place updates of concrete
+# tensors are deferred into the trace (so they happen after the graph reads the old values).
+_trace = threading.local()
+
+
+def active_trace():
+    """The graph of the compiled function being traced on this thread, or None."""
+    return getattr(_trace, "graph", None)
+
+
+def set_active_trace(graph):
+    prev = getattr(_trace, "graph", None)
+    _trace.graph = graph
+    return prev
 
 
 class _Size(int):
@@ -78,7 +96,11 @@ class Tensor:
         s._origin = self._origin if self._origin is not None else self
         s._saved_version = self._version[0]
         if self._node is not None:
-            self._node.graph.track(s)   # a traced shell needs a value if backward runs later
+            # a tape must not keep traced intermediates alive (the compiler would have to
+            # compute them); traced leaves (graph inputs) are held by the trace itself
+            if not self._node.is_placeholder and s._origin is self:
+                s._origin = weakref.ref(self)
+            self._node.graph.track(s)
         return s
 
     def _value(self, reason="a concrete value is needed"):
@@ -340,8 +362,8 @@ class Tensor:
             raise RuntimeError("a leaf tensor that requires grad is being used in an in-place "
                                "operation; wrap it in `with nbaccel.no_grad():` or use an "
                                "out-of-place op")
-        if self._node is not None or new._node is not None:
-            graph = (self._node or new._node).graph
+        if self._node is not None or new._node is not None or active_trace() is not None:
+            graph = (self._node or new._node).graph if (self._node or new._node) else active_trace()
             graph.assign(self, new)
         else:
             self._value()

@@ -139,6 +139,10 @@ def test_rerun_hits_cache_and_edit_compiles_new_version(ip):
     run(ip, cell, x=x)
     run(ip, cell, x=x)
     assert ip.user_ns["rep"].cache == "hit"
+    softmax = "%%compile --backend numpy -o rep\n" + SOFTMAX     # reads s after assigning it
+    run(ip, softmax, x=x)
+    run(ip, softmax, x=x)
+    assert ip.user_ns["rep"].cache == "hit" and not ip.user_ns["rep"].recompiles
     run(ip, cell.replace("+ 1", "+ 2"), x=x)
     assert ip.user_ns["rep"].cache != "hit"
     assert np.all(ip.user_ns["y"] == 3)

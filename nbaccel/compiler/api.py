@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from .. import autograd
-from ..tensor import Tensor, asarray
+from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from .capture import GraphBreakError, TraceSession  # noqa: F401
 from .entries import GraphCache
 from .report import CompileReport
@@ -117,6 +117,9 @@ class CompiledFunction:
         self.stats["calls"] += 1
         if self.backend == "eager" or self.eager_only:
             return self.fn(*args, **kwargs)
+        if active_trace() is not None or any(isinstance(x, Tensor) and x._node is not None
+                                             for _, x in _flatten((args, kwargs), "", [])):
+            return self.fn(*args, **kwargs)   # called while another function is traced: inline it
         t0 = time.perf_counter()
         replay_key = None
         if self.mode == "reduce-overhead":
@@ -151,11 +154,12 @@ class CompiledFunction:
 
         targs = _map(args, to_tracer)
         tkwargs = _map(kwargs, to_tracer)
+        prev = set_active_trace(session.graph_proxy)
         try:
             out = self.fn(*targs, **tkwargs)
             session.flush(final=[t for _, t in _flatten(out, "out", []) if isinstance(t, Tensor)])
-        except GraphBreakError:
-            raise
+        finally:
+            set_active_trace(prev)
         self.stats["graph_breaks"] += len(session.breaks)
         kinds = {isinstance(x, np.ndarray) for _, x in _flatten((args, kwargs), "", [])}
         numpy_out = True if kinds == {True} else False if kinds else None   # None: follow the data
@@ -165,6 +169,7 @@ class CompiledFunction:
             if rp is not None:
                 self._replays[replay_key] = rp
         result = _map(out, lambda t: _to_output(session, t, numpy_out))
+        session.close()
         self._finish_report(session, time.perf_counter() - t0)
         return result
 

@@ -103,6 +103,16 @@ class TracedGraph(Graph):
         self.session.note_grad(tensor)
 
 
+class _SessionProxy:
+    """The engine's active-trace handle: always the session's current graph."""
+
+    def __init__(self, session):
+        self.session = session
+
+    def assign(self, target, new):
+        return self.session.assign(target, new)
+
+
 class TraceSession:
     """Traces one call. ``runner.run_segment(session, graph, live)`` compiles and runs a segment
     and returns one array per graph output."""
@@ -121,7 +131,9 @@ class TraceSession:
         self.redirect = None
         self.mutated = False          # an in-place update happened (never replayed)
         self.had_backward = False
+        self.graph_proxy = _SessionProxy(self)    # what the engine's tracing context holds
         self._keep: list = []                     # strong refs so ids stay unique
+        self.placeholders_made: list[tuple] = []
         self._new_segment()
 
     def _new_segment(self):
@@ -152,6 +164,7 @@ class TraceSession:
         self.lifted[id(c)] = t
         self.ph_sources.append(c)
         self.sources[id(t)] = c
+        self.placeholders_made.append((t, c))
         self._keep += [c, t]
         self.live.append(weakref.ref(t))
         return t
@@ -272,7 +285,8 @@ class TraceSession:
         the function (``final``: the returned tracers) only results and in-place updates count."""
         g = self.graph
         live, seen = [], set()
-        candidates = [r() for r in self.live] if final is None else list(final)
+        # at the end, results first, then every tracer still referenced (e.g. optimizer state)
+        candidates = ([] if final is None else list(final)) + [r() for r in self.live]
         for t in candidates + list(self.assigned.values()):
             if t is None or id(t) in seen or t._node is None or t._node.graph is not g:
                 continue
@@ -320,6 +334,20 @@ class TraceSession:
         self.grad_escapes = [t for t in self.grad_escapes if id(t) not in done]
         self.segment_index += 1
         self._new_segment()
+
+
+    def close(self):
+        """After the call: every tracer that outlived it (stored in optimizer state, on an
+        object, in a closure) becomes the ordinary concrete tensor it stands for."""
+        for t, c in list(self.materialized.values()) + self.placeholders_made:
+            if t._node is None or t is c:
+                continue
+            t._node = None
+            t._data = c._data
+            t._version = c._version
+            t.grad_fn = c.grad_fn
+            t.requires_grad = c.requires_grad
+
 
 
 def _copy_into(dst, src):

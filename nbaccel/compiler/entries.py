@@ -189,11 +189,12 @@ class _BackwardRunner:
         self.spec = spec
         self.saved = saved
         self.segment = segment
+        self.out_index = spec.output._node.index   # (tracers become concrete after the call)
 
     def __call__(self, g):
         grad = g._value("backward of a compiled graph needs the incoming gradient")
         rec = self.spec.recorder
-        slot = ("bwd", self.segment, self.spec.output._node.index)
+        slot = ("bwd", self.segment, self.out_index)
         entry, event, _ = self.cache.lookup(rec, slot)
         if event != "hit":
             self.cache.cf.stats["backward_compiles"] += 1

@@ -45,6 +45,7 @@ class FusedKernel:
         self.R = math.prod(domain[:-1]) if len(domain) > 1 else 1
         self.nodes: list[Node] = []
         self.kind: dict[int, str] = {}       # id(node) -> 'elem' | 'row'
+        self.input_cls: dict[int, str] = {}  # id(external node) -> 'elem' | 'row' | 'col' | 'scalar'
         self.inputs: list[Node] = []
         self.outputs: list[Node] = []
         self.name = f"k{index}"
@@ -123,23 +124,33 @@ def schedule(graph: Graph) -> Schedule:
             x = n.args[0]
             if x.shape != k.domain:
                 return None, f"it reduces a {x.shape} value, the kernel iterates {k.domain}"
-            if sch.owner.get(id(x)) is k and k.kind[id(x)] != "elem":
-                return None, "its input is a per-row value"
+            if sch.owner.get(id(x)) is k:
+                if k.kind[id(x)] != "elem":
+                    return None, "its input is a per-row value"
+            elif k.input_cls.get(id(x), "elem") != "elem":
+                return None, f"input {x.ref()} is already read per-row"
+            else:
+                k.input_cls[id(x)] = "elem"
             return "row", None
         as_kind = "elem" if n.shape == k.domain else \
             "row" if n.shape in (k.row_shape, k.domain[:-1]) and k.domain else None
         if as_kind is None:
             return None, f"shape {n.shape} differs from the kernel domain {k.domain}"
-        why = can_join(k, n, as_kind)
-        return (as_kind, None) if why is None else (None, why)
+        classes = {}
+        why = can_join(k, n, as_kind, classes)
+        if why is None:
+            k.input_cls.update(classes)
+            return as_kind, None
+        return None, why
 
     def new_kernel(domain):
         k = FusedKernel(len(sch.steps), domain)
         sch.steps.append(k)
         return k
 
-    def can_join(k, n, as_kind):
-        """None if node n can run inside kernel k as an 'elem' or 'row' op, else why not."""
+    def can_join(k, n, as_kind, classes):
+        """None if node n can run inside kernel k as an 'elem' or 'row' op, else why not.
+        Fills ``classes`` with how each external input would be read."""
         for a in n.args:
             if not isinstance(a, Node):
                 continue
@@ -151,11 +162,22 @@ def schedule(graph: Graph) -> Schedule:
                     ok = kind == "row" and a.shape == n.shape
                 if not ok:
                     return f"{a.ref()} (shape {a.shape}) is not read the same way in {k.name}"
-            elif as_kind == "elem":
-                if input_class(a.shape, k.domain) in (None, "other"):
+                continue
+            if as_kind == "elem":
+                cls = input_class(a.shape, k.domain)
+                if cls in (None, "other"):
                     return f"input {a.ref()} of shape {a.shape} does not broadcast simply over {k.domain}"
-            elif not (a.shape == n.shape or (len(a.shape) <= len(n.shape) and all(d == 1 for d in a.shape))):
+            elif a.shape == n.shape:
+                cls = "row"
+            elif len(a.shape) <= len(n.shape) and all(d == 1 for d in a.shape):
+                cls = "scalar"
+            else:
                 return f"input {a.ref()} of shape {a.shape} is not per-row"
+            # one buffer is read one way per kernel (a (C,) vector of a C×C domain could be
+            # either a column or a row vector)
+            if k.input_cls.get(id(a), cls) != cls or classes.get(id(a), cls) != cls:
+                return f"input {a.ref()} would be read both per-row and per-column"
+            classes[id(a)] = cls
         return None
 
     for n in graph.nodes:
@@ -185,7 +207,10 @@ def schedule(graph: Graph) -> Schedule:
                     sch.refused.append({"node": n.ref(), "op": n.op.name, "kernel": k.name, "why": why})
             if not placed:
                 k = new_kernel(n.args[0].shape if is_row_reduction(n) else n.shape)
-                k.kind[id(n)] = "row" if is_row_reduction(n) else "elem"
+                kind, why = try_place(k, n)     # also records how it reads its inputs
+                if kind is None:
+                    raise AssertionError(f"internal: {n} cannot start a kernel: {why}")
+                k.kind[id(n)] = kind
                 k.nodes.append(n)
                 sch.owner[id(n)] = k
             continue

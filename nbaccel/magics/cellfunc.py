@@ -107,6 +107,57 @@ def analyse(tree: ast.Module):
     return loads, stores, dels
 
 
+def read_first(tree: ast.Module) -> set:
+    """Names whose first use, in evaluation order, is a read: the cell's inputs (a name the
+    cell assigns before reading it is the cell's own, even if the namespace has one)."""
+    seen, first_read = set(), set()
+
+    def use(name, load):
+        if name not in seen:
+            seen.add(name)
+            if load:
+                first_read.add(name)
+
+    def visit(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for sub in _walk_all(node):
+                if sub is not node and isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+                    use(sub.id, True)
+            use(node.name, False)
+            return
+        if isinstance(node, ast.Lambda):
+            for d in node.args.defaults:
+                visit(d)
+            return
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+            if node.value is not None:
+                visit(node.value)
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(node, ast.AugAssign) and isinstance(t, ast.Name):
+                    use(t.id, True)
+                visit(t)
+            return
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            visit(node.iter)
+            visit(node.target)
+            for s in node.body + node.orelse:
+                visit(s)
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                use(a.asname or a.name.split(".")[0], False)
+            return
+        if isinstance(node, ast.Name):
+            use(node.id, isinstance(node.ctx, ast.Load))
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return first_read
+
+
 def _bound_outside_comprehensions(tree):
     names = set()
 

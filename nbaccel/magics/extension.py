@@ -117,6 +117,7 @@ class NbaccelMagics(Magics):
         self.entries: dict[str, CellEntry] = {}
         self.by_count: dict[int, tuple] = {}     # execution count -> (entry, report)
         self.last: tuple | None = None
+        self.runs = 0
 
     # -- %%compile ------------------------------------------------------------------------------
     @magic_arguments()
@@ -135,7 +136,7 @@ class NbaccelMagics(Magics):
         """Run the cell as a compiled function; its NumPy code runs as written."""
         opts = self._parse(line)
         ns = self.shell.user_ns
-        src = self.shell.transform_cell(cell)
+        src = self.shell.transform_cell(cell).rstrip() + "\n"
         count = self._cell_number()
         entry, traced_vals, env = self._entry(src, opts, ns, count)
         entry.cf.name = f"In[{count}]"
@@ -208,6 +209,8 @@ class NbaccelMagics(Magics):
         except SyntaxError:
             tree = None                        # let IPython's own compile report it below
             loads = stores = dels = set()
+        if tree is not None:
+            loads = cellfunc.read_first(tree)
         traced, boxed, values = [], [], {}
         for n in sorted(loads):
             if n not in ns or n.startswith("__nbaccel"):
@@ -272,7 +275,8 @@ class NbaccelMagics(Magics):
         if how == "text" or (how == "auto" and not _in_notebook(self.shell)):
             print(nbaccel_ext.render_text(d, stable=nbaccel_ext.stable_output()))
         else:
-            did = f"nbaccel-{entry.key[:12]}-{self._cell_number()}"
+            self.runs += 1   # a fresh display per run: a re-run cell's old output is already cleared
+            did = f"nbaccel-{entry.key[:12]}-{self.runs}"
             nbaccel_ext.display_report(d, display_id=did)
 
     def _explain_text(self, report):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as D
-from .fronts import apply, as_tensor, as_tensor_arg
+from .fronts import _tensor, apply, as_tensor, as_tensor_arg
 from .meta import DataDependentShape, broadcast_shapes
 from .movement import _method, axis_index
 from .registry import defalias, defop
@@ -407,7 +407,7 @@ def _setitem_front(x, index, value):
     value = as_tensor_arg(value)
     is_t = hasattr(value, "_node")
     tracing = x._node is not None or any(t._node is not None for t in (value,) + tensors
-                                         if hasattr(t, "_node"))
+                                         if hasattr(t, "_node")) or _tensor().active_trace() is not None
     try:
         target = _result_shape(x.shape, entries, tensors)
     except DataDependentShape:

@@ -29,15 +29,8 @@ def as_2d(a, cls, domain):
 
 
 def kernel_input_classes(k: FusedKernel):
-    """For each external input of k, how it broadcasts over the domain (row ops read rows)."""
-    out = []
-    for a in k.inputs:
-        cls = input_class(a.shape, k.domain)
-        if cls == "other" or cls is None:
-            # a per-row input given without the trailing 1 (non-keepdims row ops)
-            cls = "row" if a.shape == k.domain[:-1] else "other"
-        out.append(cls)
-    return out
+    """For each external input of k, how it is read: decided by the scheduler per kernel."""
+    return [k.input_cls.get(id(a)) or input_class(a.shape, k.domain) for a in k.inputs]
 
 
 def ref_name(n: Node) -> str:
