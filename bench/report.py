@@ -142,8 +142,10 @@ def markdown(results: dict) -> str:
     m = results["machine"]
     head = (f"Machine: {m['cpu']}, {m['cores']} cores; NumPy {m['numpy']}, numba {m['numba']}, "
             f"torch {m['torch']}; OPENBLAS_CORETYPE={m['env'].get('OPENBLAS_CORETYPE')}, "
-            f"OPENBLAS_L2_SIZE={m['env'].get('OPENBLAS_L2_SIZE')}; load average at start "
-            f"{', '.join(f'{x:.1f}' for x in m.get('load_average', ()))}. "
+            f"OPENBLAS_L2_SIZE={m['env'].get('OPENBLAS_L2_SIZE')}; numba threading layer "
+            f"{m.get('numba_threading_layer')}; load average at start "
+            f"{', '.join(f'{x:.1f}' for x in m.get('load_average', ()))}, at end "
+            f"{', '.join(f'{x:.1f}' for x in m.get('load_average_end', ()))}. "
             f"Shapes: {results['config']['shape_note']}. Times are medians of "
             f"{results['config']['repeat']} runs after warm-up; compiled results were checked "
             f"against NumPy first.")

@@ -108,6 +108,11 @@ def main(argv=None) -> int:
         results["machine"]["load_average_end"] = os.getloadavg()
     except OSError:
         pass
+    try:   # known only once a parallel kernel has run: 'omp' launches cost ms on a busy box
+        import numba
+        results["machine"]["numba_threading_layer"] = numba.threading_layer()
+    except Exception:
+        pass
     md = markdown(results)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.json"), "w") as f:

@@ -1,8 +1,13 @@
 """Steady-state timings of (a)-(d): every implementation, checked against NumPy first.
 
-Each variant is a dict: median/min/max/runs seconds, or ``status`` saying why there is no
-time ("not installed", "error: ...", "WRONG RESULT: ..."). Compiled variants also record
-their first call (which includes the compile) and the compile report.
+Each implementation is prepared (compiled, checked, warmed up), then each is timed in its
+own block of runs, one implementation after the other. (Interleaving them round by round
+was tried: with 2 cores, the thread pools of NumPy's BLAS, numba and PyTorch's OpenMP
+spinning after each call slowed whichever library ran next by milliseconds, so every
+block starts with an untimed call.) Each variant ends as a dict:
+median/min/max/runs seconds, or ``status`` saying why there is no time ("not installed",
+"error: ...", "WRONG RESULT: ..."). Compiled variants also record their first call (which
+includes the compile) and the compile report.
 """
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import traceback
 import numpy as np
 
 from . import peers
-from .timing import WrongResult, check, measure, timed
+from .timing import WrongResult, check, measure, timed, to_numpy
 from .workloads import MLP
 
 # torch.compile of a training step recompiles on its 2nd call (grads now exist) and settles
@@ -23,7 +28,7 @@ VARIANTS = ("numpy eager", "nbaccel eager", "nbaccel numpy tier", "nbaccel numba
 
 
 def _guard(fn):
-    """Run one variant; turn a failure into a recorded status instead of stopping the others."""
+    """Prepare one variant; turn a failure into a recorded status instead of stopping the others."""
     try:
         return fn()
     except WrongResult as e:
@@ -43,59 +48,83 @@ def _compile_info(cf):
             "graphs": rep.graphs, "graph_breaks": len(rep.graph_breaks)}
 
 
+def _warm(fn, n):
+    for _ in range(n):
+        fn()
+    return fn
+
+
+def _time_all(prepared: dict, repeat: int) -> dict:
+    """prepared: name -> (callable, info) or a status dict. Times each callable in turn."""
+    res = {}
+    for name, p in prepared.items():
+        if not isinstance(p, tuple):
+            res[name] = p
+            continue
+        fn, info = p
+        res[name] = _guard(lambda: dict(measure(fn, repeat, warmup=1), **info))
+    return res
+
+
+def _nb_compiled(nb, fn, backend, call, checker):
+    """Compile ``fn`` on ``backend``; time and check the first call; warm it up."""
+    cf = nb.compile(fn, backend=backend)
+    out, first = timed(lambda: call(cf))
+    info = _compile_info(cf)
+    checker(f"nbaccel {backend} tier", out)
+    _warm(lambda: call(cf), COMPILED_WARMUP)
+    info.update(first_call=first, steady_tier=cf.report.tier)
+    if cf.report.tier != backend:
+        info["note"] = f"ran on the {cf.report.tier} tier"
+    return (lambda: call(cf)), info
+
+
 # -- (a)-(c) -------------------------------------------------------------------------------------------
 def run_array(wl, rows, cols, repeat) -> dict:
     """Time workload ``wl`` on (rows, cols) float32 inputs with every implementation."""
     import nbaccel as nb
     arrays = wl.make_inputs(rows, cols)
     ref = wl.numpy_fn(*arrays)
-    res = {}
-    res["numpy eager"] = _guard(lambda: measure(lambda: wl.numpy_fn(*arrays), repeat))
+
+    def checker(name, out):
+        check(name, out, ref, wl.rtol, wl.atol)
+
+    prep = {"numpy eager": (_warm(lambda: wl.numpy_fn(*arrays), 1), {})}
 
     def nb_eager():
         ts = [nb.asarray(a) for a in arrays]
-        check("nbaccel eager", wl.nbaccel_fn(*ts), ref, wl.rtol, wl.atol)
-        return measure(lambda: wl.nbaccel_fn(*ts), repeat)
-    res["nbaccel eager"] = _guard(nb_eager)
-
-    def nb_tier(backend):
-        def run():
-            cf = nb.compile(wl.nbaccel_fn, backend=backend)
-            out, first = timed(lambda: cf(*arrays))
-            info = _compile_info(cf)
-            check(f"nbaccel {backend} tier", out, ref, wl.rtol, wl.atol)
-            check(f"nbaccel {backend} tier (2nd call)", cf(*arrays), ref, wl.rtol, wl.atol)
-            r = measure(lambda: cf(*arrays), repeat, warmup=COMPILED_WARMUP)
-            r.update(first_call=first, **info, steady_tier=cf.report.tier)
-            if cf.report.tier != backend:
-                r["note"] = f"ran on the {cf.report.tier} tier"
-            return r
-        return run
-    res["nbaccel numpy tier"] = _guard(nb_tier("numpy"))
-    res["nbaccel numba tier"] = _guard(nb_tier("numba"))
+        checker("nbaccel eager", wl.nbaccel_fn(*ts))
+        return _warm(lambda: wl.nbaccel_fn(*ts), 1), {}
+    prep["nbaccel eager"] = _guard(nb_eager)
+    for backend in ("numpy", "numba"):
+        prep[f"nbaccel {backend} tier"] = _guard(
+            lambda b=backend: _nb_compiled(nb, wl.nbaccel_fn, b, lambda cf: cf(*arrays), checker))
 
     torch = peers.torch_or_none()
     if torch is None:
-        res["torch eager"] = res["torch.compile"] = {"status": "not installed"}
-        return res
+        prep["torch eager"] = prep["torch.compile"] = {"status": "not installed"}
+        return _time_all(prep, repeat)
     targs = [torch.from_numpy(a) for a in arrays]
 
+    def no_grad_call(fn):
+        def call():
+            with torch.no_grad():
+                return fn(*targs)
+        return call
+
     def t_eager():
-        with torch.no_grad():
-            check("torch eager", wl.torch_fn(*targs), ref, wl.rtol, wl.atol)
-            return measure(lambda: wl.torch_fn(*targs), repeat)
+        call = no_grad_call(wl.torch_fn)
+        checker("torch eager", call())
+        return _warm(call, 1), {}
 
     def t_compile():
-        cfn = torch.compile(wl.torch_fn)
-        with torch.no_grad():
-            out, first = timed(lambda: cfn(*targs))
-            check("torch.compile", out, ref, wl.rtol, wl.atol)
-            r = measure(lambda: cfn(*targs), repeat, warmup=COMPILED_WARMUP)
-        r["first_call"] = first
-        return r
-    res["torch eager"] = _guard(t_eager)
-    res["torch.compile"] = _guard(t_compile)
-    return res
+        call = no_grad_call(torch.compile(wl.torch_fn))
+        out, first = timed(call)
+        checker("torch.compile", out)
+        return _warm(call, COMPILED_WARMUP), {"first_call": first}
+    prep["torch eager"] = _guard(t_eager)
+    prep["torch.compile"] = _guard(t_compile)
+    return _time_all(prep, repeat)
 
 
 # -- (d) ------------------------------------------------------------------------------------------------
@@ -103,15 +132,10 @@ STEP_RTOL, STEP_ATOL = 1e-3, 1e-5
 
 
 def _check_step(name, loss, params, ref_loss, ref_params):
-    check(f"{name} loss", np.asarray(loss, dtype=np.float32).reshape(()),
+    check(f"{name} loss", to_numpy(loss).astype(np.float32).reshape(()),
           np.asarray(ref_loss, dtype=np.float32), STEP_RTOL, STEP_ATOL)
     for k, v in ref_params.items():
         check(f"{name} {k} after one step", params[k], v, STEP_RTOL, STEP_ATOL)
-
-
-def _loss_value(loss):
-    from .timing import to_numpy
-    return to_numpy(loss).reshape(())
 
 
 def run_mlp(repeat, **sizes) -> dict:
@@ -120,56 +144,58 @@ def run_mlp(repeat, **sizes) -> dict:
     mlp = MLP(**sizes)
     ref_params = mlp.numpy_params()
     ref_loss = mlp.numpy_step(ref_params, mlp.x, mlp.y)
-    res = {}
+    refs = [ref_params]   # refs[n-1]: NumPy weights after n steps
 
-    def np_run():
-        p = mlp.numpy_params()
-        return measure(lambda: mlp.numpy_step(p, mlp.x, mlp.y), repeat)
-    res["numpy eager"] = _guard(np_run)
+    def ref_after(n):
+        while len(refs) < n:
+            q = {k: v.copy() for k, v in refs[-1].items()}
+            mlp.numpy_step(q, mlp.x, mlp.y)
+            refs.append(q)
+        return refs[n - 1]
 
+    def check_later(name, params, steps):
+        """The warm-up steps (cache hits) must keep matching NumPy too, not only the first."""
+        for k, v in ref_after(steps).items():
+            check(f"{name} {k} after {steps} steps", params[k], v, STEP_RTOL, STEP_ATOL)
+
+    p = mlp.numpy_params()
+    prep = {"numpy eager": (_warm(lambda: mlp.numpy_step(p, mlp.x, mlp.y), 1), {})}
     xt, yt = nb.asarray(mlp.x), nb.asarray(mlp.y)
 
     def nb_eager():
         step, params = mlp.nbaccel_model()
-        loss = step(xt, yt)
-        _check_step("nbaccel eager", _loss_value(loss), params, ref_loss, ref_params)
-        return measure(lambda: step(xt, yt), repeat)
-    res["nbaccel eager"] = _guard(nb_eager)
+        _check_step("nbaccel eager", step(xt, yt), params, ref_loss, ref_params)
+        _warm(lambda: step(xt, yt), 1)
+        check_later("nbaccel eager", params, 2)
+        return (lambda: step(xt, yt)), {}
+    prep["nbaccel eager"] = _guard(nb_eager)
 
     def nb_tier(backend):
-        def run():
-            step, params = mlp.nbaccel_model()
-            cf = nb.compile(step, backend=backend)
-            loss, first = timed(lambda: cf(xt, yt))
-            info = _compile_info(cf)
-            _check_step(f"nbaccel {backend} tier", _loss_value(loss), params, ref_loss, ref_params)
-            r = measure(lambda: cf(xt, yt), repeat, warmup=COMPILED_WARMUP)
-            r.update(first_call=first, **info, steady_tier=cf.report.tier)
-            if cf.report.tier != backend:
-                r["note"] = f"ran on the {cf.report.tier} tier"
-            return r
-        return run
-    res["nbaccel numpy tier"] = _guard(nb_tier("numpy"))
-    res["nbaccel numba tier"] = _guard(nb_tier("numba"))
+        step, params = mlp.nbaccel_model()
+
+        def checker(name, loss):
+            _check_step(name, loss, params, ref_loss, ref_params)
+        out = _nb_compiled(nb, step, backend, lambda cf: cf(xt, yt), checker)
+        check_later(f"nbaccel {backend} tier", params, 1 + COMPILED_WARMUP)
+        return out
+    for backend in ("numpy", "numba"):
+        prep[f"nbaccel {backend} tier"] = _guard(lambda b=backend: nb_tier(b))
 
     torch = peers.torch_or_none()
     if torch is None:
-        res["torch eager"] = res["torch.compile"] = {"status": "not installed"}
-        return res
+        prep["torch eager"] = prep["torch.compile"] = {"status": "not installed"}
+        return _time_all(prep, repeat)
     tx, ty = torch.from_numpy(mlp.x), torch.from_numpy(mlp.y)
 
     def t_run(compiled):
-        def run():
-            step, params = mlp.torch_model(torch)
-            fn = torch.compile(step) if compiled else step
-            loss, first = timed(lambda: fn(tx, ty))
-            name = "torch.compile" if compiled else "torch eager"
-            _check_step(name, _loss_value(loss), params, ref_loss, ref_params)
-            r = measure(lambda: fn(tx, ty), repeat, warmup=COMPILED_WARMUP if compiled else 1)
-            if compiled:
-                r["first_call"] = first
-            return r
-        return run
-    res["torch eager"] = _guard(t_run(False))
-    res["torch.compile"] = _guard(t_run(True))
-    return res
+        step, params = mlp.torch_model(torch)
+        fn = torch.compile(step) if compiled else step
+        loss, first = timed(lambda: fn(tx, ty))
+        _check_step("torch.compile" if compiled else "torch eager", loss, params, ref_loss, ref_params)
+        warm = COMPILED_WARMUP if compiled else 1
+        _warm(lambda: fn(tx, ty), warm)
+        check_later("torch.compile" if compiled else "torch eager", params, 1 + warm)
+        return (lambda: fn(tx, ty)), ({"first_call": first} if compiled else {})
+    prep["torch eager"] = _guard(lambda: t_run(False))
+    prep["torch.compile"] = _guard(lambda: t_run(True))
+    return _time_all(prep, repeat)

@@ -94,7 +94,8 @@ def machine_info(torch_mod=None) -> dict:
         "torch_threads": torch_mod.get_num_threads() if torch_mod is not None else None,
         "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
                                                "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                               "NUMBA_NUM_THREADS", "MKL_NUM_THREADS")},
+                                               "NUMBA_NUM_THREADS", "MKL_NUM_THREADS",
+                                               "NUMBA_THREADING_LAYER", "OMP_WAIT_POLICY")},
     }
     try:
         info["load_average"] = os.getloadavg()

@@ -378,7 +378,32 @@ class _SubModule(types.ModuleType):
 
 linalg = _SubModule("linalg", _np.linalg)
 fft = _SubModule("fft", _np.fft)
-random = _np.random          # NumPy's own generator: seeded draws match plain NumPy bit for bit
+
+
+class _Random(types.ModuleType):
+    """``np.random`` inside a cell: NumPy's own generator (seeded draws match plain NumPy bit for
+    bit), with array results wrapped as NumPy-flavoured tensors so that arithmetic on them
+    (``x * 2`` on a freshly drawn array) is captured too. Generators, seeds and states are
+    NumPy's own objects."""
+
+    def __init__(self):
+        super().__init__("nbaccel.numpy.random")
+
+    def __getattr__(self, k):
+        v = getattr(_np.random, k)
+        if callable(v) and not isinstance(v, type):
+            @functools.wraps(v)
+            def draw(*args, **kwargs):
+                return _wrap_result(v(*args, **kwargs))
+            setattr(self, k, draw)
+            return draw
+        return v
+
+    def __dir__(self):
+        return dir(_np.random)
+
+
+random = _Random()
 
 
 def __getattr__(name):

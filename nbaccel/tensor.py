@@ -443,6 +443,11 @@ class Tensor:
         prefix = mod[len("numpy."):] + "." if mod.startswith("numpy.") and not mod.startswith("numpy._") else ""
         name = prefix + func.__name__
         front = NUMPY_FUNCS.get(name) or NUMPY_FUNCS.get(func.__name__ if not prefix else name)
+        if front is None and any(getattr(t, "_np", False) for t in _flat_args(args, kwargs)):
+            # tensors that came from NumPy code keep NumPy's behaviour: NumPy runs the function on
+            # concrete values (on a tracer that is a graph break naming the function)
+            from .numpy_api import fallback
+            return fallback(func, name)(*args, **kwargs)
         if front is None:
             raise TypeError(f"nbaccel has no op for numpy.{name}: convert with np.asarray(t) "
                             "first, or use an nbaccel op")
@@ -457,6 +462,14 @@ class Tensor:
             t.requires_grad_(True)
         memo[id(self)] = t
         return t
+
+
+def _flat_args(args, kwargs):
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, (list, tuple)):
+            yield from _flat_args(v, {})
+        else:
+            yield v
 
 
 def _rebuild(data, dtype, device, requires_grad):
@@ -632,6 +645,8 @@ def apply(op, args, params):
             elif a.device != dev:
                 raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
                                    f"least two devices, {dev} and {a.device} (op {op.name})")
+    if graph is None:
+        graph = active_trace()    # inside a compiled function every op is captured
     needs_grad = needs_grad and op.differentiable and autograd.is_grad_enabled()
     if needs_grad and op.grad is None:
         return op.decomp(*args, **params)  # differentiate through the decomposition

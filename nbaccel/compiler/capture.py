@@ -112,6 +112,12 @@ class _SessionProxy:
     def assign(self, target, new):
         return self.session.assign(target, new)
 
+    def record(self, op, args, params):
+        return self.session.record(op, args, params)
+
+    def lift_args(self, args):
+        return self.session.graph.lift_args(args)
+
 
 class TraceSession:
     """Traces one call. ``runner.run_segment(session, graph, live)`` compiles and runs a segment
@@ -303,7 +309,12 @@ class TraceSession:
                 outs.append(n)
         g.outputs = outs
         g.sources = list(self.ph_sources)
-        arrays = self.runner.run_segment(self, g, live) if outs else []
+        from ..tensor import set_active_trace
+        prev = set_active_trace(None)      # compiling and running are not part of the trace
+        try:
+            arrays = self.runner.run_segment(self, g, live) if outs else []
+        finally:
+            set_active_trace(prev)
         concrete = {}
         for n, a in zip(outs, arrays):
             holders = [t for t in live if t._node is n]
