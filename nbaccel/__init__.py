@@ -6,7 +6,14 @@
 >>> bool(((x.grad - 2 * x).abs() < 1e-6).all())
 True
 """
-from . import dtypes
+import os as _os
+
+# numba's parallel kernels run on OpenMP threads; spinning idle threads fight the notebook's
+# other work for cores (a kernel launch then costs milliseconds on a busy 2-core machine), so
+# idle threads sleep unless the user chose otherwise. Must be set before OpenMP starts.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from . import dtypes  # noqa: E402
 from .dtypes import (DType, bool_, int8, uint8, int16, int32, int64, float16, bfloat16,  # noqa: F401
                      float32, float64, result_type as _result_type)
 from .devices import Device, device  # noqa: F401

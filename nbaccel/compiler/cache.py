@@ -32,8 +32,7 @@ def _versions():
     except Exception:   # pragma: no cover
         nb = "none"
     # generated kernels inline the fastmath helpers, and numba's cache would not notice a change
-    from .codegen import fastmath
-    with open(fastmath.__file__, "rb") as f:
+    with open(os.path.join(os.path.dirname(__file__), "codegen", "fastmath.py"), "rb") as f:
         helpers = hashlib.sha256(f.read()).hexdigest()[:8]
     return f"v{__version__}-numba{nb}-np{np.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-fm{helpers}"
 

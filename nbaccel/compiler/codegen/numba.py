@@ -145,16 +145,21 @@ class _Renderer:
 
     def reduction(self, n: Node, lines, indent):
         """One pass over the row. Sums of floats accumulate in float64 (accurate); max/min
-        start from -inf/+inf (empty rows are rejected before the call) and propagate NaN."""
+        start from -inf/+inf (empty rows are rejected before the call), are branch-free (so
+        they vectorise) and carry a NaN flag, because NumPy propagates NaN."""
         pad = " " * indent
         acc = f"acc{n.index}"
-        if n.op.name in _INIT:
+        is_minmax = n.op.name in ("amax", "amin")
+        float_minmax = is_minmax and n.dtype.kind == "f"
+        if not is_minmax:
             init = "np.float64" if n.dtype.kind == "f" else _np_type(n.dtype)
             lines.append(f"{pad}{acc} = {init}({_INIT[n.op.name]})")
         else:
             big = self.const(float("inf") if n.dtype.kind == "f" else _int_limit(n.dtype, n.op.name == "amin"),
                              n.dtype)
             lines.append(f"{pad}{acc} = {'-' if n.op.name == 'amax' and n.dtype.kind == 'f' else ''}{big}")
+        if float_minmax:
+            lines.append(f"{pad}nan{n.index} = False")
         lines.append(f"{pad}for j in range(C):")
         v = self.element_expr(n.args[0], lines, {}, indent + 4)
         if n.op.name == "sum":
@@ -162,9 +167,13 @@ class _Renderer:
         elif n.op.name == "prod":
             lines.append(f"{pad}    {acc} *= {v}")
         else:
-            cmp = ">" if n.op.name == "amax" else "<"
-            lines.append(f"{pad}    if {v} {cmp} {acc} or {v} != {v}:")
-            lines.append(f"{pad}        {acc} = {v}")
+            fn = "max" if n.op.name == "amax" else "min"
+            lines.append(f"{pad}    {acc} = {fn}({acc}, {v})")
+            if float_minmax:
+                lines.append(f"{pad}    nan{n.index} |= {v} != {v}")
+        if float_minmax:
+            lines.append(f"{pad}if nan{n.index}:")
+            lines.append(f"{pad}    {acc} = np.nan")
         lines.append(f"{pad}r{n.index} = {_np_type(n.dtype)}({acc})")
 
     def render(self, name: str) -> str:
