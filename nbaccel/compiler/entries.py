@@ -18,7 +18,7 @@ class Entry:
     def __init__(self, cf, graph, dyn, kind):
         self.cf = cf
         self.kind = kind
-        self.structure = graph.structure({})
+        self.structure = graph.structure(dyn or {})   # dynamic dims as symbols: reasons skip them
         self.dyn = dyn or {}
         self.programs: dict[tuple, Program] = {}
         self.constants: dict[tuple, list] = {}
@@ -75,7 +75,9 @@ class GraphCache:
         if self.cf.dynamic is True:
             dims = all_dims(graph)
         elif marked:
-            dims = {pi: set(ds) | (dims or {}).get(pi, set()) for pi, ds in marked.items()}
+            dims = {pi: set(ds) for pi, ds in (dims or {}).items()}
+            for pi, ds in marked.items():
+                dims.setdefault(pi, set()).update(ds)
         spec = dynamic_spec(graph, dims) if dims else None
         if spec:
             entry = self.entries.get(graph.fingerprint(spec, slot))
@@ -99,6 +101,12 @@ class GraphCache:
                     names = [f"{graph.placeholders[pi].name}.shape[{d}]" for pi, ds in sorted(new.items())
                              for d in sorted(ds)]
                     reason += f" ({', '.join(names)} now dynamic)"
+        if spec and event == "miss":
+            # dims made dynamic up front (dynamic=True, mark_dynamic) stay dynamic for later
+            # calls, whose arrays are not marked, and show in the report
+            merged = self.dyn_dims.setdefault(slot, {})
+            for pi, ds in spec.items():
+                merged.setdefault(pi, set()).update(ds)
         entry = Entry(self.cf, graph, spec, slot[0])
         self.entries[graph.fingerprint(spec or {}, slot)] = entry
         self.by_slot.setdefault(slot, []).append(entry)
@@ -148,7 +156,8 @@ class GraphCache:
         self.specs[id(graph)] = specs
         session.last_run = (prog, consts, graph)
         session.had_backward = session.had_backward or bool(specs)
-        cache_state = "hit" if not fresh and event == "hit" else (prog.cache_state() or "miss")
+        # a new size inside a dynamic entry only re-schedules: its kernels are reused (a hit)
+        cache_state = "hit" if event == "hit" and (not fresh or entry.dyn) else (prog.cache_state() or "miss")
         breakdown = {"capture": t_capture, "lowering": getattr(prog, "lowering_seconds", 0.0) if fresh else 0.0,
                      "codegen": prog.codegen_seconds if fresh else 0.0,
                      "jit": prog.jit_total() if fresh and not prog.pending() else 0.0}

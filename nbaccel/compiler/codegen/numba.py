@@ -92,6 +92,8 @@ class _Renderer:
         """Emit statements computing elem node n for the current (i, j); return its name."""
         if id(n) in memo:
             return memo[id(n)]
+        if id(n) in self.stash:                      # stored by an earlier pass over the row
+            return self.stash[id(n)]
         if id(n) in self.input_index:
             i = self.input_index[id(n)]
             cls = self.classes[i]
@@ -161,7 +163,14 @@ class _Renderer:
         if float_minmax:
             lines.append(f"{pad}nan{n.index} = False")
         lines.append(f"{pad}for j in range(C):")
-        v = self.element_expr(n.args[0], lines, {}, indent + 4)
+        x = n.args[0]
+        v = self.element_expr(x, lines, {}, indent + 4)
+        if self.stash_buffer is not None and id(x) in self.needed_later(n) and id(x) not in self.stash \
+                and x.dtype is self.stash_dtype and id(x) not in self.input_index:
+            # keep this pass's values in the output buffer: later passes read them back instead
+            # of recomputing (softmax: exp once, not twice)
+            lines.append(f"{pad}    {self.stash_buffer}[i, j] = {v}")
+            self.stash = {id(x): f"{self.stash_buffer}[i, j]"}
         if n.op.name == "sum":
             lines.append(f"{pad}    {acc} += {v}")
         elif n.op.name == "prod":
@@ -176,10 +185,29 @@ class _Renderer:
             lines.append(f"{pad}    {acc} = np.nan")
         lines.append(f"{pad}r{n.index} = {_np_type(n.dtype)}({acc})")
 
+    def needed_later(self, reduction):
+        """Elem nodes that passes after ``reduction`` (or the final store) read."""
+        k = self.k
+        later = [n for n in k.nodes[k.nodes.index(reduction) + 1:]]
+        want, stack = set(), [n for n in later if k.kind[id(n)] == "elem" or n.op.name in REDUCTIONS]
+        while stack:
+            n = stack.pop()
+            for a in (n.args if k.kind.get(id(n)) != "row" or n.op.name in REDUCTIONS else ()):
+                if isinstance(a, Node) and id(a) not in want and k.kind.get(id(a)) == "elem":
+                    want.add(id(a))
+                    stack.append(a)
+        return want
+
     def render(self, name: str) -> str:
         k = self.k
         body: list[str] = []
         ind = 8
+        elem_outs = [o for o in k.outputs if k.kind[id(o)] == "elem"]
+        # with a single element output its buffer can hold one intermediate between passes
+        self.stash, self.stash_buffer, self.stash_dtype = {}, None, None
+        if len(elem_outs) == 1:
+            self.stash_buffer = f"o{self.out_index[id(elem_outs[0])]}"
+            self.stash_dtype = elem_outs[0].dtype
         for n in k.nodes:
             if k.kind[id(n)] != "row":
                 continue
@@ -189,7 +217,6 @@ class _Renderer:
                 self.row_expr(n, body, ind)
             if id(n) in self.out_index:
                 body.append(" " * ind + f"o{self.out_index[id(n)]}[i, 0] = r{n.index}")
-        elem_outs = [o for o in k.outputs if k.kind[id(o)] == "elem"]
         if elem_outs:
             body.append(" " * ind + "for j in range(C):")
             memo: dict = {}
