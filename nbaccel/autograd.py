@@ -264,6 +264,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return tuple(result)
 
 
+def zero_grads(params, set_to_none=True):
+    """Clear the gradients of ``params``: set them to None, or zero them in place."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            with no_grad():
+                p.grad = p.grad.detach().zero_()
+
+
 class Function:
     """A user-defined differentiable function (like ``torch.autograd.Function``).
 

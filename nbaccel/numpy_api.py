@@ -26,7 +26,7 @@ import numpy as _np
 
 from . import dtypes as D
 from .ops.registry import NUMPY_FUNCS, OPS
-from .tensor import Tensor, asarray as _asarray
+from .tensor import Tensor, _flat_args, asarray as _asarray
 
 _PY_SCALARS = (bool, int, float)
 # functions whose first argument is a sequence of arrays
@@ -57,11 +57,7 @@ def _to_np_tensor(x):
 
 
 def _flat(seq):
-    for v in seq:
-        if isinstance(v, (list, tuple)):
-            yield from _flat(v)
-        else:
-            yield v
+    return _flat_args(seq, {})
 
 
 def _convert_args(name, kind, args):

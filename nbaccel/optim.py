@@ -61,15 +61,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True):
         """Clear gradients: set them to None (the default) or zero them in place."""
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    with autograd.no_grad():
-                        p.grad = p.grad.detach().zero_()
+        autograd.zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     def step(self, closure=None):
         raise NotImplementedError

@@ -465,6 +465,7 @@ class Tensor:
 
 
 def _flat_args(args, kwargs):
+    """Every leaf of nested argument lists (the one flattening helper; numpy_api uses it too)."""
     for v in list(args) + list(kwargs.values()):
         if isinstance(v, (list, tuple)):
             yield from _flat_args(v, {})

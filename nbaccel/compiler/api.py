@@ -364,6 +364,13 @@ def _no_grad_call(fn):
 
 
 def _warn_limit(cf, reason):
-    warnings.warn(f"nbaccel: {cf.name} recompiled {cf.stats['compiles']} times (limit "
-                  f"{cf.recompile_limit or config['recompile_limit']}); running it eagerly from now on. "
-                  f"Last reason: {reason}", RuntimeWarning, stacklevel=4)
+    msg = (f"nbaccel: {cf.name} recompiled {cf.stats['compiles']} times (limit "
+           f"{cf.recompile_limit or config['recompile_limit']}); running it eagerly from now on. "
+           f"Last reason: {reason}")
+    # point at the user's code (the calling line, else the compiled function), not at nbaccel
+    from .capture import user_frame
+    fn, line, _ = user_frame()
+    code = getattr(cf.fn, "__code__", None)
+    if not line and code is not None:
+        fn, line = code.co_filename, code.co_firstlineno
+    warnings.warn_explicit(msg, RuntimeWarning, fn, line or 1, module="nbaccel")

@@ -237,14 +237,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True):
         """Clear the gradients of every parameter (set them to None, or zero them)."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                with autograd.no_grad():
-                    p.grad = p.grad.detach().zero_()
+        autograd.zero_grads(self.parameters(), set_to_none)
 
     # -- device and dtype -------------------------------------------------------------------------
     def _convert(self, fn):
