@@ -1,33 +1,17 @@
-"""The eager Tensor. Its op methods are installed from the op table (see ``_install_methods``)."""
+"""The eager Tensor. Its op methods are installed from the op table (``dispatch.install_methods``);
+conversions into tensors live in ``convert.py``, the one dispatch path in ``dispatch.py``."""
 from __future__ import annotations
 
-import threading
 import weakref
 
 import numpy as np
 
 from . import autograd
 from . import dtypes as D
-from .devices import Device, array_module, cpu, device as _device, device_of_array
-from .ops.registry import ALIAS_METHODS, NUMPY_FUNCS, OPS
+from .devices import Device, array_module, device as _device
+from .ops.registry import NUMPY_FUNCS, OPS
 
 _SCALARS = (bool, int, float)
-
-# The one tracing context: while the compiler runs a function, in-place updates of concrete
-# tensors are deferred into the trace (so they happen after the graph reads the old values).
-_trace = threading.local()
-
-
-def active_trace():
-    """The graph of the compiled function being traced on this thread, or None."""
-    return getattr(_trace, "graph", None)
-
-
-def set_active_trace(graph):
-    prev = getattr(_trace, "graph", None)
-    _trace.graph = graph
-    return prev
-
 
 class _Size(int):
     """``t.size`` is NumPy's element count *and* callable like PyTorch's ``t.size(dim)``."""
@@ -505,207 +489,7 @@ def _rebuild_parameter(data, dtype, device, requires_grad):
     return Parameter(_rebuild(data, dtype, device, False), requires_grad)
 
 
-# ---- conversion into tensors ---------------------------------------------------------------
-
-def _np_of(data):
-    """Is this NumPy data (so results should follow NumPy's defaults)?"""
-    return isinstance(data, (np.ndarray, np.generic))
-
-
-def asarray(obj, dtype=None, device=None, copy=None, *, requires_grad=False, _np=None):
-    """Convert to a Tensor, zero-copy where possible (Array API ``asarray``)."""
-    if isinstance(obj, Tensor):
-        t = obj
-        if dtype is not None and D.dtype(dtype) is not t.dtype:
-            if copy is False:
-                raise ValueError("asarray: a dtype change needs a copy, but copy=False")
-            t = t.astype(dtype)
-        elif copy:
-            t = t.clone()
-        if device is not None:
-            t = t.to(device)
-        if requires_grad:
-            t.requires_grad_(True)
-        return t
-    dev = _device(device) if device is not None else device_of_array(obj)
-    xp = array_module(dev)
-    npflag = _np_of(obj) if _np is None else _np
-    dt = D.dtype(dtype) if dtype is not None else None
-    if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray) and dev.type == "cpu" \
-            and type(obj).__module__.split(".")[0] not in ("numpy", "cupy"):
-        try:
-            obj = np.from_dlpack(obj)
-        except Exception:
-            obj = np.asarray(obj)
-    if dt is None:
-        if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__cuda_array_interface__"):
-            a = xp.asarray(obj)
-            try:
-                dt = D.dtype(a.dtype)
-            except TypeError:
-                raise TypeError(f"dtype {a.dtype} is not supported by nbaccel (supported: "
-                                f"{', '.join(t.name for t in D.ALL_DTYPES)})") from None
-        else:
-            a = _from_python(obj, xp, npflag)
-            dt = D.dtype(a.dtype)
-        if copy:
-            a = a.copy()
-    else:
-        if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__cuda_array_interface__"):
-            a = xp.asarray(obj)
-        else:
-            a = _from_python(obj, xp, npflag, dt)
-        if a.dtype != dt.np:
-            if copy is False:
-                raise ValueError("asarray: a dtype change needs a copy, but copy=False")
-            a = a.astype(dt.np)
-        elif copy:
-            a = a.copy()
-    if dev.type == "cpu" and not isinstance(a, np.ndarray):
-        a = np.asarray(a)
-    t = Tensor._wrap(a, dt, dev, npflag)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-def _from_python(obj, xp, npflag, dt=None):
-    """Python scalars and (nested) sequences, possibly holding tensors."""
-    if isinstance(obj, (list, tuple)) and any(isinstance(o, Tensor) for o in _flat(obj)):
-        obj = _untensor(obj)
-    if dt is not None:
-        return xp.asarray(obj, dtype=dt.np)
-    a = np.asarray(obj)
-    if a.dtype.kind == "f" and not npflag and a.dtype == np.float64:
-        a = a.astype(np.float32)           # nbaccel's default float
-    elif a.dtype.kind in "iu" and a.dtype != np.int64 and not isinstance(obj, np.generic):
-        a = a.astype(np.int64)
-    elif a.dtype.kind not in "biuf":
-        raise TypeError(f"can't make a tensor from {type(obj).__name__} data of dtype {a.dtype}")
-    return xp.asarray(a)
-
-
-def _flat(obj):
-    for o in obj:
-        if isinstance(o, (list, tuple)):
-            yield from _flat(o)
-        else:
-            yield o
-
-
-def _untensor(obj):
-    if isinstance(obj, Tensor):
-        return np.asarray(obj.cpu())
-    if isinstance(obj, (list, tuple)):
-        return [_untensor(o) for o in obj]
-    return obj
-
-
-def tensor(data, dtype=None, device=None, requires_grad=False):
-    """Make a new Tensor that owns a copy of ``data`` (like ``torch.tensor``)."""
-    if isinstance(data, Tensor):
-        data = data.detach()
-    return asarray(data, dtype=dtype, device=device, copy=True, requires_grad=requires_grad)
-
-
-def from_numpy(a: np.ndarray) -> Tensor:
-    """Zero-copy view of a NumPy array as a Tensor (writes show through both ways)."""
-    if not isinstance(a, np.ndarray):
-        raise TypeError(f"expected np.ndarray, got {type(a).__name__}")
-    return asarray(a, _np=False)
-
-
-def from_dlpack(x) -> Tensor:
-    """Import any DLPack-capable array (NumPy, CuPy, PyTorch, JAX) without copying."""
-    dev_type = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
-    if dev_type == 1:
-        return asarray(np.from_dlpack(x), _np=False)
-    xp = array_module(_device("cuda"))
-    return asarray(xp.from_dlpack(x), _np=False)
-
-
-# ---- dispatch: the one path every op application takes ------------------------------------
-
-def apply(op, args, params):
-    """Run ``op`` on ``args`` (Tensors and Python scalars): trace, or execute eagerly, and
-    record autograd when any input requires grad."""
-    graph = None
-    needs_grad = False
-    npflag = False
-    dev = None
-    for a in args:
-        if isinstance(a, Tensor):
-            if a._node is not None:
-                graph = a._node.graph
-            if a.requires_grad:
-                needs_grad = True
-            if a._np:
-                npflag = True
-            if dev is None:
-                dev = a.device
-            elif a.device != dev:
-                raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
-                                   f"least two devices, {dev} and {a.device} (op {op.name})")
-    if graph is None:
-        graph = active_trace()    # inside a compiled function every op is captured
-    needs_grad = needs_grad and op.differentiable and autograd.is_grad_enabled()
-    if needs_grad and op.grad is None:
-        return op.decomp(*args, **params)  # differentiate through the decomposition
-    if graph is not None:
-        args = graph.lift_args(args)   # concrete tensors become graph inputs (also on the tape)
-        out = graph.record(op, args, params)
-    elif op.impl is None:
-        return op.decomp(*args, **params)   # a composite defined only by its decomposition
-    else:
-        out = _eager(op, args, params, dev or params.get("device") or cpu, npflag)
-    if needs_grad:
-        autograd.attach(op, args, params, out)
-    return out
-
-
-def _eager(op, args, params, dev, npflag):
-    xs = [a._value() if isinstance(a, Tensor) else a for a in args]
-    _, dt = op.infer(args, params)
-    xp = array_module(dev)
-    data = op.impl(xp, *xs, **params)
-    if not hasattr(data, "dtype") or not hasattr(data, "shape") or isinstance(data, np.generic):
-        data = xp.asarray(data)
-    if data.dtype != dt.np:
-        data = data.astype(dt.np)
-    version = None
-    if op.view and len(xs) and isinstance(args[0], Tensor):
-        base = xs[0]
-        if data.base is not None and (data.base is base or data.base is base.base):
-            version = args[0]._version  # views share the version counter with their base
-    return Tensor._wrap(data, dt, dev, npflag, version)
-
-
-# ---- methods from the op table ----------------------------------------------------------------
-
-def _reflected(front):
-    def method(self, other):
-        return front(other, self)
-    return method
-
-
-def _inplace(front):
-    def method(self, *args, **kwargs):
-        return self._assign(front(self, *args, **kwargs))
-    return method
-
-
-def install_methods():
-    """Give Tensor one method per name that ops list in ``methods``."""
-    for op in OPS.values():
-        for m in op.methods:
-            if m.startswith("__r") and "__" + m[3:] in op.methods:
-                setattr(Tensor, m, _reflected(op.front))
-                continue
-            setattr(Tensor, m, op.front)
-            if op.inplace:
-                if m.startswith("__"):  # reflected forms were handled above (__rshift__ is not one)
-                    setattr(Tensor, "__i" + m[2:], _inplace(op.front))
-                elif not m.startswith("__"):
-                    setattr(Tensor, m + "_", _inplace(op.front))
-    for m, front in ALIAS_METHODS.items():
-        setattr(Tensor, m, front)
+# conversions and dispatch are defined beside Tensor (they need the class) and used by its methods
+from .convert import _flat, _from_python, _np_of, _untensor, asarray, from_dlpack, from_numpy, tensor  # noqa: E402,F401
+from .dispatch import (_eager, _inplace, _reflected, active_trace, apply, install_methods,  # noqa: E402,F401
+                       set_active_trace)

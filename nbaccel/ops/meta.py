@@ -113,10 +113,5 @@ def default_infer(kind: str, rule: str):
 
 
 class DataDependentShape(RuntimeError):
-    """An op's output shape depends on the data (boolean masks, nonzero, unique): the compiler
-    turns this into a graph break and runs the op eagerly."""
-
-
-class DataDependentShape(RuntimeError):
     """An op's output shape depends on the values of its inputs (boolean masks, nonzero), so
     it cannot be inferred from shapes alone; the compiler turns this into a graph break."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .. import dtypes as D
+
 
 OPS: dict[str, "OpDef"] = {}
 NUMPY_FUNCS: dict[str, Callable] = {}     # numpy function name -> front

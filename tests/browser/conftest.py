@@ -117,11 +117,17 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def start_lab(notebook: Path, workdir: Path, timeout: float = 60.0) -> LabServer:
-    """Start `jupyter lab` on a free port, serving a copy of `notebook` (alone: it must
-    not need files from its folder), and return once /api/status answers."""
+    """Start `jupyter lab` on a free port, serving an output-free copy of `notebook` (alone:
+    it must not need files from its folder), and return once /api/status answers."""
     root = workdir / "root"
     root.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(notebook, root / notebook.name)
+    # a copy without saved outputs, so every widget on the page comes from this run
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    nb.get("metadata", {}).pop("widgets", None)
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    (root / notebook.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
     for sub in ("settings", "workspaces", "runtime", "config"):
         (workdir / sub).mkdir(exist_ok=True)
     _write_settings(workdir / "settings")

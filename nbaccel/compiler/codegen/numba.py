@@ -233,7 +233,7 @@ class _Renderer:
         src += ["", "",
                 f"@njit(parallel={self.parallel}, fastmath=SAFE_FASTMATH, error_model='numpy', cache=True, nogil=True)",
                 f"def {name}({', '.join(ins + outs)}):",
-                f"    R = o0.shape[0]",
+                "    R = o0.shape[0]",
                 f"    C = {c_src}",
                 f"    for i in {loop}(R):"]
         src += body

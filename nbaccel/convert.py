@@ -1,0 +1,124 @@
+"""Conversions into Tensors: asarray (zero-copy where possible), tensor, from_numpy, from_dlpack."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as D
+from .devices import array_module, device as _device, device_of_array
+from .tensor import Tensor
+
+def _np_of(data):
+    """Is this NumPy data (so results should follow NumPy's defaults)?"""
+    return isinstance(data, (np.ndarray, np.generic))
+
+
+def asarray(obj, dtype=None, device=None, copy=None, *, requires_grad=False, _np=None):
+    """Convert to a Tensor, zero-copy where possible (Array API ``asarray``)."""
+    if isinstance(obj, Tensor):
+        t = obj
+        if dtype is not None and D.dtype(dtype) is not t.dtype:
+            if copy is False:
+                raise ValueError("asarray: a dtype change needs a copy, but copy=False")
+            t = t.astype(dtype)
+        elif copy:
+            t = t.clone()
+        if device is not None:
+            t = t.to(device)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+    dev = _device(device) if device is not None else device_of_array(obj)
+    xp = array_module(dev)
+    npflag = _np_of(obj) if _np is None else _np
+    dt = D.dtype(dtype) if dtype is not None else None
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray) and dev.type == "cpu" \
+            and type(obj).__module__.split(".")[0] not in ("numpy", "cupy"):
+        try:
+            obj = np.from_dlpack(obj)
+        except Exception:
+            obj = np.asarray(obj)
+    if dt is None:
+        if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__cuda_array_interface__"):
+            a = xp.asarray(obj)
+            try:
+                dt = D.dtype(a.dtype)
+            except TypeError:
+                raise TypeError(f"dtype {a.dtype} is not supported by nbaccel (supported: "
+                                f"{', '.join(t.name for t in D.ALL_DTYPES)})") from None
+        else:
+            a = _from_python(obj, xp, npflag)
+            dt = D.dtype(a.dtype)
+        if copy:
+            a = a.copy()
+    else:
+        if isinstance(obj, (np.ndarray, np.generic)) or hasattr(obj, "__cuda_array_interface__"):
+            a = xp.asarray(obj)
+        else:
+            a = _from_python(obj, xp, npflag, dt)
+        if a.dtype != dt.np:
+            if copy is False:
+                raise ValueError("asarray: a dtype change needs a copy, but copy=False")
+            a = a.astype(dt.np)
+        elif copy:
+            a = a.copy()
+    if dev.type == "cpu" and not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    t = Tensor._wrap(a, dt, dev, npflag)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _from_python(obj, xp, npflag, dt=None):
+    """Python scalars and (nested) sequences, possibly holding tensors."""
+    if isinstance(obj, (list, tuple)) and any(isinstance(o, Tensor) for o in _flat(obj)):
+        obj = _untensor(obj)
+    if dt is not None:
+        return xp.asarray(obj, dtype=dt.np)
+    a = np.asarray(obj)
+    if a.dtype.kind == "f" and not npflag and a.dtype == np.float64:
+        a = a.astype(np.float32)           # nbaccel's default float
+    elif a.dtype.kind in "iu" and a.dtype != np.int64 and not isinstance(obj, np.generic):
+        a = a.astype(np.int64)
+    elif a.dtype.kind not in "biuf":
+        raise TypeError(f"can't make a tensor from {type(obj).__name__} data of dtype {a.dtype}")
+    return xp.asarray(a)
+
+
+def _flat(obj):
+    for o in obj:
+        if isinstance(o, (list, tuple)):
+            yield from _flat(o)
+        else:
+            yield o
+
+
+def _untensor(obj):
+    if isinstance(obj, Tensor):
+        return np.asarray(obj.cpu())
+    if isinstance(obj, (list, tuple)):
+        return [_untensor(o) for o in obj]
+    return obj
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """Make a new Tensor that owns a copy of ``data`` (like ``torch.tensor``)."""
+    if isinstance(data, Tensor):
+        data = data.detach()
+    return asarray(data, dtype=dtype, device=device, copy=True, requires_grad=requires_grad)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """Zero-copy view of a NumPy array as a Tensor (writes show through both ways)."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"expected np.ndarray, got {type(a).__name__}")
+    return asarray(a, _np=False)
+
+
+def from_dlpack(x) -> Tensor:
+    """Import any DLPack-capable array (NumPy, CuPy, PyTorch, JAX) without copying."""
+    dev_type = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
+    if dev_type == 1:
+        return asarray(np.from_dlpack(x), _np=False)
+    xp = array_module(_device("cuda"))
+    return asarray(xp.from_dlpack(x), _np=False)

@@ -1,0 +1,112 @@
+"""The one path every op application takes (``apply``), the tracing context, and the Tensor
+methods derived from the op table."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import autograd
+from .devices import array_module, cpu
+from .ops.registry import ALIAS_METHODS, OPS
+from .tensor import Tensor
+
+# The one tracing context: while the compiler runs a function, in-place updates of concrete
+# tensors are deferred into the trace (so they happen after the graph reads the old values).
+_trace = threading.local()
+
+
+def active_trace():
+    """The graph of the compiled function being traced on this thread, or None."""
+    return getattr(_trace, "graph", None)
+
+
+def set_active_trace(graph):
+    prev = getattr(_trace, "graph", None)
+    _trace.graph = graph
+    return prev
+
+
+def apply(op, args, params):
+    """Run ``op`` on ``args`` (Tensors and Python scalars): trace, or execute eagerly, and
+    record autograd when any input requires grad."""
+    graph = None
+    needs_grad = False
+    npflag = False
+    dev = None
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._node is not None:
+                graph = a._node.graph
+            if a.requires_grad:
+                needs_grad = True
+            if a._np:
+                npflag = True
+            if dev is None:
+                dev = a.device
+            elif a.device != dev:
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                                   f"least two devices, {dev} and {a.device} (op {op.name})")
+    if graph is None:
+        graph = active_trace()    # inside a compiled function every op is captured
+    needs_grad = needs_grad and op.differentiable and autograd.is_grad_enabled()
+    if needs_grad and op.grad is None:
+        return op.decomp(*args, **params)  # differentiate through the decomposition
+    if graph is not None:
+        args = graph.lift_args(args)   # concrete tensors become graph inputs (also on the tape)
+        out = graph.record(op, args, params)
+    elif op.impl is None:
+        return op.decomp(*args, **params)   # a composite defined only by its decomposition
+    else:
+        out = _eager(op, args, params, dev or params.get("device") or cpu, npflag)
+    if needs_grad:
+        autograd.attach(op, args, params, out)
+    return out
+
+
+def _eager(op, args, params, dev, npflag):
+    xs = [a._value() if isinstance(a, Tensor) else a for a in args]
+    _, dt = op.infer(args, params)
+    xp = array_module(dev)
+    data = op.impl(xp, *xs, **params)
+    if not hasattr(data, "dtype") or not hasattr(data, "shape") or isinstance(data, np.generic):
+        data = xp.asarray(data)
+    if data.dtype != dt.np:
+        data = data.astype(dt.np)
+    version = None
+    if op.view and len(xs) and isinstance(args[0], Tensor):
+        base = xs[0]
+        if data.base is not None and (data.base is base or data.base is base.base):
+            version = args[0]._version  # views share the version counter with their base
+    return Tensor._wrap(data, dt, dev, npflag, version)
+
+
+# ---- methods from the op table ----------------------------------------------------------------
+
+def _reflected(front):
+    def method(self, other):
+        return front(other, self)
+    return method
+
+
+def _inplace(front):
+    def method(self, *args, **kwargs):
+        return self._assign(front(self, *args, **kwargs))
+    return method
+
+
+def install_methods():
+    """Give Tensor one method per name that ops list in ``methods``."""
+    for op in OPS.values():
+        for m in op.methods:
+            if m.startswith("__r") and "__" + m[3:] in op.methods:
+                setattr(Tensor, m, _reflected(op.front))
+                continue
+            setattr(Tensor, m, op.front)
+            if op.inplace:
+                if m.startswith("__"):  # reflected forms were handled above (__rshift__ is not one)
+                    setattr(Tensor, "__i" + m[2:], _inplace(op.front))
+                elif not m.startswith("__"):
+                    setattr(Tensor, m + "_", _inplace(op.front))
+    for m, front in ALIAS_METHODS.items():
+        setattr(Tensor, m, front)
