@@ -27,9 +27,13 @@ from .ir import Graph, Node
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # frames in these files are nbaccel's own machinery, never "the user's line"
-_SKIP_PREFIXES = tuple(os.path.join(_PKG_DIR, p) for p in (
-    "ops", "compiler", "nn", "tensor.py", "autograd.py", "numpy_api.py", "optim.py", "linalg.py",
-    "array_api.py", "magics")) + (os.path.dirname(os.__file__),)
+# Frames in nbaccel's own files are machinery, never "the user's line" (the demo is user code).
+_SKIP_PREFIXES = (_PKG_DIR + os.sep, os.path.dirname(os.__file__))
+_USER_FILES_IN_PKG = (os.path.join(_PKG_DIR, "demo.py"),)
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith(_SKIP_PREFIXES) and filename not in _USER_FILES_IN_PKG
 
 
 class GraphBreakError(RuntimeError):
@@ -58,7 +62,7 @@ def user_line():
     f = sys._getframe(2)
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_SKIP_PREFIXES):
+        if not _is_internal(fn):
             return fn, f.f_lineno
         f = f.f_back
     return None
@@ -69,7 +73,7 @@ def user_frame():
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_SKIP_PREFIXES) and "/numpy/" not in fn and "site-packages" not in fn:
+        if not _is_internal(fn) and "/numpy/" not in fn and "site-packages" not in fn:
             return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return "<unknown>", 0, ""

@@ -279,9 +279,12 @@ function kernelTable(r) {
       h("table", { class: "nbaccel-table", testid: "kernels" }, h("thead", {}, head), h("tbody", {}, ...rows))));
 }
 
+// replaceChildren(null) would insert the text "null": leave absent sections out
+const fill = (root, ...kids) => root.replaceChildren(...kids.filter((k) => k !== null && k !== undefined));
+
 function renderReport(root, r) {
   r = r && typeof r === "object" ? r : {};
-  root.replaceChildren(
+  fill(root,
     header(r), compileRow(r), sparkline(r), recompiles(r), graphBreaks(r), kernelTable(r),
     r.graph ? codeBlock("Captured graph", str(r.graph), "graph") : null,
     r.code ? codeBlock("Generated code", str(r.code), "code") : null);
@@ -318,7 +321,7 @@ function renderDashboard(root, st) {
     h("td", {}, c.tier ? badge("", c.tier, "nbaccel-tier") : "")));
   const head = h("tr", {}, ...["cell", "speedup", "recompiles", "calls", "tier"].map((t) => h("th", {}, t)));
   const savedText = total === null ? "—" : total >= 0 ? fmtSeconds(total) : `−${fmtSeconds(-total)}`;
-  root.replaceChildren(
+  fill(root,
     h("div", { class: "nbaccel-header" },
       h("div", { class: "nbaccel-title" }, h("span", { class: "nbaccel-logo" }, "nbaccel"),
         h("span", { class: "nbaccel-name" }, `status · ${cells.length} compiled cell${cells.length === 1 ? "" : "s"}`)),

@@ -73,6 +73,9 @@ def test_report_widget_renders_in_jupyterlab(lab_server, page, tmp_path):
     except Exception:
         pytest.fail(f"the notebook did not finish running\n{lab_server.log_tail()}", pytrace=False)
 
+    # on screen: JupyterLab skips rendering cells far outside the viewport, which empties innerText
+    widget.scroll_into_view_if_needed()
+
     # the header: a speedup like "10.0×"
     # (the eager baseline is measured after the call, so the number can arrive a moment later)
     from playwright.sync_api import expect
@@ -85,6 +88,9 @@ def test_report_widget_renders_in_jupyterlab(lab_server, page, tmp_path):
     assert reasons.count() >= 1
     expect(reasons.first).to_have_text(re.compile(r"\S{4,}"), timeout=10_000)
     assert reasons.first.is_visible() and len(reasons.first.inner_text().strip()) > 3
+
+    # no placeholder text leaks from absent sections
+    assert not re.search(r"\b(null|undefined|NaN)\b", widget.inner_text()), widget.inner_text()
 
     # device placement: one visible device per kernel row
     rows = widget.get_by_test_id("kernel-row")
