@@ -20,6 +20,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from . import cellfunc
 from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
+from ..compiler import GraphBreakError
 from ..tensor import Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -142,9 +143,14 @@ class NbaccelMagics(Magics):
         entry.cf.name = f"In[{count}]"
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
         args = [self._to_device(v, opts.device) for v in traced_vals]
+        progress = self._progress(entry, opts, count)
         try:
             outs, value = entry.cf(*args, env)
         except Exception as e:
+            if progress is not None:
+                progress.close()
+            if isinstance(e, GraphBreakError):      # name the cell, not IPython's temporary file
+                e.args = (str(e).replace(entry.filename, f"cell In[{count}]"),)
             raise _from_cell(e, entry.filename)
         # the cell completed: write its outputs back (never before, so a failure changes nothing)
         for k in entry.outputs:
@@ -159,7 +165,7 @@ class NbaccelMagics(Magics):
             del entry.reports[:-3]
             self.by_count[count] = (entry, report)
             self.last = (entry, report)
-            self._show(report, opts.report, entry)
+            self._show(report, opts.report, entry, progress)
             if opts.output:
                 ns[opts.output] = report
             if opts.explain:
@@ -267,14 +273,29 @@ class NbaccelMagics(Magics):
                 b["filename"] = d.get("name", "cell")
         return d
 
-    def _show(self, report, how, entry):
+    def _progress(self, entry, opts, count):
+        """A "compiling…" indicator for a first run that waits for numba (the numba backend or
+        max-autotune; the auto backend never waits): it turns into the report when done."""
+        import nbaccel_ext
+        waits = opts.backend == "numba" or opts.mode == "max-autotune"
+        if entry.calls or not waits or opts.report not in ("auto", "widget") or not _in_notebook(self.shell) \
+                or nbaccel_ext.stable_output():     # stable output (tests) has no transient parts
+            return None
+        return nbaccel_ext.Progress(f"compiling In[{count}] with numba…")
+
+    def _show(self, report, how, entry, progress=None):
         if how == "none":
+            if progress is not None:
+                progress.close()
             return
         import nbaccel_ext
         d = self._report_dict(report, entry)
         if how == "text" or (how == "auto" and not _in_notebook(self.shell)):
             print(nbaccel_ext.render_text(d, stable=nbaccel_ext.stable_output()))
         else:
+            if progress is not None:
+                progress.finish(d)        # the indicator becomes the report, in place
+                return
             self.runs += 1   # a fresh display per run: a re-run cell's old output is already cleared
             did = f"nbaccel-{entry.key[:12]}-{self.runs}"
             nbaccel_ext.display_report(d, display_id=did)
