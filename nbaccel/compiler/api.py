@@ -223,7 +223,7 @@ class CompiledFunction:
                 rep.pending_tier = "numba"
             br = {k: sum(e["breakdown"][k] for e in events) for k in rep.compile_breakdown}
             rep.compile_breakdown = br
-            rep.compile_seconds = sum(br.values()) if rep.cache != "hit" else 0.0
+            rep.compile_seconds = sum(br.values())   # capture (re-tracing) is paid on hits too
             rep.compiled_seconds = sum(e["seconds"] for e in events)
             rep.kernels = [k for e in events for k in e["kernels"]]
             rep.refused_fusions = [r for e in events for r in e["refused"]]

@@ -60,7 +60,7 @@ def test_report_widget_renders_in_jupyterlab(lab_server, page, tmp_path):
     start = time.monotonic()
     _run_all(page, lab_server)
     # the first report that lists a recompilation (the quickstart's re-run softmax cell)
-    widget = page.locator(REPORT).filter(has=page.get_by_test_id("recompile-reason")).first
+    widget = page.locator(REPORT).filter(has=page.get_by_test_id("recompile-reason")).last
     try:
         widget.wait_for(state="visible", timeout=40_000)
     except Exception:
