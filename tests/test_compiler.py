@@ -396,3 +396,13 @@ def test_compiled_optimizer_steps_match_eager_exactly(opt, kw):
     for p, q in zip(m1.parameters(), m2.parameters()):
         np.testing.assert_allclose(_np(q), _np(p), rtol=1e-12, atol=1e-14)
     assert comp.stats["compiles"] <= 2     # AdamW's first step differs (state is created)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_infinite_and_nan_constants(backend):
+    x = nb.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
+
+    def f(x):
+        masked = nb.where(x > 0, x, float("-inf"))
+        return masked.softmax(-1), x * float("inf"), nb.maximum(x, float("nan")), (x + float("-inf")).amax()
+    check_against_eager(f, x, backend=backend)

@@ -37,6 +37,13 @@ def ref_name(n: Node) -> str:
     return f"in{n.index}" if n.is_placeholder else f"v{n.index}"
 
 
+def literal(v):
+    """A Python scalar as source text (inf and nan have no literal of their own)."""
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return f"float({str(v)!r})"
+    return repr(v)
+
+
 def render_program(sch, kernel_names, backend) -> str:
     """The graph program: one Python function ``run(inputs) -> outputs``."""
     g = sch.graph
@@ -73,7 +80,7 @@ def render_program(sch, kernel_names, backend) -> str:
                 lines.append(f"    {ref_name(n)} = {x}.transpose({n.params['axes']!r})")
         else:
             n = s.node
-            args = ", ".join(ref_name(a) if isinstance(a, Node) else repr(a) for a in n.args)
+            args = ", ".join(ref_name(a) if isinstance(a, Node) else literal(a) for a in n.args)
             lines.append(f"    {ref_name(n)} = extern({n.index}, {args})  # {n.op.name}")
         dead = [a for a in _step_inputs(s) if last_use.get(id(a)) == s.index and not a.is_placeholder]
         if dead:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir import Node
 from ..schedule import IDENTITY_OPS, FusedKernel
-from .common import kernel_input_classes
+from .common import kernel_input_classes, literal as _literal
 
 _REDUCE_UFUNC = {"sum": "add", "amax": "maximum", "amin": "minimum", "prod": "multiply"}
 _POOL = None
@@ -86,7 +86,7 @@ def render_kernel(k: FusedKernel, name: str) -> str:
         val[id(a)] = f"a{i}[r0:r1]" if cls in ("elem", "row", "other") else f"a{i}"
 
     def arg(a):
-        return val[id(a)] if isinstance(a, Node) else repr(a)
+        return val[id(a)] if isinstance(a, Node) else _literal(a)
 
     for i, n in enumerate(k.nodes):
         kind = k.kind[id(n)]
@@ -101,7 +101,7 @@ def render_kernel(k: FusedKernel, name: str) -> str:
         op = n.op
         args = [arg(a) for a in n.args]
         if op.name in IDENTITY_OPS or op.name == "full_like":
-            src = args[0] if op.name != "full_like" else repr(n.params["value"])
+            src = args[0] if op.name != "full_like" else _literal(n.params["value"])
             if id(n) in outs:
                 body.append(f"np.copyto({out}, {src}, casting='unsafe')")
                 val[id(n)] = out
@@ -109,7 +109,8 @@ def render_kernel(k: FusedKernel, name: str) -> str:
                 temps.give(buf.pop(id(n)))
                 val[id(n)] = src
                 if op.name == "full_like":
-                    val[id(n)] = f"np.{dt}({n.params['value']!r})" if dt != "bfloat16" else repr(n.params["value"])
+                    val[id(n)] = f"np.{dt}({_literal(n.params['value'])})" if dt != "bfloat16" \
+                        else _literal(n.params["value"])
             continue
         if op.name in _REDUCE_UFUNC:
             extra = f", dtype=np.{dt}" if n.dtype.kind in "iu" else ""
