@@ -129,8 +129,9 @@ class GraphCache:
         specs = []
         if autograd.is_grad_enabled() and any(t.requires_grad for t in live):
             specs = derive_backward(session, graph, live)
-        slot = ("fwd", session.segment_index,
-                tuple(session.lifted[id(s)].requires_grad for s in graph.sources))
+        # which inputs require grad needs no place in the key: it decides the backward graph,
+        # whose saved values are outputs of this graph, so the structure already differs
+        slot = ("fwd", session.segment_index)
         cf = self.cf
         limit = cf.recompile_limit or _limit()
         entry, event, reason = self.lookup(graph, slot, getattr(session, "marked", None))
