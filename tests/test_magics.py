@@ -171,7 +171,7 @@ def test_fullgraph_names_the_cell_line(ip, capsys):
     res = run(ip, cell, x=np.ones(4))
     assert not res.success and isinstance(res.error_in_exec, GraphBreakError)
     assert ":2" in str(res.error_in_exec) and "if y.sum() > 0:" in str(res.error_in_exec)
-    assert "cell In[" in str(res.error_in_exec)       # the cell, not IPython's temporary file
+    assert "cell in[" in str(res.error_in_exec).lower()   # the cell, not IPython's temporary file
     # without --fullgraph the break is recorded with the cell line and the cell still runs
     res = run(ip, cell.replace(" --fullgraph", " -o rep"), x=np.ones(4))
     assert res.success and np.all(ip.user_ns["y"] == 3)

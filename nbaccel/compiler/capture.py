@@ -68,13 +68,22 @@ def user_line():
     return None
 
 
+def display_filename(filename: str) -> str:
+    """IPython runs each cell from a temporary file; name it as IPython's tracebacks do
+    ("Cell In[5]"), which means something to the user and is the same on every machine."""
+    ip = sys.modules.get("IPython")
+    shell = ip.get_ipython() if ip is not None and hasattr(ip, "get_ipython") else None
+    number = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
+    return f"Cell In[{number}]" if number is not None else filename
+
+
 def user_frame():
     """The innermost stack frame outside nbaccel and the standard library: the user's line."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
         if not _is_internal(fn) and "/numpy/" not in fn and "site-packages" not in fn:
-            return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
+            return display_filename(fn), f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return "<unknown>", 0, ""
 

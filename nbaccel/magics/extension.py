@@ -355,8 +355,12 @@ class NbaccelMagics(Magics):
             size = cache.size_bytes()
         except OSError:
             size = None
+        cache_dir = cache.root_dir()
+        import nbaccel_ext
+        if nbaccel_ext.stable_output():     # saved notebooks carry no machine-specific paths
+            cache_dir, size = "$NBACCEL_CACHE_DIR", None
         return {"cells": self._cells(), "backends": backends, "devices": devices,
-                "cache_dir": cache.root_dir(), "cache_bytes": size}
+                "cache_dir": cache_dir, "cache_bytes": size}
 
     def _status(self, rest):
         import nbaccel_ext
