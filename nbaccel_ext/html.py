@@ -367,7 +367,8 @@ def render_html(report: dict, stable: bool = False) -> str:
                                     + (() if stable else ("time", "share"))) + "</tr>")
         for k in kernels:
             ops = _kernel_ops(k)
-            cells = [f'<code style="font-family:{_CODE}">{_e(k.get("name"))}</code>',
+            cells = [f'<code style="font-family:{_CODE};overflow-wrap:anywhere;word-break:break-all">'
+                     f'{_e(k.get("name"))}</code>',
                      f'{len(ops)} <span style="color:{_MUTED}">{_e(", ".join(ops))}</span>',
                      _e(k.get("device")), _e(k.get("backend"))]
             if not stable:
