@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 # two workers (this is a 2-core machine); each notebook and each test file stays on one worker
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: setup test lab demo bench fuzz chromium docs clean
+.PHONY: setup test lab demo bench fuzz chromium docs notebooks clean
 
 setup: $(STAMP)
 
@@ -38,6 +38,14 @@ bench: $(STAMP)
 
 fuzz: $(STAMP)
 	NBACCEL_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -m fuzz tests -p no:randomly
+
+# re-execute the tutorials and save their outputs the way nbval checks them: stable report
+# text (no timings, no machine paths) and no stored widget state (reopened notebooks show the
+# static HTML report)
+notebooks: $(STAMP)
+	cd notebooks && for nb in *.ipynb; do \
+	  NBACCEL_STABLE_OUTPUT=1 ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.store_widget_state=False $$nb || exit 1; done
 
 docs: $(STAMP)
 	$(BIN)/python -m nbaccel.docgen docs/supported-ops.md
