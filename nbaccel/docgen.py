@@ -22,13 +22,18 @@ def _cell(items):
 
 def render() -> str:
     import nbaccel  # noqa: F401  (registers every op family)
-    prims = sum(1 for o in OPS.values() if o.primitive)
+    prims = [o for o in OPS.values() if o.primitive]
+    rendered = sum(1 for o in prims if o.scalar)
     lines = ["# Supported ops", "",
              "Generated from the op table by `python -m nbaccel.docgen docs/supported-ops.md` "
              "(`make docs`); do not edit by hand.", "",
-             f"{len(OPS)} ops: {prims} primitives (what code generators render) and "
-             f"{len(OPS) - prims} composites (defined by a decomposition into other ops), plus "
-             f"{len(ALIASES)} aliases (other spellings over the same ops).", ""]
+             f"{len(OPS)} ops: {len(prims)} primitives and {len(OPS) - len(prims)} composites "
+             "(defined by a decomposition into other ops), plus "
+             f"{len(ALIASES)} aliases (other spellings over the same ops). Of the primitives, "
+             f"{rendered} are rendered inside fused kernels (they have a per-element or reduction "
+             "rendering); the others (matmul, indexing, sorting, linear algebra, ...) run as "
+             "extern steps through their own implementation, as BLAS calls do in other compilers.",
+             ""]
     for kind, title in KIND_TITLES.items():
         ops = sorted((o for o in OPS.values() if o.kind == kind), key=lambda o: o.name)
         if not ops:
