@@ -8,6 +8,7 @@ import numpy as np
 
 from . import autograd
 from .devices import array_module, cpu
+from .ops.meta import infer
 from .ops.registry import ALIAS_METHODS, OPS
 from .tensor import Tensor
 
@@ -66,7 +67,7 @@ def apply(op, args, params):
 
 def _eager(op, args, params, dev, npflag):
     xs = [a._value() if isinstance(a, Tensor) else a for a in args]
-    _, dt = op.infer(args, params)
+    _, dt = infer(op, args, params)
     xp = array_module(dev)
     data = op.impl(xp, *xs, **params)
     if not hasattr(data, "dtype") or not hasattr(data, "shape") or isinstance(data, np.generic):

@@ -21,7 +21,7 @@ import os
 import sys
 import weakref
 
-from ..ops.meta import DataDependentShape  # noqa: F401  (raised by infer rules)
+from ..ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
 from ..tensor import Tensor, _eager
 from .ir import Graph, Node
 
@@ -32,8 +32,14 @@ _SKIP_PREFIXES = (_PKG_DIR + os.sep, os.path.dirname(os.__file__))
 _USER_FILES_IN_PKG = (os.path.join(_PKG_DIR, "demo.py"),)
 
 
+_internal_memo: dict = {}
+
+
 def _is_internal(filename: str) -> bool:
-    return filename.startswith(_SKIP_PREFIXES) and filename not in _USER_FILES_IN_PKG
+    hit = _internal_memo.get(filename)
+    if hit is None:
+        hit = _internal_memo[filename] = filename.startswith(_SKIP_PREFIXES) and filename not in _USER_FILES_IN_PKG
+    return hit
 
 
 class GraphBreakError(RuntimeError):
@@ -218,7 +224,7 @@ class TraceSession:
             return self.redirect.record(op, args, params)
         args = tuple(self.lift(a) for a in args)
         try:
-            shape, dtype = op.infer(args, params)
+            shape, dtype = infer(op, args, params)
         except DataDependentShape as e:
             return self._eager_op(op, args, params, f"{op.name}: data-dependent output shape ({e})")
         dev = None

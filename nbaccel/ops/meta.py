@@ -90,6 +90,30 @@ def _tensor_args(args):
     return [a for a in args if hasattr(a, "_node")]
 
 
+_MEMO: dict = {}
+_MEMO_KINDS = ("unary", "binary", "ternary", "reduce")
+
+
+def infer(op, args, params):
+    """``op.infer`` memoised on the argument *metadata* for the elementwise and reduction kinds
+    (their rules read only shapes, dtypes, flavours and scalar types). Tracing calls this for
+    every op, so it must be cheap."""
+    if op.kind not in _MEMO_KINDS:
+        return op.infer(args, params)
+    try:
+        key = (op.name, tuple((a.shape, a.dtype, a._np) if hasattr(a, "_node") else type(a)
+                              for a in args), tuple(params.items()) if params else ())
+        hit = _MEMO.get(key)
+    except TypeError:                      # an unhashable param: no memo
+        return op.infer(args, params)
+    if hit is None:
+        hit = op.infer(args, params)
+        if len(_MEMO) > 100_000:
+            _MEMO.clear()
+        _MEMO[key] = hit
+    return hit
+
+
 def default_infer(kind: str, rule: str):
     if kind == "unary":
         def infer(args, params):
