@@ -87,7 +87,7 @@ class KernelSlot:
         self.backend = "numpy"
         self.empty_guard = any(n.op.name in ("amax", "amin") for n in k.nodes)
         if self.want_numba:
-            parallel = dynamic or k.R * k.C >= nb_codegen.PARALLEL_MIN_ELEMS
+            parallel = k.R * k.C >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
             src = nb_codegen.render_kernel(k, "kernel", parallel)
             with _LOCK:
                 self.numba = _NUMBA_KERNELS.setdefault(cache.source_hash(src), NumbaKernel(src))
