@@ -261,9 +261,9 @@ index = defop(
     front=lambda x, *arrays, axes: apply(index, (as_tensor(x),) + arrays, {"axes": tuple(axes)}))
 
 
-def _index_put_impl(xp, x, values, *arrays, axes, accumulate):
+def _written_copy(xp, x, key, values, accumulate):
+    """A copy of x with x[key] set to (or, accumulating, increased by) values."""
     out = x.copy()
-    key = _key(xp, x, arrays, axes)
     if accumulate:
         _scatter_add(xp, out, key, values)
     else:
@@ -271,11 +271,20 @@ def _index_put_impl(xp, x, values, *arrays, axes, accumulate):
     return out
 
 
-def _index_put_grad(g, out, x, values, *arrays, axes, accumulate):
-    p = {"axes": axes}
-    gx = g if accumulate else apply(index_put, (g, 0) + arrays, dict(p, accumulate=False))
-    gv = apply(index, (g,) + arrays, p) if hasattr(values, "_node") else None
+def _put_grad(put_op, read_op, g, values, arrays, params, accumulate):
+    """Gradient of a scatter: the written positions get no gradient (unless accumulating),
+    the values get what is read back at those positions."""
+    gx = g if accumulate else apply(put_op, (g, 0) + arrays, dict(params, accumulate=False))
+    gv = apply(read_op, (g,) + arrays, params) if hasattr(values, "_node") else None
     return (gx, gv) + (None,) * len(arrays)
+
+
+def _index_put_impl(xp, x, values, *arrays, axes, accumulate):
+    return _written_copy(xp, x, _key(xp, x, arrays, axes), values, accumulate)
+
+
+def _index_put_grad(g, out, x, values, *arrays, axes, accumulate):
+    return _put_grad(index_put, index, g, values, arrays, {"axes": axes}, accumulate)
 
 
 index_put = defop(
@@ -354,20 +363,11 @@ getitem = defop(
 
 
 def _setitem_impl(xp, x, value, *arrays, index, accumulate):
-    out = x.copy()
-    key = _rebuild(index, arrays)
-    if accumulate:
-        _scatter_add(xp, out, key, value)
-    else:
-        out[key] = value
-    return out
+    return _written_copy(xp, x, _rebuild(index, arrays), value, accumulate)
 
 
 def _setitem_grad(g, out, x, value, *idx, index, accumulate):
-    p = {"index": index}
-    gx = g if accumulate else apply(setitem, (g, 0) + idx, dict(p, accumulate=False))
-    gv = apply(getitem, (g,) + idx, p) if hasattr(value, "_node") else None
-    return (gx, gv) + (None,) * len(idx)
+    return _put_grad(setitem, getitem, g, value, idx, {"index": index}, accumulate)
 
 
 def _setitem_decomp(x, value, *idx, index, accumulate):
