@@ -17,9 +17,8 @@ import weakref
 
 import numpy as np
 
-from .. import autograd
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
-from .capture import GraphBreakError, TraceSession  # noqa: F401
+from .capture import TraceSession
 from .entries import GraphCache
 from .report import CompileReport
 
@@ -271,10 +270,6 @@ class CompiledFunction:
         return f"<nbaccel compiled {self.name} (backend={self.backend}, mode={self.mode})>"
 
 
-def _weakrefable(x):
-    return isinstance(x, (Tensor, np.ndarray))
-
-
 def _to_output(session, t, numpy_out):
     if not isinstance(t, Tensor):
         return t
@@ -353,14 +348,6 @@ def explain(fn, *args, **kwargs):
             "op_count": sum(1 for g in graphs for line in g.splitlines() if " = " in line),
             "break_reasons": rep.graph_breaks, "graphs": graphs,
             "kernels": rep.kernels, "report": rep}
-
-
-def _no_grad_call(fn):
-    @functools.wraps(fn)
-    def wrapper(*a, **k):
-        with autograd.no_grad():
-            return fn(*a, **k)
-    return wrapper
 
 
 def _warn_limit(cf, reason):

@@ -23,7 +23,7 @@ import weakref
 
 from ..ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
 from ..tensor import Tensor, _eager
-from .ir import Graph, Node
+from .ir import Graph
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # frames in these files are nbaccel's own machinery, never "the user's line"

@@ -174,7 +174,7 @@ class GraphCache:
             out = concrete.get(id(spec.output._node))
             if out is None:
                 continue
-            saved = [g_src_or(concrete, graph, n) for n in spec.recorder.saved]
+            saved = [_saved_value(concrete, graph, n) for n in spec.recorder.saved]
             sources = [graph.sources[i] for i in spec.targets]
             runner = _BackwardRunner(self, spec, saved, session.segment_index)
             autograd.attach_custom(out, sources, runner, "compiled")
@@ -185,7 +185,7 @@ class GraphCache:
                 p.wait(timeout)
 
 
-def g_src_or(concrete, graph, n):
+def _saved_value(concrete, graph, n):
     if n.is_placeholder:
         return graph.sources[n.index]._data
     return concrete[id(n)]._data
