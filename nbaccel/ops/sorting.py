@@ -10,7 +10,7 @@ import collections
 
 from .. import dtypes as D
 from .fronts import apply, as_tensor
-from .indexing import _take_along_axis
+from .gather import _take_along_axis
 from .movement import _method, axis_index
 from .registry import defalias, defop
 
