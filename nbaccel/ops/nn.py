@@ -250,23 +250,19 @@ def _last_axes(x, ndims):
     return tuple(range(x.ndim - ndims, x.ndim))
 
 
-def _layer_norm_decomp(x, *wb, ndims, eps, affine):
-    ops = _ops()
-    axes = _last_axes(x, ndims)
-    xc = x - ops.mean(x, axis=axes, keepdims=True)
-    y = xc / ops.sqrt(ops.mean(xc * xc, axis=axes, keepdims=True) + eps)
-    w, b = _split(wb, affine)
-    y = y * w if w is not None else y
-    return y + b if b is not None else y
-
-
 def _layer_norm_impl(xp, x, *wb, ndims, eps, affine):
+    """Written against an array namespace: NumPy/CuPy for eager, nbaccel itself for the
+    decomposition (whose mean and sqrt then decompose further into primitives)."""
     axes = _last_axes(x, ndims)
     xc = x - xp.mean(x, axis=axes, keepdims=True)
     y = xc / xp.sqrt(xp.mean(xc * xc, axis=axes, keepdims=True) + eps)
     w, b = _split(wb, affine)
     y = y * w if w is not None else y
     return y + b if b is not None else y
+
+
+def _layer_norm_decomp(x, *wb, ndims, eps, affine):
+    return _layer_norm_impl(_ops(), x, *wb, ndims=ndims, eps=eps, affine=affine)
 
 
 def _affine_grads(g, xhat, x, ndims, w, b):
