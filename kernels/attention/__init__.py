@@ -1,0 +1,1 @@
+"""Fused scaled-dot-product attention on raw arrays: reference (NumPy), cpu (numba + BLAS tiles), triton."""

@@ -1,0 +1,1 @@
+"""nbaccel.quant: torchao-style weight-only and dynamic quantization (see issue 11)."""

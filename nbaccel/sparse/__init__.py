@@ -1,0 +1,1 @@
+"""nbaccel.sparse: 2:4 semi-structured sparsity (see issue 12)."""
