@@ -209,7 +209,9 @@ class Program:
             elif isinstance(s, ViewStep):
                 continue
             elif isinstance(s, ExternStep):
-                backend = "blas" if s.node.op.name == "matmul" else "numpy"
+                op = s.node.op
+                backend = op.extern_backend(s.node.params) if op.extern_backend else \
+                    "blas" if op.name == "matmul" else "numpy"
                 out.append({"name": s.name, "ops": [s.node.op.name], "device": device, "backend": backend,
                             "seconds": self.extern_seconds.get(s.node.index, 0.0)})
         return out

@@ -13,6 +13,9 @@ An :class:`OpDef` holds everything the engine and the compiler need to know:
                primitives have none and carry a rendering per backend instead (``scalar``: a
                per-element expression template used by loop code generators, e.g. ``"({0} + {1})"``;
                ``ufunc``: the NumPy function the fused NumPy tier calls with ``out=``)
+* ``extern_backend``  for an op the compiler runs whole (an extern kernel: attention, quantized
+               or sparse matmul): ``extern_backend(params) -> str``, the backend label the
+               report shows for it (``"flash"``, ``"int4"``, ``"sparse24"``)
 * ``front``    the user-facing function (argument parsing, NumPy and PyTorch spellings); it
                becomes ``nbaccel.<name>``, the Tensor methods in ``methods`` and the NumPy
                functions in ``numpy`` (``__array_function__`` / ``__array_ufunc__`` dispatch)
@@ -39,7 +42,7 @@ KINDS = ("unary", "binary", "ternary", "reduce", "movement", "index", "creation"
 class OpDef:
     __slots__ = ("name", "kind", "impl", "infer", "grad", "decomp", "primitive",
                  "differentiable", "front", "methods", "numpy", "scalar", "ufunc",
-                 "view", "inplace", "doc", "dtype_rule")
+                 "view", "inplace", "doc", "dtype_rule", "extern_backend")
 
     def __init__(self, name, kind, impl, infer, grad, decomp, primitive, differentiable,
                  methods, numpy, scalar, ufunc, view, inplace, doc, dtype_rule):
@@ -59,6 +62,7 @@ class OpDef:
         self.inplace = inplace
         self.doc = doc
         self.dtype_rule = dtype_rule
+        self.extern_backend = None
         self.front = None
 
     def __repr__(self):
@@ -69,7 +73,8 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
           grad: Callable | None = None, decomp: Callable | None = None,
           differentiable: bool = True, methods=(), numpy=(), scalar: str | None = None,
           ufunc: str | None = None, view: bool = False, inplace: bool = False,
-          dtype_rule: str = "promote", front: Callable | None = None, doc: str = ""):
+          dtype_rule: str = "promote", front: Callable | None = None, doc: str = "",
+          extern_backend: Callable | None = None):
     """Register one op. Returns the OpDef; ``front`` (or a default one for the kind) is
     attached as ``op.front`` and exported by name."""
     if name in OPS:
@@ -92,6 +97,7 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
     if not front.__doc__:
         front.__doc__ = doc or f"nbaccel op ``{name}`` ({kind})."
     op.front = front
+    op.extern_backend = extern_backend
     OPS[name] = op
     for np_name in op.numpy:
         NUMPY_FUNCS[np_name] = front
