@@ -9,6 +9,7 @@ times every step, which is the placement data the report shows.
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import threading
 import time
 import warnings
@@ -19,7 +20,8 @@ from numba.core.errors import NumbaIRAssumptionWarning
 
 from . import cache
 from .codegen import common, numba as nb_codegen, numpy as np_codegen
-from .schedule import ExternStep, FusedKernel, ViewStep, schedule
+from .loops import Kernel
+from .schedule import ExternStep, schedule
 
 _COMPILER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbaccel-numba")
 _NUMBA_KERNELS: dict[str, "NumbaKernel"] = {}
@@ -68,15 +70,27 @@ def _signature(arrays):
     return tuple(numba.typeof(a) for a in arrays)
 
 
+def _empty_reduction_error(k: Kernel):
+    """NumPy's error for a max/min over zero-size ranges (which has no identity), or None."""
+    for r in k.reductions:
+        if r.op in ("amax", "amin"):
+            try:
+                getattr(np, "maximum" if r.op == "amax" else "minimum").reduce(
+                    np.empty(k.domain), axis=k.axes)
+            except ValueError as e:
+                return str(e)
+    return None
+
+
 class KernelSlot:
     """A fused kernel with a NumPy version and, when numba can build it, a numba version."""
 
-    def __init__(self, k: FusedKernel, name: str, want_numba: bool, dynamic: bool, sync: bool):
+    def __init__(self, k: Kernel, name: str, want_numba: bool, dynamic: bool, sync: bool):
         self.k = k
         self.name = name
-        self.np_source = np_codegen.render_kernel(k, name)
+        self.np_source, params = np_codegen.render_kernel(k, name)
         ns = np_codegen.namespace()
-        ns["P"] = {n.index: n.params for n in k.nodes}
+        ns["P"] = params
         exec(compile(self.np_source, f"<nbaccel {name}>", "exec"), ns)   # noqa: S102 - our own code
         self.np_fn = ns[name]
         self.why_not_numba = nb_codegen.unsupported_reason(k) if want_numba else "backend is numpy"
@@ -85,10 +99,11 @@ class KernelSlot:
         self.sync = sync
         self.seconds = 0.0
         self.backend = "numpy"
-        self.empty_guard = any(n.op.name in ("amax", "amin") for n in k.nodes)
+        self.empty_error = _empty_reduction_error(k)
         if self.want_numba:
-            parallel = k.R * k.C >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
-            src = nb_codegen.render_kernel(k, "kernel", parallel)
+            parallel = math.prod(k.domain) >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
+            src, params = nb_codegen.render_kernel(k, "kernel", parallel)
+            self.P = np.array(params, dtype=np.int64)
             with _LOCK:
                 self.numba = _NUMBA_KERNELS.setdefault(cache.source_hash(src), NumbaKernel(src))
             if not sync and self.numba.state == "pending" and cache.is_warm(src):
@@ -105,7 +120,7 @@ class KernelSlot:
             return
         with _LOCK:
             if nk.future is None:
-                sig = _signature(arrays)
+                sig = _signature(arrays + (self.P,))
                 if self.sync:
                     nk.future = concurrent.futures.Future()
                     nk.compile(sig)
@@ -117,13 +132,13 @@ class KernelSlot:
 
     def __call__(self, *arrays):
         t0 = time.perf_counter()
-        if self.empty_guard and arrays and self.k.C == 0 and self.k.R > 0:
-            raise ValueError("zero-size array to reduction operation maximum/minimum which has no identity")
+        if self.empty_error is not None:
+            raise ValueError(self.empty_error)
         nk = self.numba
         if nk is not None and nk.state == "pending":
             self.start(arrays)
         if nk is not None and nk.state == "ready":
-            nk.fn(*arrays)
+            nk.fn(*arrays, self.P)
             self.backend = "numba"
         else:
             self.np_fn(*arrays)
@@ -143,7 +158,7 @@ class Program:
         self.slots = {}
         kernels = {}
         for s in self.schedule.steps:
-            if isinstance(s, FusedKernel):
+            if isinstance(s, Kernel):
                 name = f"k{s.index}"
                 slot = KernelSlot(s, name, want_numba, dynamic, sync)
                 self.slots[s.index] = slot
@@ -201,13 +216,11 @@ class Program:
     def kernels(self, device="cpu"):
         out = []
         for s in self.schedule.steps:
-            if isinstance(s, FusedKernel):
+            if isinstance(s, Kernel):
                 slot = self.slots[s.index]
-                out.append({"name": s.name, "ops": [n.op.name for n in s.nodes], "device": device,
+                out.append({"name": s.name, "ops": s.op_names(), "ranges": s.ranges_text(), "device": device,
                             "backend": slot.backend, "seconds": slot.seconds,
                             "note": slot.why_not_numba or (slot.numba.error if slot.numba and slot.numba.error else "")})
-            elif isinstance(s, ViewStep):
-                continue
             elif isinstance(s, ExternStep):
                 op = s.node.op
                 backend = op.extern_backend(s.node.params) if op.extern_backend else \

@@ -1,79 +1,63 @@
-"""Scheduling (the TorchInductor role, first half): group primitive nodes into kernels.
+"""Scheduling (the TorchInductor role, first half): primitive graph → loop-nest kernels.
 
-A *fused kernel* iterates a 2-D domain (R rows × C columns) made from an element shape S
-(C = S[-1], R = the product of the rest). Each value in it is an *element* value (shape S)
-or a *row* value (one per row: the result of a reduction over the last axis, kept as
-S[:-1] + (1,)). So one kernel holds an elementwise chain, or a row reduction together with
-its elementwise producers and same-shaped consumers: softmax and layer_norm over the last
-dimension become one kernel each.
+Each node gets a *lazy value*: an expression of the loop IR (``loops.py``) over the node's
+own index space. Pointwise ops build expressions, movement ops rewrite the layouts of their
+leaves, a reduction becomes a :class:`Reduction` whose result is an ``acc`` leaf. A value is
+*realised* into a buffer only when something needs memory: a graph output, an argument of an
+extern op (matmul → BLAS, indexing, ...), a reshape that strides cannot express, or a value
+shared by several consumers that is too costly to recompute.
 
-Everything else is an *extern* step run by the op's own implementation (matmul → BLAS,
-indexing, concatenation, reductions over other axes) and *views* (reshape, permute) run as
-zero-copy NumPy calls between kernels. Every fusion that was refused is recorded with why.
+Every realised value and every reduction is a *root*. Roots group into kernels by one rule:
+a kernel has one domain D and one set of reduction axes A; a root joins the newest kernel
+that runs after everything it reads when
+
+* it is a reduction over D with axes A (or the kernel has no reductions yet), or
+* it is a store of shape D (an element output), or of D reduced over A (one value per kept
+  index: ``mean = s / n``),
+
+and every reduction result it reads from that kernel is read at the kept index (the
+canonical broadcast). Otherwise it reads the reduction's stored buffer from an earlier
+kernel. Every refusal is recorded with why. Softmax and layer_norm over any axis, and
+``x - x.mean(axis=0)``, are one kernel each.
 """
 from __future__ import annotations
 
 import math
 
 from .ir import Graph, Node
+from .loops import Expr, Kernel, Layout, Reduction, Store, const, load
+from .passes import prune
 
-VIEW_OPS = {"reshape", "permute"}
-IDENTITY_OPS = {"broadcast_to", "detach", "clone"}
-ROW_REDUCTIONS = {"sum", "amax", "amin", "prod"}
+MOVEMENT_OPS = {"reshape", "permute", "broadcast_to", "strided_slice", "detach"}
+REDUCTION_OPS = {"sum", "prod", "amax", "amin", "any", "all"}
+POINTWISE_KINDS = {"unary", "binary", "ternary"}
+NOT_POINTWISE = {"to_device"}
+SHARE_LIMIT = 24        # a value with several consumers is recomputed while this cheap
+INLINE_LIMIT = 400      # an expression larger than this is realised (bounds code size)
 
 
 def is_pointwise(n: Node) -> bool:
     op = n.op
-    return (op.kind in ("unary", "binary", "ternary") and op.scalar is not None) \
-        or op.name in IDENTITY_OPS or op.name == "full_like"
+    return (op.kind in POINTWISE_KINDS and op.primitive and op.name not in NOT_POINTWISE
+            and op.name not in MOVEMENT_OPS) or op.name in ("full_like", "full")
 
 
-def is_row_reduction(n: Node) -> bool:
-    if n.op.name not in ROW_REDUCTIONS:
-        return False
-    x = n.args[0]
-    axis = n.params.get("axis")
-    nd = len(x.shape)
-    return nd >= 1 and (axis == (nd - 1,) or (axis is None and nd == 1)) and "dtype" not in n.params
-
-
-class FusedKernel:
-    def __init__(self, index, domain):
-        self.index = index
-        self.domain = tuple(domain)
-        self.C = domain[-1] if domain else 1
-        self.R = math.prod(domain[:-1]) if len(domain) > 1 else 1
-        self.nodes: list[Node] = []
-        self.kind: dict[int, str] = {}       # id(node) -> 'elem' | 'row'
-        self.input_cls: dict[int, str] = {}  # id(external node) -> 'elem' | 'row' | 'col' | 'scalar'
-        self.inputs: list[Node] = []
-        self.outputs: list[Node] = []
-        self.name = f"k{index}"
-
-    @property
-    def row_shape(self):
-        return self.domain[:-1] + (1,) if self.domain else (1,)
-
-    def op_names(self):
-        return [n.op.name for n in self.nodes]
-
-    def __repr__(self):
-        return f"<FusedKernel {self.name} {self.domain} {self.op_names()}>"
+def is_fusable_reduction(n: Node) -> bool:
+    return n.op.name in REDUCTION_OPS and len(n.args[0].shape) > 0
 
 
 class ExternStep:
-    def __init__(self, index, node, why=""):
+    """A node run whole by its op's eager implementation (BLAS, indexing, an extern kernel).
+    ``views`` maps each array argument to the (buffer node, Layout) it is read through."""
+
+    def __init__(self, index, node, views):
         self.index = index
         self.node = node
+        self.views = views
         self.name = f"{node.op.name}_{index}"
-        self.why = why
 
     def op_names(self):
         return [self.node.op.name]
-
-
-class ViewStep(ExternStep):
-    pass
 
 
 class Schedule:
@@ -81,156 +65,274 @@ class Schedule:
         self.graph = graph
         self.steps: list = []
         self.refused: list[dict] = []
-        self.owner: dict[int, object] = {}   # id(node) -> step
+        self.outputs: list = []        # per graph output: (buffer node, Layout) or the placeholder
 
     @property
     def kernels(self):
-        return [s for s in self.steps if isinstance(s, FusedKernel)]
+        return [s for s in self.steps if isinstance(s, Kernel)]
 
     def describe(self):
         return [{"name": s.name, "ops": s.op_names(),
-                 "kind": "fused" if isinstance(s, FusedKernel) else "view" if isinstance(s, ViewStep) else "extern"}
+                 "kind": "fused" if isinstance(s, Kernel) else "extern",
+                 **({"ranges": s.ranges_text()} if isinstance(s, Kernel) else {})}
                 for s in self.steps]
 
 
-def input_class(shape, domain):
-    """How an external buffer of ``shape`` broadcasts over a kernel domain."""
-    nd = len(domain)
-    if len(shape) > nd:
-        return None
-    s = (1,) * (nd - len(shape)) + tuple(shape)
-    if s == tuple(domain):
-        return "elem"
-    if nd and s[-1] == 1 and s[:-1] == tuple(domain[:-1]):
-        return "row"
-    if nd and all(d == 1 for d in s[:-1]) and s[-1] == domain[-1]:
-        return "col"
-    if all(d == 1 for d in s):
-        return "scalar"
-    return "other"
+class _Scheduler:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.sch = Schedule(graph)
+        self.val: dict[int, Expr] = {}
+        self.producer: dict[int, object] = {}   # id(buffer node) -> step that writes it
+        self.realized: set[int] = set()
+        self.nodes, self.rep, self.users = prune(graph)
+
+    # -- lazy values ---------------------------------------------------------------------------
+    def arg(self, a):
+        return self.val[id(self.rep.get(id(a), a))] if isinstance(a, Node) else a
+
+    def buffer_value(self, n: Node):
+        self.realized.add(id(n))
+        return load(n, Layout.contiguous(n.shape), n.dtype)
+
+    def movement(self, n: Node, e: Expr):
+        op, p = n.op.name, n.params
+        if op == "detach":
+            return e
+        if op == "permute":
+            fn = lambda lay: lay.permute(p["axes"])            # noqa: E731
+        elif op == "strided_slice":
+            fn = lambda lay: lay.slice(p["slices"])            # noqa: E731
+        elif op == "broadcast_to":
+            fn = lambda lay: lay.broadcast_to(n.shape)         # noqa: E731
+        else:
+            fn = lambda lay: lay.reshape(n.shape)              # noqa: E731
+        out = e.map_layouts(fn)
+        if out is None:     # a reshape strides cannot express: materialise, then view
+            src = n.args[0]
+            e = self.realize(self.rep.get(id(src), src))
+            out = e.map_layouts(fn)
+        return out
+
+    def broadcast(self, e, shape):
+        if not isinstance(e, Expr):
+            return const(e)
+        return e.map_layouts(lambda lay: lay.broadcast_to(shape) if lay.shape != tuple(shape) else lay)
+
+    def visit(self, n: Node):
+        op = n.op
+        if op.name in MOVEMENT_OPS:
+            return self.movement(n, self.arg(n.args[0]))
+        if op.name == "full":
+            return const(n.params["value"], n.dtype)
+        if op.name == "full_like":
+            return const(n.params["value"], n.dtype)
+        if is_pointwise(n):
+            args = [self.broadcast(self.arg(a), n.shape) for a in n.args]
+            e = Expr("op", op=op, params=n.params, dtype=n.dtype, args=args, node=n)
+            if e.size() > INLINE_LIMIT or (e.size() > SHARE_LIMIT and len(self.users.get(id(n), ())) > 1):
+                self.val[id(n)] = e
+                return self.realize(n)
+            return e
+        if is_fusable_reduction(n):
+            x = n.args[0]
+            src = self.broadcast(self.arg(x), x.shape)
+            nd = len(x.shape)
+            axis = n.params.get("axis")
+            axes = tuple(range(nd)) if axis is None else tuple(sorted(a % nd for a in axis))
+            if "dtype" in n.params and n.params["dtype"] is not None:
+                src = _cast(src, n.dtype)
+            r = Reduction(op.name, n, src, x.shape, axes)
+            self.place(r)
+            return Expr("acc", red=r, layout=Layout.contiguous(n.shape), dtype=n.dtype)
+        return self.extern(n)
+
+    def extern(self, n: Node):
+        views = []
+        for a in n.args:
+            if isinstance(a, Node):
+                a = self.rep.get(id(a), a)
+                e = self.val[id(a)]
+                if e.kind != "load":
+                    e = self.realize(a)
+                views.append((e.buf, e.layout))
+        step = ExternStep(len(self.sch.steps), n, views)
+        self.sch.steps.append(step)
+        self.producer[id(n)] = step
+        return self.buffer_value(n)
+
+    # -- realising values into buffers -----------------------------------------------------------
+    def realize(self, n: Node) -> Expr:
+        e = self.val[id(n)]
+        if e.kind == "load" and e.buf is n:
+            return e
+        if e.kind == "acc" and e.layout == Layout.contiguous(e.red.node.shape) and e.red.node.shape == n.shape:
+            self.store_reduction(e.red)
+            v = load(e.red.node, e.layout, e.red.dtype)
+            self.val[id(n)] = v
+            return v
+        self.place(Store(n, e, Layout.contiguous(n.shape), False))
+        v = self.buffer_value(n)
+        self.val[id(n)] = v
+        return v
+
+    def store_reduction(self, r: Reduction):
+        if not r.stored:
+            r.stored = True
+            self.producer[id(r.node)] = r.kernel
+            self.realized.add(id(r.node))
+            r.kernel.outputs.append(r.node)
+
+    # -- grouping roots into kernels ----------------------------------------------------------
+    def place(self, root):
+        """Put a Reduction or a Store into the newest kernel it may join, else a new one."""
+        if isinstance(root, Reduction):
+            shape, exprs = root.domain, [root.src]
+        else:
+            shape, exprs = root.node.shape, [root.expr]
+        deps = self.load_deps(exprs)
+        floor = max((s.index for s in deps), default=-1)
+        chosen, why_not = None, None
+        for k in reversed(self.sch.steps):
+            if k.index < floor:
+                break
+            if not isinstance(k, Kernel):
+                continue
+            how = self.fits(k, root, shape, deps)
+            if isinstance(how, str):
+                if why_not is None and (k.domain == tuple(shape) or isinstance(root, Store)):
+                    why_not = (k, how)
+                continue
+            chosen = (k, how)
+            break
+        if chosen is None:
+            if why_not is not None:
+                k, how = why_not
+                n = root.node
+                self.sch.refused.append({"node": n.ref(), "op": n.op.name if n.op else "input",
+                                         "kernel": k.name, "why": how})
+            k = Kernel(len(self.sch.steps), shape, root.axes if isinstance(root, Reduction) else ())
+            self.sch.steps.append(k)
+            how = self.fits(k, root, shape, deps)
+            assert not isinstance(how, str), how    # a fresh kernel takes any root
+        k, expr = chosen if chosen else (k, how)
+        self.join(k, root, expr)
+
+    def load_deps(self, exprs):
+        deps = set()
+        for e in exprs:
+            for leaf in e.leaves():
+                if leaf.kind == "load" and id(leaf.buf) in self.producer:
+                    deps.add(self.producer[id(leaf.buf)])
+        return deps
+
+    def fits(self, k: Kernel, root, shape, deps):
+        """The root's expression over k's domain if root can run inside k, else why not."""
+        if k in deps:
+            return f"it reads a buffer that {k.name} writes"
+        if isinstance(root, Reduction):
+            if k.domain != root.domain:
+                return f"it reduces a {root.domain} value, {k.name} iterates {k.domain}"
+            if k.axes and k.axes != root.axes:
+                return f"it reduces axes {root.axes}, {k.name} reduces {k.axes}"
+            expr = root.src
+            axes = root.axes
+        else:
+            shape = tuple(shape)
+            if shape == k.domain:
+                expr, axes = root.expr, k.axes
+            elif k.axes and shape in _reduced_shapes(k.domain, k.axes):
+                keep = tuple(1 if a in k.axes else s for a, s in enumerate(k.domain))
+                expr = root.expr.map_layouts(lambda lay: lay.reshape(keep).broadcast_to(k.domain))
+                if expr is None:
+                    return "its layout does not map onto the kernel's kept ranges"
+                axes = k.axes
+            else:
+                return f"shape {shape} differs from the kernel domain {k.domain}"
+        for leaf in expr.leaves():
+            if leaf.kind != "acc":
+                continue
+            r = leaf.red
+            if r.kernel is k:
+                if k.axes and axes != k.axes:
+                    return "it mixes reduction axes"
+                if leaf.layout != r.canonical_layout():
+                    return f"it reads r{r.index} at other indices than the kernel's kept ranges"
+            elif r.kernel is not None and r.kernel.index > k.index:
+                return f"it reads r{r.index}, computed later in {r.kernel.name}"
+        return expr
+
+    def join(self, k: Kernel, root, expr):
+        # reduction results from other kernels are read from their stored buffers
+        def resolve(leaf):
+            if leaf.kind == "acc" and leaf.red.kernel is not k:
+                self.store_reduction(leaf.red)
+                return load(leaf.red.node, leaf.layout, leaf.dtype)
+            return leaf
+        expr = expr.replace_leaves(resolve)
+        if isinstance(root, Reduction):
+            root.src = expr
+            root.kernel = k
+            if not k.axes:
+                k.axes = root.axes
+            k.reductions.append(root)
+        else:
+            per_outer = tuple(root.node.shape) != k.domain
+            if per_outer:
+                keep = tuple(1 if a in k.axes else s for a, s in enumerate(k.domain))
+                layout = Layout.contiguous(keep).broadcast_to(k.domain)
+            else:
+                layout = Layout.contiguous(k.domain)
+            root.expr, root.layout, root.per_outer = expr, layout, per_outer
+            k.stores.append(root)
+            k.outputs.append(root.node)
+            self.producer[id(root.node)] = k
+
+    # -- the whole graph ----------------------------------------------------------------------
+    def run(self) -> Schedule:
+        g = self.graph
+        for p in g.placeholders:
+            self.val[id(p)] = self.buffer_value(p)
+        for n in self.nodes:
+            self.val[id(n)] = self.visit(n)
+        for o in g.outputs:
+            o = self.rep.get(id(o), o)
+            if o.is_placeholder:
+                self.sch.outputs.append(o)
+                continue
+            e = self.val[id(o)]
+            if e.kind != "load":         # a view (only movement ops) stays a view, as in NumPy
+                e = self.realize(o)
+            self.sch.outputs.append((e.buf, e.layout))
+        for k in self.sch.kernels:
+            self.finish(k)
+        return self.sch
+
+    def finish(self, k: Kernel):
+        seen = {}
+        for e in [r.src for r in k.reductions] + [st.expr for st in k.stores]:
+            for leaf in e.leaves():
+                if leaf.kind == "load" and id(leaf.buf) not in seen:
+                    seen[id(leaf.buf)] = leaf.buf
+        k.inputs = sorted(seen.values(), key=lambda b: (not b.is_placeholder, b.index))
+        names = [nm for nm in k.op_names() if nm not in ("astype",)] or ["copy"]
+        k.name = f"k{k.index}_" + "_".join(dict.fromkeys(names))[:48]
+
+
+def _reduced_shapes(domain, axes):
+    keep = tuple(1 if a in axes else s for a, s in enumerate(domain))
+    squeezed = tuple(s for a, s in enumerate(domain) if a not in axes)
+    return {keep, squeezed}
+
+
+def _cast(e: Expr, dtype):
+    from ..ops.registry import OPS
+    return Expr("op", op=OPS["astype"], params={"dtype": dtype}, dtype=dtype, args=[e])
 
 
 def schedule(graph: Graph) -> Schedule:
-    sch = Schedule(graph)
-    users: dict[int, list[Node]] = {}
-    for n in graph.nodes:
-        for a in n.args:
-            if isinstance(a, Node):
-                users.setdefault(id(a), []).append(n)
+    return _Scheduler(graph).run()
 
-    def try_place(k, n):
-        """('elem' | 'row', None) if n can run inside k, else (None, why not)."""
-        if is_row_reduction(n):
-            x = n.args[0]
-            if x.shape != k.domain:
-                return None, f"it reduces a {x.shape} value, the kernel iterates {k.domain}"
-            if sch.owner.get(id(x)) is k:
-                if k.kind[id(x)] != "elem":
-                    return None, "its input is a per-row value"
-            elif k.input_cls.get(id(x), "elem") != "elem":
-                return None, f"input {x.ref()} is already read per-row"
-            else:
-                k.input_cls[id(x)] = "elem"
-            return "row", None
-        as_kind = "elem" if n.shape == k.domain else \
-            "row" if n.shape in (k.row_shape, k.domain[:-1]) and k.domain else None
-        if as_kind is None:
-            return None, f"shape {n.shape} differs from the kernel domain {k.domain}"
-        classes = {}
-        why = can_join(k, n, as_kind, classes)
-        if why is None:
-            k.input_cls.update(classes)
-            return as_kind, None
-        return None, why
 
-    def new_kernel(domain):
-        k = FusedKernel(len(sch.steps), domain)
-        sch.steps.append(k)
-        return k
-
-    def can_join(k, n, as_kind, classes):
-        """None if node n can run inside kernel k as an 'elem' or 'row' op, else why not.
-        Fills ``classes`` with how each external input would be read."""
-        for a in n.args:
-            if not isinstance(a, Node):
-                continue
-            if sch.owner.get(id(a)) is k:
-                kind = k.kind[id(a)]
-                if as_kind == "elem":
-                    ok = (kind == "elem" and a.shape == k.domain) or (kind == "row" and a.shape == k.row_shape)
-                else:
-                    ok = kind == "row" and a.shape == n.shape
-                if not ok:
-                    return f"{a.ref()} (shape {a.shape}) is not read the same way in {k.name}"
-                continue
-            if as_kind == "elem":
-                cls = input_class(a.shape, k.domain)
-                if cls in (None, "other"):
-                    return f"input {a.ref()} of shape {a.shape} does not broadcast simply over {k.domain}"
-            elif a.shape == n.shape:
-                cls = "row"
-            elif len(a.shape) <= len(n.shape) and all(d == 1 for d in a.shape):
-                cls = "scalar"
-            else:
-                return f"input {a.ref()} of shape {a.shape} is not per-row"
-            # one buffer is read one way per kernel (a (C,) vector of a C×C domain could be
-            # either a column or a row vector)
-            if k.input_cls.get(id(a), cls) != cls or classes.get(id(a), cls) != cls:
-                return f"input {a.ref()} would be read both per-row and per-column"
-            classes[id(a)] = cls
-        return None
-
-    for n in graph.nodes:
-        if n.op.name in VIEW_OPS:
-            step = ViewStep(len(sch.steps), n)
-            sch.steps.append(step)
-            sch.owner[id(n)] = step
-            continue
-        if is_pointwise(n) or is_row_reduction(n):
-            # candidates: fused kernels that run after every producer of n, newest first
-            after = max((sch.owner[id(a)].index for a in n.args
-                         if isinstance(a, Node) and id(a) in sch.owner), default=-1)
-            placed = False
-            for k in reversed(sch.steps):
-                if k.index < after:
-                    break
-                if not isinstance(k, FusedKernel):
-                    continue
-                kind, why = try_place(k, n)
-                if kind is not None:
-                    k.nodes.append(n)
-                    k.kind[id(n)] = kind
-                    sch.owner[id(n)] = k
-                    placed = True
-                    break
-                if k.index == after:
-                    sch.refused.append({"node": n.ref(), "op": n.op.name, "kernel": k.name, "why": why})
-            if not placed:
-                k = new_kernel(n.args[0].shape if is_row_reduction(n) else n.shape)
-                kind, why = try_place(k, n)     # also records how it reads its inputs
-                if kind is None:
-                    raise AssertionError(f"internal: {n} cannot start a kernel: {why}")
-                k.kind[id(n)] = kind
-                k.nodes.append(n)
-                sch.owner[id(n)] = k
-            continue
-        step = ExternStep(len(sch.steps), n)
-        sch.steps.append(step)
-        sch.owner[id(n)] = step
-
-    # wire kernel inputs and outputs
-    outset = {id(o) for o in graph.outputs}
-    for k in sch.kernels:
-        seen = set()
-        for n in k.nodes:
-            for a in n.args:
-                if isinstance(a, Node) and sch.owner.get(id(a)) is not k and id(a) not in seen:
-                    seen.add(id(a))
-                    k.inputs.append(a)
-        for n in k.nodes:
-            outside = [u for u in users.get(id(n), []) if sch.owner.get(id(u)) is not k]
-            if id(n) in outset or outside:
-                k.outputs.append(n)
-        names = [n.op.name for n in k.nodes if n.op.name not in IDENTITY_OPS]
-        k.name = f"k{k.index}_" + "_".join(dict.fromkeys(names))[:48] if names else f"k{k.index}_copy"
-    return sch
+def numel(shape):
+    return math.prod(shape)

@@ -1,23 +1,42 @@
 """The fused NumPy tier: always available, zero compile wait.
 
-Each fused kernel becomes straight-line NumPy over row chunks that stay in cache: every
-primitive writes into a reused chunk buffer with ``out=``, reductions use ``ufunc.reduce``
-with ``keepdims``, kernel outputs are written in place. Large kernels split their rows
-between two threads (ufuncs release the GIL). The same renderer, run op by op without
-chunks, is the reference interpreter the other backends are tested against.
+A loop-IR kernel becomes straight-line NumPy over chunks of its outermost kept range. Every
+load is a strided view of a flat buffer (``as_strided``: broadcast axes have stride 0 and
+stay size 1, so NumPy broadcasts them), every primitive writes into a reused chunk buffer
+with ``out=``, reductions are ``ufunc.reduce`` over the kernel's reduction axes with
+``keepdims``, and stores write the kernel's output views in place. Large kernels split their
+chunks between two threads (ufuncs release the GIL). :data:`UFUNC` is this renderer's own
+table from primitive to NumPy function.
 """
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import os
 
 import numpy as np
 
-from ..ir import Node
-from ..schedule import IDENTITY_OPS, FusedKernel
-from .common import kernel_input_classes, literal as _literal
+from ..loops import Expr, Kernel
+from .common import literal, strided
 
-_REDUCE_UFUNC = {"sum": "add", "amax": "maximum", "amin": "minimum", "prod": "multiply"}
+UFUNC = {
+    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "true_divide",
+    "floor_divide": "floor_divide", "remainder": "remainder", "fmod": "fmod", "maximum": "maximum",
+    "minimum": "minimum", "power": "power", "atan2": "arctan2", "copysign": "copysign",
+    "equal": "equal", "not_equal": "not_equal", "less": "less", "less_equal": "less_equal",
+    "greater": "greater", "greater_equal": "greater_equal", "logical_and": "logical_and",
+    "logical_or": "logical_or", "logical_xor": "logical_xor", "bitwise_and": "bitwise_and",
+    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor", "bitwise_left_shift": "left_shift",
+    "bitwise_right_shift": "right_shift", "negative": "negative", "positive": "positive",
+    "abs": "absolute", "logical_not": "logical_not", "bitwise_invert": "invert", "signbit": "signbit",
+    "isfinite": "isfinite", "isinf": "isinf", "isnan": "isnan", "sign": "sign", "floor": "floor",
+    "ceil": "ceil", "trunc": "trunc", "round": "rint", "exp": "exp", "expm1": "expm1", "log": "log",
+    "log1p": "log1p", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "arcsin",
+    "acos": "arccos", "atan": "arctan", "tanh": "tanh", "asinh": "arcsinh", "acosh": "arccosh",
+    "atanh": "arctanh",
+}
+REDUCE = {"sum": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum",
+          "any": "logical_or", "all": "logical_and"}
 _POOL = None
 THREADS = max(1, min(2, os.cpu_count() or 1))
 CHUNK_ELEMS = 1 << 15          # elements per chunk buffer: 128 KiB of float32, stays in L2
@@ -31,131 +50,184 @@ def _pool():
     return _POOL
 
 
-def run_parts(part, R, C):
-    """Run part(lo, hi) over row ranges, on two threads when the kernel is large."""
-    if THREADS < 2 or R * C < PARALLEL_MIN_ELEMS or R < 2:
-        part(0, R)
+def run_parts(part, n, numel):
+    """Run part(lo, hi) over the chunk range, on two threads when the kernel is large."""
+    if THREADS < 2 or numel < PARALLEL_MIN_ELEMS or n < 2:
+        part(0, n)
         return
-    mid = R // 2
-    futs = [_pool().submit(part, 0, mid), _pool().submit(part, mid, R)]
+    mid = n // 2
+    futs = [_pool().submit(part, 0, mid), _pool().submit(part, mid, n)]
     for f in futs:
         f.result()
 
 
-def chunk_rows(C):
-    return max(1, CHUNK_ELEMS // max(C, 1))
+def _natural(lay):
+    """A load's view shape: broadcast axes (stride 0) stay size 1."""
+    return tuple(1 if st == 0 and s != 0 else s for s, st in zip(lay.shape, lay.strides))
 
 
-class _Temps:
-    """Greedy reuse of chunk buffers: a buffer returns to the pool after its last reader."""
+def _bshape(shapes):
+    return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
 
-    def __init__(self):
-        self.decls: list[str] = []
-        self.free: dict[tuple, list[str]] = {}
 
-    def take(self, kind, dtype):
-        key = (kind, dtype)
+class _Renderer:
+    def __init__(self, k: Kernel, name: str):
+        self.k = k
+        self.name = name
+        nd = len(k.domain)
+        kept = [a for a in k.kept_axes() if k.domain[a] > 1]
+        self.c = kept[0] if kept else None
+        self.views: list[str] = []
+        self.view_of: dict = {}
+        self.shape_of: dict = {}
+        self.body: list[str] = []
+        self.temps: list[tuple] = []       # (name, shape, dtype text)
+        self.free: dict = {}
+        self.params: list[dict] = []
+        self.nd = nd
+
+    def chunk(self, shape):
+        """Shape text with the chunk axis as the chunk length (when it is not broadcast)."""
+        if self.c is None or shape[self.c] == 1:
+            return shape, False
+        return shape[:self.c] + ("m",) + shape[self.c + 1:], True
+
+    def sl(self, name, shape):
+        if self.c is None or shape[self.c] == 1:
+            return name
+        idx = [":"] * self.c + ["r0:r1"]
+        return f"{name}[{', '.join(idx)}]"
+
+    def temp(self, shape, dtype):
+        dt = "BF16" if dtype.name == "bfloat16" else f"np.dtype({dtype.np.str!r})"
+        key = (shape, dt)
         if self.free.get(key):
             return self.free[key].pop()
-        name = f"t{len(self.decls)}"
-        shape = "(CH, C)" if kind == "elem" else "(CH, 1)"
-        dt = "BF16" if dtype == "bfloat16" else f"np.dtype({dtype!r})"
-        self.decls.append(f"{name} = np.empty({shape}, dtype={dt})")
+        name = f"t{len(self.temps)}"
+        full = tuple("CH" if (self.c is not None and i == self.c and s != 1) else s for i, s in enumerate(shape))
+        self.temps.append((name, full, dt))
         return name
 
-    def give(self, entry):
-        kind, dtype, name = entry
-        self.free.setdefault((kind, dtype), []).append(name)
+    def tslice(self, name, shape):
+        if self.c is None or shape[self.c] == 1:
+            return name
+        idx = [":"] * self.c + [":m"]
+        return f"{name}[{', '.join(idx)}]"
 
+    def load(self, e: Expr):
+        key = (id(e.buf), e.layout.key())
+        if key not in self.view_of:
+            i = self.k.inputs.index(e.buf)
+            v = f"v{len(self.views)}"
+            shape = _natural(e.layout)
+            self.views.append(f"{v} = strided(a{i}, {shape!r}, {e.layout.strides!r}, {e.layout.offset})")
+            self.view_of[key] = (v, shape)
+        v, shape = self.view_of[key]
+        return self.sl(v, shape), shape
 
-def render_kernel(k: FusedKernel, name: str) -> str:
-    classes = kernel_input_classes(k)
-    ins = [f"a{i}" for i in range(len(k.inputs))]
-    outs = {id(o): f"o{i}" for i, o in enumerate(k.outputs)}
-    last = {}
-    for i, n in enumerate(k.nodes):
-        for a in n.args:
-            if isinstance(a, Node):
-                last[id(a)] = i
-    body: list[str] = []
-    val: dict[int, str] = {}          # id(node) -> chunk expression
-    buf: dict[int, str] = {}          # id(node) -> temp buffer name it owns
-    temps = _Temps()
-    for i, a in enumerate(k.inputs):
-        cls = classes[i]
-        val[id(a)] = f"a{i}[r0:r1]" if cls in ("elem", "row", "other") else f"a{i}"
-
-    def arg(a):
-        return val[id(a)] if isinstance(a, Node) else _literal(a)
-
-    for i, n in enumerate(k.nodes):
-        kind = k.kind[id(n)]
-        dt = n.dtype.np.name if n.dtype.name != "bfloat16" else "bfloat16"
-        if id(n) in outs:
-            out = f"{outs[id(n)]}[r0:r1]"
-        else:
-            dkey = n.dtype.np.str if n.dtype.name != "bfloat16" else "bfloat16"
-            t = temps.take(kind, dkey)
-            buf[id(n)] = (kind, dkey, t)
-            out = f"{t}[:m]"
-        op = n.op
-        args = [arg(a) for a in n.args]
-        if op.name in IDENTITY_OPS or op.name == "full_like":
-            src = args[0] if op.name != "full_like" else _literal(n.params["value"])
-            if id(n) in outs:
-                body.append(f"np.copyto({out}, {src}, casting='unsafe')")
-                val[id(n)] = out
+    def expr(self, e: Expr, memo, accs):
+        key = e.key()
+        if key in memo:
+            return memo[key]
+        if e.kind == "load":
+            out = self.load(e)
+        elif e.kind == "acc":
+            out = accs[id(e.red)]
+        elif e.kind == "const":
+            if e.dtype is None or e.dtype.name == "bfloat16":
+                out = (literal(e.value), ())
             else:
-                temps.give(buf.pop(id(n)))
-                val[id(n)] = src
-                if op.name == "full_like":
-                    val[id(n)] = f"np.{dt}({_literal(n.params['value'])})" if dt != "bfloat16" \
-                        else _literal(n.params["value"])
-            continue
-        if op.name in _REDUCE_UFUNC:
-            extra = f", dtype=np.{dt}" if n.dtype.kind in "iu" else ""
-            body.append(f"np.{_REDUCE_UFUNC[op.name]}.reduce({args[0]}, axis=1, keepdims=True, out={out}{extra})")
-        elif op.name == "astype":
-            body.append(f"np.copyto({out}, {args[0]}, casting='unsafe')")
-        elif op.name == "where":
-            body.append(f"np.copyto({out}, {args[2]}, casting='unsafe')")
-            body.append(f"np.copyto({out}, {args[1]}, casting='unsafe', where={args[0]})")
-        elif isinstance(getattr(np, op.ufunc or "", None), np.ufunc) and not n.params:
-            body.append(f"np.{op.ufunc}({', '.join(args)}, out={out}, casting='unsafe')")
+                out = (f"np.{e.dtype.np.name}({literal(e.value)})", ())
         else:
-            body.append(f"np.copyto({out}, IMPL[{op.name!r}](np, {', '.join(args)}, **P[{n.index}]), casting='unsafe')")
-        val[id(n)] = out
-        for a in n.args:
-            if isinstance(a, Node) and last.get(id(a)) == i and id(a) in buf:
-                temps.give(buf.pop(id(a)))
-    sig = ", ".join(ins + [outs[id(o)] for o in k.outputs])
-    first_out = f"o{0}"
-    lines = [f"def {name}({sig}):",
-             f"    R, C = {first_out}.shape[0], {_c_expr(k, classes)}",
-             "    CH = chunk_rows(C)",
-             "    def part(lo, hi):"]
-    lines += [f"        {d}" for d in temps.decls]
-    lines += ["        for r0 in range(lo, hi, CH):",
-              "            r1 = min(r0 + CH, hi)",
-              "            m = r1 - r0"]
-    lines += [f"            {b}" for b in body]
-    lines += ["    run_parts(part, R, C)", ""]
-    return "\n".join(lines)
+            args = [self.expr(a, memo, accs) for a in e.args]
+            shape = _bshape([s for _, s in args])
+            t = self.temp(shape, e.dtype)
+            dst = self.tslice(t, shape)
+            codes = [c for c, _ in args]
+            name = e.op.name
+            if name == "astype":
+                self.body.append(f"np.copyto({dst}, {codes[0]}, casting='unsafe')")
+            elif name in ("detach", "clone"):
+                self.body.append(f"np.copyto({dst}, {codes[0]}, casting='unsafe')")
+            elif name == "where":
+                self.body.append(f"np.copyto({dst}, {codes[2]}, casting='unsafe')")
+                self.body.append(f"np.copyto({dst}, {codes[1]}, casting='unsafe', where={codes[0]})")
+            elif name in UFUNC and not e.params:
+                self.body.append(f"np.{UFUNC[name]}({', '.join(codes)}, out={dst}, casting='unsafe')")
+            else:
+                self.params.append(e.params)
+                self.body.append(f"np.copyto({dst}, IMPL[{name!r}](np, {', '.join(codes)}, "
+                                 f"**P[{len(self.params) - 1}]), casting='unsafe')")
+            out = (dst, shape)
+        memo[key] = out
+        return out
+
+    def render(self) -> str:
+        k = self.k
+        memo, accs = {}, {}
+        dom = k.domain
+        for r in k.reductions:
+            code, shape = self.expr(r.src, memo, accs)
+            shape = (1,) * (len(dom) - len(shape)) + shape
+            full = tuple(dom[a] if a in k.axes else s for a, s in enumerate(shape))
+            src = f"np.broadcast_to({code}, {self._chunk_text(full)})" if full != shape else code
+            out_shape = tuple(1 if a in k.axes else s for a, s in enumerate(full))
+            t = self.temp(out_shape, r.dtype)
+            dst = self.tslice(t, out_shape)
+            extra = f", dtype=np.{r.dtype.np.name}" if r.dtype.kind in "iub" and r.op in ("sum", "prod") else ""
+            self.body.append(f"np.{REDUCE[r.op]}.reduce({src}, axis={k.axes!r}, keepdims=True, out={dst}{extra})")
+            accs[id(r)] = (dst, out_shape)
+        for r in k.reductions:
+            if r.stored:
+                self.store(r.node, accs[id(r)][0])
+        for st in k.stores:
+            code, _ = self.expr(st.expr, memo, accs)
+            self.store(st.node, code)
+        return self._assemble()
+
+    def _chunk_text(self, shape):
+        parts = ["m" if (self.c is not None and i == self.c and s != 1) else str(s) for i, s in enumerate(shape)]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+    def store(self, node, code):
+        i = self.k.outputs.index(node)
+        lay = self.k.output_layout(node)
+        shape = _natural(lay)
+        w = f"w{i}"
+        line = f"{w} = strided(o{i}, {shape!r}, {lay.strides!r}, 0)"
+        if line not in self.views:
+            self.views.append(line)
+        self.body.append(f"np.copyto({self.sl(w, shape)}, {code}, casting='unsafe')")
+
+    def _assemble(self):
+        k = self.k
+        ins = [f"a{i}" for i in range(len(k.inputs))]
+        outs = [f"o{i}" for i in range(len(k.outputs))]
+        n = k.domain[self.c] if self.c is not None else 1
+        per = math.prod(k.domain) // max(n, 1) if self.c is not None else 1
+        ch = max(1, CHUNK_ELEMS // max(per, 1))
+        lines = [f"def {self.name}({', '.join(ins + outs)}):"]
+        lines += [f"    {v}" for v in self.views]
+        lines += ["    def part(lo, hi):", f"        CH = {ch}"]
+        lines += [f"        {t} = np.empty(({', '.join(str(s) for s in shp)}{',' if len(shp) == 1 else ''}), dtype={dt})"
+                  for t, shp, dt in self.temps]
+        lines += ["        for r0 in range(lo, hi, CH):",
+                  "            r1 = min(r0 + CH, hi)",
+                  "            m = r1 - r0"]
+        lines += [f"            {b}" for b in self.body]
+        lines += [f"    run_parts(part, {n}, {math.prod(k.domain)})", ""]
+        return "\n".join(lines)
 
 
-def _c_expr(k, classes):
-    """The domain's column count, read from an array at run time (code stays shape-generic)."""
-    for i, c in enumerate(classes):
-        if c in ("elem", "col", "other"):
-            return f"a{i}.shape[1]"
-    for i, o in enumerate(k.outputs):
-        if k.kind[id(o)] == "elem":
-            return f"o{i}.shape[1]"
-    return "1"
+def render_kernel(k: Kernel, name: str):
+    """(source, params): the kernel function and the op params its fallback calls read."""
+    r = _Renderer(k, name)
+    src = r.render()
+    return src, r.params
 
 
 def namespace():
     from ...ops.registry import OPS
     import ml_dtypes
-    return {"np": np, "run_parts": run_parts, "chunk_rows": chunk_rows, "BF16": ml_dtypes.bfloat16,
+    return {"np": np, "run_parts": run_parts, "strided": strided, "BF16": ml_dtypes.bfloat16,
             "IMPL": {name: op.impl for name, op in OPS.items()}}

@@ -1,0 +1,320 @@
+"""The loop-nest IR: a fused kernel as loops over N-D ranges with strided loads and stores.
+
+A kernel iterates a *domain* D (an N-D shape); a subset A of its axes may be *reduction
+ranges* (any set of axes). Every value in the kernel is an expression over the loop index
+``i ∈ D`` whose leaves are
+
+* ``load``   element ``offset + Σ_d stride[d] · i[d]`` of a flat buffer (a :class:`Layout`);
+             a broadcast axis has stride 0, a reversed slice a negative stride;
+* ``acc``    the result of one of this kernel's reductions (a :class:`Reduction`), read at the
+             kept part of ``i`` (during scheduling its layout maps into the reduction's output);
+* ``const``  a Python scalar or a typed constant.
+
+Movement ops are not steps: slicing with steps, transposes, ``broadcast_to``, ``[None]``,
+squeeze and every reshape that strides can express are folded into the layouts of the
+leaves (pointwise ops commute with movement, so a view of an expression is the expression
+of the views). Only a reshape that strides cannot express materialises a buffer.
+
+Worked example: ``((X[:, None, :] - C[None, :, :]) ** 2).sum(-1)`` with X (N, 8), C (M, 8):
+
+    kernel k0  ranges (N, M | 8)                 # '|' separates the reduction ranges
+      r0 = sum[2]((load X[8·i0 + i2] - load C[8·i1 + i2]) ** 2)
+      store out[M·i0 + i1] = r0                  # one value per kept index
+"""
+from __future__ import annotations
+
+import math
+
+
+def contiguous_strides(shape):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc if s != 1 else 0)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+class Layout:
+    """A strided view of a flat buffer, in elements. Strides of size-1 axes are 0 (they never
+    matter), so equal views compare equal."""
+
+    __slots__ = ("shape", "strides", "offset")
+
+    def __init__(self, shape, strides, offset=0):
+        self.shape = tuple(int(s) for s in shape)
+        self.strides = tuple(0 if s == 1 else int(st) for s, st in zip(self.shape, strides))
+        self.offset = int(offset)
+
+    @classmethod
+    def contiguous(cls, shape):
+        return cls(shape, contiguous_strides(shape), 0)
+
+    def key(self):
+        return (self.shape, self.strides, self.offset)
+
+    def __eq__(self, other):
+        return isinstance(other, Layout) and self.key() == other.key()
+
+    def __hash__(self):
+        return hash(self.key())
+
+    def __repr__(self):
+        return f"Layout({self.shape}, {self.strides}, {self.offset})"
+
+    def is_contiguous(self):
+        return self == Layout.contiguous(self.shape)
+
+    # -- movement ------------------------------------------------------------------------------
+    def permute(self, axes):
+        return Layout([self.shape[a] for a in axes], [self.strides[a] for a in axes], self.offset)
+
+    def slice(self, slices):
+        shape, strides, off = [], [], self.offset
+        for (start, stop, step), st in zip(slices, self.strides):
+            n = len(range(start, stop, step))
+            if n:
+                off += start * st
+            shape.append(n)
+            strides.append(st * step)
+        return Layout(shape, strides, off)
+
+    def broadcast_to(self, shape):
+        shape = tuple(shape)
+        lead = len(shape) - len(self.shape)
+        strides = [0] * lead
+        for s, st, t in zip(self.shape, self.strides, shape[lead:]):
+            strides.append(st if s == t else 0)
+        return Layout(shape, strides, self.offset)
+
+    def reshape(self, shape):
+        """The same elements in C order under a new shape, or None when strides cannot say it."""
+        shape = tuple(int(s) for s in shape)
+        if math.prod(shape) == 0 or math.prod(self.shape) == 0:
+            return Layout(shape, contiguous_strides(shape), self.offset)
+        old = [(s, st) for s, st in zip(self.shape, self.strides) if s != 1]
+        new = [(k, s) for k, s in enumerate(shape) if s != 1]
+        strides = [0] * len(shape)
+        i = j = 0
+        while i < len(old) and j < len(new):
+            po, pn, i2, j2 = old[i][0], new[j][1], i + 1, j + 1
+            while po != pn:
+                if po < pn:
+                    po *= old[i2][0]
+                    i2 += 1
+                else:
+                    pn *= new[j2][1]
+                    j2 += 1
+            for k in range(i, i2 - 1):             # the merged old axes must be one run
+                if old[k][1] != old[k + 1][1] * old[k + 1][0]:
+                    return None
+            st = old[i2 - 1][1]
+            for k in range(j2 - 1, j - 1, -1):
+                strides[new[k][0]] = st
+                st *= new[k][1]
+            i, j = i2, j2
+        return Layout(shape, strides, self.offset)
+
+
+class Expr:
+    """One node of a kernel expression (a DAG; equal sub-expressions are shared by value)."""
+
+    __slots__ = ("kind", "op", "params", "dtype", "args", "buf", "layout", "red", "value", "node",
+                 "_key", "_size")
+
+    def __init__(self, kind, *, op=None, params=None, dtype=None, args=(), buf=None, layout=None,
+                 red=None, value=None, node=None):
+        self.kind = kind          # 'load' | 'acc' | 'const' | 'op'
+        self.op = op              # OpDef, for 'op'
+        self.params = params or {}
+        self.dtype = dtype        # the value's DType (None: a weak Python scalar constant)
+        self.args = tuple(args)
+        self.buf = buf            # graph Node whose buffer a 'load' reads
+        self.layout = layout      # Layout for 'load' / 'acc'
+        self.red = red            # Reduction for 'acc'
+        self.value = value        # for 'const'
+        self.node = node          # the graph node an 'op' came from (names in generated code)
+        self._key = None
+        self._size = None
+
+    def key(self):
+        if self._key is None:
+            if self.kind == "load":
+                self._key = ("load", id(self.buf), self.layout.key())
+            elif self.kind == "acc":
+                self._key = ("acc", id(self.red), self.layout.key())
+            elif self.kind == "const":
+                self._key = ("const", type(self.value).__name__, repr(self.value),
+                             self.dtype.name if self.dtype else None)
+            else:
+                self._key = ("op", self.op.name, repr(sorted(self.params.items())), self.dtype.name,
+                             tuple(a.key() for a in self.args))
+        return self._key
+
+    def __eq__(self, other):
+        return isinstance(other, Expr) and self.key() == other.key()
+
+    def __hash__(self):
+        return hash(self.key())
+
+    def size(self):
+        """Operations counted with multiplicity: what inlining would recompute."""
+        if self._size is None:
+            self._size = (1 if self.kind == "op" else 0) + sum(a.size() for a in self.args)
+        return self._size
+
+    def leaves(self):
+        seen, out, stack = set(), [], [self]
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if e.kind in ("load", "acc"):
+                out.append(e)
+            stack.extend(e.args)
+        return out
+
+    def map_layouts(self, fn, memo=None):
+        """The same expression with every leaf layout replaced by fn(layout) (None: fail)."""
+        memo = {} if memo is None else memo
+        if id(self) in memo:
+            return memo[id(self)]
+        if self.kind in ("load", "acc"):
+            lay = fn(self.layout)
+            out = None if lay is None else Expr(self.kind, dtype=self.dtype, buf=self.buf, layout=lay,
+                                                red=self.red)
+        elif self.kind == "const":
+            out = self
+        else:
+            args = [a.map_layouts(fn, memo) for a in self.args]
+            out = None if any(a is None for a in args) else \
+                Expr("op", op=self.op, params=self.params, dtype=self.dtype, args=args, node=self.node)
+        memo[id(self)] = out
+        return out
+
+    def replace_leaves(self, fn, memo=None):
+        """The same expression with each leaf e replaced by fn(e)."""
+        memo = {} if memo is None else memo
+        if id(self) in memo:
+            return memo[id(self)]
+        if self.kind in ("load", "acc"):
+            out = fn(self)
+        elif self.kind == "const":
+            out = self
+        else:
+            args = [a.replace_leaves(fn, memo) for a in self.args]
+            out = self if all(a is b for a, b in zip(args, self.args)) else \
+                Expr("op", op=self.op, params=self.params, dtype=self.dtype, args=args, node=self.node)
+        memo[id(self)] = out
+        return out
+
+    def text(self, names=None):
+        names = names or {}
+        if self.kind == "load":
+            return f"{names.get(id(self.buf), self.buf.ref())}{_index_text(self.layout)}"
+        if self.kind == "acc":
+            return f"r{self.red.index}"
+        if self.kind == "const":
+            return repr(self.value)
+        return f"{self.op.name}({', '.join(a.text(names) for a in self.args)})"
+
+
+def _index_text(lay: Layout):
+    terms = [f"{st}*i{d}" if st != 1 else f"i{d}" for d, st in enumerate(lay.strides) if st]
+    if lay.offset or not terms:
+        terms.insert(0, str(lay.offset))
+    return "[" + " + ".join(terms) + "]"
+
+
+def load(buf, layout, dtype):
+    return Expr("load", buf=buf, layout=layout, dtype=dtype)
+
+
+def const(value, dtype=None):
+    return Expr("const", value=value, dtype=dtype)
+
+
+class Reduction:
+    """``op`` over the kernel's reduction axes of ``src`` (an expression over the domain)."""
+
+    def __init__(self, op_name, node, src, domain, axes):
+        self.op = op_name         # sum | prod | amax | amin | any | all | argmax | argmin
+        self.node = node          # the graph node of its result
+        self.src = src
+        self.domain = tuple(domain)
+        self.axes = tuple(sorted(axes))
+        self.dtype = node.dtype
+        self.kernel = None
+        self.stored = False       # its result is written to the node's buffer
+        self.index = node.index
+
+    def canonical_layout(self):
+        """How a consumer over the domain reads this result when it can stay in the kernel."""
+        keep = tuple(1 if a in self.axes else s for a, s in enumerate(self.domain))
+        return Layout.contiguous(keep).broadcast_to(self.domain)
+
+
+class Store:
+    """``node``'s value written to its buffer: an expression over the kernel domain. A store
+    is *per-outer* when its value does not vary along the reduction ranges (it has the
+    reduced shape: one value per kept index)."""
+
+    def __init__(self, node, expr, layout, per_outer):
+        self.node = node
+        self.expr = expr
+        self.layout = layout      # where element i of the domain goes in node's buffer
+        self.per_outer = per_outer
+
+
+class Kernel:
+    def __init__(self, index, domain, axes=()):
+        self.index = index
+        self.domain = tuple(domain)
+        self.axes = tuple(axes)
+        self.reductions: list[Reduction] = []
+        self.stores: list[Store] = []
+        self.inputs: list = []      # graph nodes whose buffers it loads, in argument order
+        self.outputs: list = []     # graph nodes whose buffers it writes, in argument order
+        self.name = f"k{index}"
+        self.refusals: list[str] = []
+
+    # -- what the report and the renderers read ----------------------------------------------
+    def kept_axes(self):
+        return tuple(a for a in range(len(self.domain)) if a not in self.axes)
+
+    def ranges_text(self):
+        kept = [str(self.domain[a]) for a in self.kept_axes()]
+        red = [str(self.domain[a]) for a in self.axes]
+        return "(" + ", ".join(kept) + (" | " + ", ".join(red) if red else "") + ")"
+
+    def output_layout(self, node):
+        for st in self.stores:
+            if st.node is node:
+                return st.layout
+        for r in self.reductions:
+            if r.node is node:
+                return r.canonical_layout()
+        raise KeyError(node)
+
+    def op_names(self):
+        names = []
+        seen = set()
+
+        def walk(e):
+            if id(e) in seen:
+                return
+            seen.add(id(e))
+            for a in e.args:
+                walk(a)
+            if e.kind == "op":
+                names.append(e.op.name)
+        for r in self.reductions:
+            walk(r.src)
+            names.append(r.op)
+        for st in self.stores:
+            walk(st.expr)
+        return names
+
+    def __repr__(self):
+        return f"<Kernel {self.name} {self.ranges_text()} {self.op_names()}>"
+
