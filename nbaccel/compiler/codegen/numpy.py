@@ -141,6 +141,7 @@ class _Renderer:
         else:
             args = [self.expr(a, memo, accs) for a in e.args]
             shape = _bshape([s for _, s in args])
+            shape = (1,) * (self.nd - len(shape)) + shape
             t = self.temp(shape, e.dtype)
             dst = self.tslice(t, shape)
             codes = [c for c, _ in args]
