@@ -39,7 +39,7 @@ def result_type(*arrays_and_dtypes):
     return _result_type(*arrays_and_dtypes)
 from . import nn, optim  # noqa: E402,F401
 
-from .compiler import compile, explain, mark_dynamic, CompileReport, GraphBreakError  # noqa: E402,F401
+from .compiler import compile, explain, mark_dynamic, CompileReport, GraphBreakError, config  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
 from . import numpy_api as numpy  # noqa: E402  (nbaccel.numpy: the NumPy-compatible namespace)
 import sys as _sys  # noqa: E402

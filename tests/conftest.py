@@ -7,6 +7,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Compiled kernels are reused across test runs through the disk cache (gitignored).
 os.environ.setdefault("NBACCEL_CACHE_DIR", str(ROOT / ".nbaccel-cache" / "tests"))
+# a fault inside the compiler fails the test instead of quietly running eagerly
+os.environ.setdefault("NBACCEL_RAISE_COMPILER_ERRORS", "1")
 
 try:
     from hypothesis import HealthCheck, settings

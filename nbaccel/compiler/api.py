@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+import os
+
 import functools
 import inspect
 import time
@@ -25,7 +27,10 @@ from .report import CompileReport
 MODES = ("default", "reduce-overhead", "max-autotune")
 BACKENDS = ("auto", "numba", "numpy", "eager")
 
-config = {"recompile_limit": 8, "history": 5}
+config = {"recompile_limit": 8, "history": 5,
+          # a failure inside the compiler runs the graph eagerly (the report says why); tests
+          # and bug reports raise it instead
+          "raise_compiler_errors": os.environ.get("NBACCEL_RAISE_COMPILER_ERRORS", "") not in ("", "0")}
 _marked: dict[int, tuple] = {}               # id(tensor or array) -> (weakref, dims marked dynamic)
 _all_functions: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 

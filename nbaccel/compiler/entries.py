@@ -9,7 +9,7 @@ from ..tensor import Tensor
 from .aot import derive_backward
 from .decompose import decompose
 from .guards import all_dims, dynamic_spec, explain_miss, shape_only_diff, similarity
-from .runtime import Program, interpret
+from .runtime import EagerProgram, Program, interpret
 
 
 class Entry:
@@ -31,15 +31,47 @@ class Entry:
         fresh = prog is None
         if fresh:
             t0 = time.perf_counter()
-            prim = decompose(graph)
-            lowering = time.perf_counter() - t0
-            prog = Program(prim, self.cf.backend, self.cf.mode, dynamic=bool(self.dyn))
-            prog.lowering_seconds = lowering
+            stage = "decompose"
+            try:
+                prim = decompose(graph)
+                lowering = time.perf_counter() - t0
+                stage = "schedule/codegen"
+                prog = Program(prim, self.cf.backend, self.cf.mode, dynamic=bool(self.dyn))
+                prog.lowering_seconds = lowering
+                n0 = len(graph.placeholders)
+                consts = [prim.constants[i] for i in range(n0, len(prim.placeholders))]
+            except Exception as e:
+                prog, consts = self.compiler_error(graph, e, stage), []
             prog.captured_text = str(graph)
-            n0 = len(graph.placeholders)
-            self.constants[sig] = [prim.constants[i] for i in range(n0, len(prim.placeholders))]
+            self.constants[sig] = consts
             self.programs[sig] = prog
         return prog, self.constants[sig], fresh
+
+    def compiler_error(self, graph, exc, stage):
+        """Compiling this graph failed: it runs eagerly (or raises, for tests and bug reports)."""
+        from .api import config
+        if config.get("raise_compiler_errors"):
+            raise exc
+        return EagerProgram(graph, f"{type(exc).__name__}: {exc}", stage)
+
+    def run_program(self, graph, prog, arrays):
+        """Run a compiled program; if it raises where the reference interpreter does not, the
+        fault is ours: the graph runs eagerly from now on and the report says why."""
+        try:
+            return prog.run(arrays)
+        except Exception as e:
+            if isinstance(prog, EagerProgram):
+                raise
+            out = interpret(graph, arrays)      # raises the user's error if the graph has one
+            from .api import config
+            if config.get("raise_compiler_errors"):
+                raise
+            sig = tuple(p.shape for p in graph.placeholders)
+            eager = EagerProgram(graph, f"{type(e).__name__}: {e}", "run")
+            eager.captured_text = getattr(prog, "captured_text", "")
+            self.programs[sig] = eager
+            self.constants[sig] = []
+            return out
 
     def eager(self, graph, inputs):
         """Time the captured graph op by op through the reference interpreter (once)."""
@@ -153,7 +185,8 @@ class GraphCache:
         else:
             cf.stats["compiles"] += 1
         prog, consts, fresh = entry.program(graph)
-        arrays = prog.run(inputs + consts)
+        arrays = entry.run_program(graph, prog, inputs + consts) if not isinstance(prog, EagerProgram) \
+            else prog.run(inputs)
         self.specs[id(graph)] = specs
         session.last_run = (prog, consts, graph)
         session.had_backward = session.had_backward or bool(specs)

@@ -181,13 +181,31 @@ class Expr:
             return memo[id(self)]
         if self.kind in ("load", "acc"):
             lay = fn(self.layout)
-            out = None if lay is None else Expr(self.kind, dtype=self.dtype, buf=self.buf, layout=lay,
-                                                red=self.red)
+            out = None if lay is None else self if lay == self.layout else \
+                Expr(self.kind, dtype=self.dtype, buf=self.buf, layout=lay, red=self.red)
         elif self.kind == "const":
             out = self
         else:
             args = [a.map_layouts(fn, memo) for a in self.args]
             out = None if any(a is None for a in args) else \
+                self if all(a is b for a, b in zip(args, self.args)) else \
+                Expr("op", op=self.op, params=self.params, dtype=self.dtype, args=args, node=self.node)
+        memo[id(self)] = out
+        return out
+
+    def substitute(self, table, memo=None):
+        """The same expression with every sub-expression whose key is in ``table`` replaced."""
+        memo = {} if memo is None else memo
+        if id(self) in memo:
+            return memo[id(self)]
+        hit = table.get(self.key()) if self.kind == "op" else None
+        if hit is not None:
+            out = hit
+        elif self.kind != "op":
+            out = self
+        else:
+            args = [a.substitute(table, memo) for a in self.args]
+            out = self if all(a is b for a, b in zip(args, self.args)) else \
                 Expr("op", op=self.op, params=self.params, dtype=self.dtype, args=args, node=self.node)
         memo[id(self)] = out
         return out
@@ -301,9 +319,9 @@ class Kernel:
         seen = set()
 
         def walk(e):
-            if id(e) in seen:
+            if e.key() in seen:
                 return
-            seen.add(id(e))
+            seen.add(e.key())
             for a in e.args:
                 walk(a)
             if e.kind == "op":

@@ -236,6 +236,49 @@ class Program:
         return "\n\n".join(parts)
 
 
+class EagerProgram:
+    """What runs a graph when compiling it failed: the reference interpreter, op by op. The
+    report shows "compiler error → ran eagerly" with the exception (an internal error never
+    reaches the user; ``nb.config["raise_compiler_errors"]`` raises it instead)."""
+
+    def __init__(self, graph, error: str, stage: str):
+        self.graph = graph
+        self.error = f"{stage}: {error}"
+        self.schedule = type("NoSchedule", (), {"refused": [], "steps": []})()
+        self.codegen_seconds = 0.0
+        self.lowering_seconds = 0.0
+        self.last_seconds = 0.0
+
+    def run(self, arrays):
+        t0 = time.perf_counter()
+        out = interpret(self.graph, arrays)
+        self.last_seconds = time.perf_counter() - t0
+        return out
+
+    def kernels(self, device="cpu"):
+        return [{"name": "eager", "ops": [n.op.name for n in self.graph.nodes], "device": device,
+                 "backend": "eager", "seconds": self.last_seconds,
+                 "note": f"compiler error → ran eagerly ({self.error})"}]
+
+    def code(self):
+        return f"# compiler error → ran eagerly\n# {self.error}\n"
+
+    def wait(self, timeout=None):
+        pass
+
+    def tier(self):
+        return "eager"
+
+    def pending(self):
+        return False
+
+    def jit_total(self):
+        return 0.0
+
+    def cache_state(self):
+        return None
+
+
 def interpret(graph, arrays, timer=None):
     """The reference interpreter: run a graph op by op with each op's eager implementation."""
     env = {}

@@ -86,6 +86,8 @@ class _Scheduler:
         self.producer: dict[int, object] = {}   # id(buffer node) -> step that writes it
         self.realized: set[int] = set()
         self.nodes, self.rep, self.users = prune(graph)
+        self.stored_exprs: dict = {}             # key of a stored value's expression -> its load
+        self.outset = {id(self.rep.get(id(o), o)) for o in graph.outputs}
 
     # -- lazy values ---------------------------------------------------------------------------
     def arg(self, a):
@@ -162,10 +164,15 @@ class _Scheduler:
         return self.buffer_value(n)
 
     # -- realising values into buffers -----------------------------------------------------------
-    def realize(self, n: Node) -> Expr:
+    def realize(self, n: Node, keep_lazy=False) -> Expr:
+        """Write n's value to its buffer. Consumers then read the buffer, except with
+        ``keep_lazy`` (an output): consumers in the same kernel keep computing it inline, and
+        a consumer that starts a new kernel reads the stored buffer instead of recomputing."""
         e = self.val[id(n)]
-        if e.kind == "load" and e.buf is n:
+        if e.kind == "load":
             return e
+        if id(n) in self.realized:
+            return load(n, Layout.contiguous(n.shape), n.dtype)
         if e.kind == "acc" and e.layout == Layout.contiguous(e.red.node.shape) and e.red.node.shape == n.shape:
             self.store_reduction(e.red)
             v = load(e.red.node, e.layout, e.red.dtype)
@@ -173,7 +180,10 @@ class _Scheduler:
             return v
         self.place(Store(n, e, Layout.contiguous(n.shape), False))
         v = self.buffer_value(n)
-        self.val[id(n)] = v
+        if e.kind == "op" and e.size() > 1:
+            self.stored_exprs[e.key()] = v
+        if not keep_lazy:
+            self.val[id(n)] = v
         return v
 
     def store_reduction(self, r: Reduction):
@@ -213,6 +223,11 @@ class _Scheduler:
                                          "kernel": k.name, "why": how})
             k = Kernel(len(self.sch.steps), shape, root.axes if isinstance(root, Reduction) else ())
             self.sch.steps.append(k)
+            if self.stored_exprs:       # a new kernel reads stored values instead of recomputing
+                if isinstance(root, Reduction):
+                    root.src = root.src.substitute(self.stored_exprs)
+                else:
+                    root.expr = root.expr.substitute(self.stored_exprs)
             how = self.fits(k, root, shape, deps)
             assert not isinstance(how, str), how    # a fresh kernel takes any root
         k, expr = chosen if chosen else (k, how)
@@ -295,6 +310,8 @@ class _Scheduler:
             self.val[id(p)] = self.buffer_value(p)
         for n in self.nodes:
             self.val[id(n)] = self.visit(n)
+            if id(n) in self.outset:
+                self.realize(n, keep_lazy=True)
         for o in g.outputs:
             o = self.rep.get(id(o), o)
             if o.is_placeholder:
