@@ -109,6 +109,26 @@ def run_tracing_overhead(size=8, repeat=30) -> dict:
             "numpy_per_op": plain["median"] / CHAIN_OPS}
 
 
+def run_schedule_time(repeat=20) -> dict:
+    """Median seconds to schedule the decomposed 200-op chain (the loop-IR scheduler alone)."""
+    import nbaccel as nb
+    from nbaccel.compiler.decompose import decompose
+    from nbaccel.compiler.schedule import schedule
+    x = np.ones((64, 64), np.float32)
+    cf = nb.compile(chain200(nb), backend="numpy")
+    cf(x)
+    graph = next(iter(cf.cache.entries.values())).programs
+    prim = next(iter(graph.values())).graph
+    assert len(prim.nodes) >= CHAIN_OPS, len(prim.nodes)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        schedule(prim)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return {"nodes": len(prim.nodes), "seconds": times[len(times) // 2], "min": times[0], "max": times[-1]}
+
+
 def main():
     ap = argparse.ArgumentParser(description="fresh-process worker for bench (e)")
     ap.add_argument("mode", choices=("cold-numba", "first-auto", "warm-numba", "warm-auto"))

@@ -32,6 +32,9 @@ def targets(results: dict) -> list:
     for key, pairs in (("a", (("vs_numpy", 10.0, "NumPy eager"), ("vs_torch_compile", 1.5, "torch.compile"))),
                        ("b", (("vs_numpy", 3.0, "NumPy eager"), ("vs_torch_compile", 1.2, "torch.compile"))),
                        ("c", (("vs_numpy", 3.0, "NumPy eager"), ("vs_torch_compile", 1.2, "torch.compile"))),
+                       ("g", (("vs_numpy", 4.0, "NumPy eager"),)),
+                       ("h", (("vs_numpy", 3.0, "NumPy eager"),)),
+                       ("i", (("vs_numpy", 3.0, "NumPy eager"),)),
                        ("d", (("vs_nbaccel_eager", 1.5, "nbaccel eager"),))):
         if key not in steady:
             continue
@@ -39,6 +42,15 @@ def targets(results: dict) -> list:
         for ratio, need, what in pairs:
             r = v.get(ratio)
             out.append(_target(key, f">= {need}x {what}", r, None if r is None else r >= need))
+        limit = steady[key].get("max_kernels")
+        if limit is not None:
+            nk = v.get("kernels")
+            out.append(_target(key, f"<= {limit} kernel{'s' if limit > 1 else ''}", nk,
+                               None if nk is None else nk <= limit, "kernels"))
+    sched = results.get("schedule_200")
+    if sched and "error" not in sched:
+        out.append(_target("f", "scheduling a 200-node graph <= 5 ms", sched["seconds"],
+                           sched["seconds"] <= 5e-3, "s"))
     e = results.get("compile_latency")
     if e and "error" not in e:
         cold = e["numba cold"]["first_call"]
@@ -73,13 +85,15 @@ def _fmt_measured(t):
     if t["unit"] == "s":
         v = t["measured"]
         return f"{v * 1e6:.1f} us" if v < 1e-3 else f"{v * 1e3:.1f} ms" if v < 1 else f"{v:.2f} s"
+    if t["unit"] == "kernels":
+        return f"{t['measured']} kernel{'s' if t['measured'] != 1 else ''}"
     return f"{t['measured']:.2f}x"
 
 
 def steady_table(results: dict) -> str:
     tmap = {}
     for t in results.get("targets", []):
-        if t["id"] in "abcd":
+        if t["id"] in "abcdghi":
             tmap.setdefault(t["id"], []).append(f"{t['target']}: {_met(t['met'])}")
     lines = ["| workload | implementation | median ms | min ms | max ms | vs NumPy eager | "
              "vs torch.compile | vs nbaccel eager | first call s | target met? |",

@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _parse(argv):
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="abcdef", help="workload letters to run, e.g. 'a,b,e'")
+    ap.add_argument("--only", default="abcdefghi", help="workload letters to run, e.g. 'a,b,e'")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per big workload (default 5)")
     ap.add_argument("--quick", action="store_true", help="small shapes and few runs")
     ap.add_argument("--no-torch", action="store_true", help="leave the PyTorch peers out")
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     from . import peers
     if args.no_torch:
         peers.disable()
-    from .latency import run_compile_latency, run_tracing_overhead
+    from .latency import run_compile_latency, run_schedule_time, run_tracing_overhead
     from .report import add_ratios, markdown, targets
     from .steady import run_array, run_mlp
     from .timing import WrongResult, machine_info
@@ -81,7 +81,8 @@ def main(argv=None) -> int:
         variants = run_array(wl, rows, cols, repeat)
         add_ratios(variants)
         note_failures(wl.key, variants)
-        results["workloads"][wl.key] = {"title": wl.title, "shape": [rows, cols], "variants": variants}
+        results["workloads"][wl.key] = {"title": wl.title, "shape": [rows, cols], "variants": variants,
+                                        "max_kernels": wl.max_kernels}
     if "d" in only:
         print("[bench] (d) MLP training step ...", flush=True)
         variants = run_mlp(repeat, **mlp)
@@ -89,7 +90,8 @@ def main(argv=None) -> int:
         note_failures("d", variants)
         results["workloads"]["d"] = {"title": "MLP training step", "shape": mlp, "variants": variants}
     for key, label, fn in (("e", "compile_latency", lambda: run_compile_latency(tmp, *lat_shape)),
-                           ("f", "tracing_overhead", lambda: run_tracing_overhead(repeat=max(30, repeat)))):
+                           ("f", "tracing_overhead", lambda: run_tracing_overhead(repeat=max(30, repeat))),
+                           ("f", "schedule_200", run_schedule_time)):
         if key not in only:
             continue
         print(f"[bench] ({key}) {label} ...", flush=True)

@@ -67,6 +67,37 @@ def layer_norm_torch(x, w, b):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps=LN_EPS)
 
 
+# -- (g) pairwise squared distances (k-means, n-body, kernel methods) -------------------------------
+def pairwise_sq_dist(X, C):
+    """The same code for NumPy, nbaccel and PyTorch: a 3-D broadcast reduced over the last axis."""
+    return ((X[:, None, :] - C[None, :, :]) ** 2).sum(-1)
+
+
+# -- (h) column standardisation ------------------------------------------------------------------------
+def standardise_columns(x):
+    return (x - x.mean(0)) / x.std(0)
+
+
+def standardise_columns_torch(x):
+    return (x - x.mean(0)) / x.std(0, correction=0)
+
+
+# -- (i) softmax over axis 0 -------------------------------------------------------------------------
+def softmax0_numpy(x):
+    e = np.exp(x - x.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
+
+
+def softmax0_nbaccel(x):
+    import nbaccel.nn.functional as F
+    return F.softmax(x, dim=0)
+
+
+def softmax0_torch(x):
+    import torch
+    return torch.softmax(x, dim=0)
+
+
 @dataclass
 class ArrayWorkload:
     """One of (a)-(c): the same computation in NumPy, nbaccel and PyTorch."""
@@ -79,12 +110,13 @@ class ArrayWorkload:
     targets: dict = field(default_factory=dict)   # {"numpy": 10.0, "torch_compile": 1.5}
     rtol: float = 1e-4
     atol: float = 1e-5
+    max_kernels: int | None = None                # a structural target: at most this many kernels
 
     def make_inputs(self, rows: int, cols: int, seed: int = 0):
         rng = np.random.default_rng(seed)
         out = []
         for s in self.shapes:
-            shape = (rows, cols) if s == "MN" else (cols,)
+            shape = s(rows, cols) if callable(s) else (rows, cols) if s == "MN" else (cols,)
             out.append(rng.standard_normal(shape, dtype=np.float32))
         return out
 
@@ -96,6 +128,14 @@ ARRAY_WORKLOADS = [
                   {"numpy": 3.0, "torch_compile": 1.2}),
     ArrayWorkload("c", "layer_norm (last dim, affine)", layer_norm_numpy, layer_norm_nbaccel,
                   layer_norm_torch, ("MN", "N", "N"), {"numpy": 3.0, "torch_compile": 1.2}, 1e-4, 1e-4),
+    ArrayWorkload("g", "pairwise squared distances (20000x8 vs 64x8)", pairwise_sq_dist, pairwise_sq_dist,
+                  pairwise_sq_dist, (lambda r, c: (20000 if r >= 4096 else r, 8), lambda r, c: (64, 8)),
+                  {"numpy": 4.0}, 1e-4, 1e-4, max_kernels=1),
+    ArrayWorkload("h", "column standardisation (x - x.mean(0)) / x.std(0)", standardise_columns,
+                  standardise_columns, standardise_columns_torch, ("MN",), {"numpy": 3.0}, 1e-4, 1e-4,
+                  max_kernels=2),
+    ArrayWorkload("i", "softmax over axis 0", softmax0_numpy, softmax0_nbaccel, softmax0_torch, ("MN",),
+                  {"numpy": 3.0}, max_kernels=1),
 ]
 
 

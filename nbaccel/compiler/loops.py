@@ -119,10 +119,10 @@ class Expr:
     """One node of a kernel expression (a DAG; equal sub-expressions are shared by value)."""
 
     __slots__ = ("kind", "op", "params", "dtype", "args", "buf", "layout", "red", "value", "node",
-                 "_key", "_size")
+                 "shape", "_key", "_size")
 
     def __init__(self, kind, *, op=None, params=None, dtype=None, args=(), buf=None, layout=None,
-                 red=None, value=None, node=None):
+                 red=None, value=None, node=None, shape=None):
         self.kind = kind          # 'load' | 'acc' | 'const' | 'op'
         self.op = op              # OpDef, for 'op'
         self.params = params or {}
@@ -133,6 +133,9 @@ class Expr:
         self.red = red            # Reduction for 'acc'
         self.value = value        # for 'const'
         self.node = node          # the graph node an 'op' came from (names in generated code)
+        # the index space it is defined over (None: a scalar constant, valid anywhere)
+        self.shape = layout.shape if layout is not None else shape if shape is not None else \
+            next((a.shape for a in self.args if a.shape is not None), None)
         self._key = None
         self._size = None
 

@@ -119,6 +119,8 @@ class _Scheduler:
     def broadcast(self, e, shape):
         if not isinstance(e, Expr):
             return const(e)
+        if e.shape is None or e.shape == tuple(shape):
+            return e
         return e.map_layouts(lambda lay: lay.broadcast_to(shape) if lay.shape != tuple(shape) else lay)
 
     def visit(self, n: Node):
@@ -131,7 +133,7 @@ class _Scheduler:
             return const(n.params["value"], n.dtype)
         if is_pointwise(n):
             args = [self.broadcast(self.arg(a), n.shape) for a in n.args]
-            e = Expr("op", op=op, params=n.params, dtype=n.dtype, args=args, node=n)
+            e = Expr("op", op=op, params=n.params, dtype=n.dtype, args=args, node=n, shape=n.shape)
             if e.size() > INLINE_LIMIT or (e.size() > SHARE_LIMIT and len(self.users.get(id(n), ())) > 1):
                 self.val[id(n)] = e
                 return self.realize(n)

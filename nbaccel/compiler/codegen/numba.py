@@ -117,6 +117,7 @@ class _Renderer:
         self.consts: list[str] = []
         self.nd = len(k.domain)
         self.lines: list[str] = []
+        self.stashed: dict = {}
         self.p_index = self.nd
         self.params: list[int] = list(k.domain)   # the P vector, in declaration order
         self.index_code: dict = {}        # (id(buf), layout key) -> [(stride class/var, axis)], offset var
@@ -183,7 +184,9 @@ class _Renderer:
         if key in memo:
             return memo[key]
         if e.kind == "load":
-            code = f"{self.arg_of[id(e.buf)]}[{self.index(('in', id(e.buf), e.layout.key()), var)}]"
+            code = f"x{len(memo)}"
+            self.lines.append(f"{pad}{code} = {self.arg_of[id(e.buf)]}"
+                              f"[{self.index(('in', id(e.buf), e.layout.key()), var)}]")
         elif e.kind == "acc":
             code = accs[id(e.red)]
         elif e.kind == "const":
@@ -256,7 +259,9 @@ class _Renderer:
         if block:
             self.lines.append(f"{inner}for jj in range(jn):")
             inner += "    "
-        v = self.expr(r.src, var, {}, inner, accs)
+        memo = dict(self.stashed)
+        v = self.expr(r.src, var, memo, inner, accs)
+        self.stash(r, var, memo, inner)
         target = f"{acc}[jj]" if block else acc
         if kind == "sum":
             self.lines.append(f"{inner}{target} += {v}")
@@ -273,6 +278,30 @@ class _Renderer:
         accs[id(r)] = f"{cast}({acc}[jj])" if block else f"r{r.index}"
         if not block:
             self.lines.append(f"{pad}r{r.index} = {cast}({acc})")
+
+    def stash(self, r, var, memo, pad):
+        """Keep a value this pass computed in the kernel's single element output, so later
+        passes read it back instead of recomputing it (softmax: exp once, not twice). The
+        final pass overwrites each element after reading it."""
+        k = self.k
+        elems = [st for st in k.stores if not st.per_outer]
+        if self.stashed or len(elems) != 1 or len(k.outputs) != len(k.stores) + sum(x.stored for x in k.reductions):
+            return
+        st = elems[0]
+        later = set()
+        for e in [x.src for x in k.reductions[k.reductions.index(r) + 1:]] + [st.expr]:
+            later |= _keys(e)
+        best = None
+        for e in _subexprs(r.src):
+            if e.kind == "op" and e.dtype is st.node.dtype and e.key() in later and e.key() in memo:
+                if best is None or e.size() > best.size():
+                    best = e
+        if best is None:
+            return
+        o = self.out_of[id(st.node)]
+        slot = f"{o}[{self.index(('out', id(st.node)), var)}]"
+        self.lines.append(f"{pad}{slot} = {memo[best.key()]}")
+        self.stashed = {best.key(): slot}
 
     def store(self, st_node, value_code, var, pad):
         o = self.out_of[id(st_node)]
@@ -348,7 +377,7 @@ class _Renderer:
         return total
 
     def final_pass(self, elems, var, pad, accs):
-        memo = {}
+        memo = dict(self.stashed)
         for st in elems:
             self.store(st.node, self.expr(st.expr, var, memo, pad, accs), var, pad)
 
@@ -368,6 +397,21 @@ class _Renderer:
         src += [f"    for t in {loop}({total}):"]
         src += self.lines
         return "\n".join(src) + "\n"
+
+
+def _subexprs(e, seen=None):
+    seen = set() if seen is None else seen
+    if id(e) in seen:
+        return []
+    seen.add(id(e))
+    out = [e]
+    for a in e.args:
+        out += _subexprs(a, seen)
+    return out
+
+
+def _keys(e):
+    return {x.key() for x in _subexprs(e)}
 
 
 def _operand_dtype(e: Expr):

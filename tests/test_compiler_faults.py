@@ -1,0 +1,84 @@
+"""A failure inside the compiler never reaches the user: the graph runs eagerly, the report
+says "compiler error → ran eagerly", and nb.config['raise_compiler_errors'] raises instead."""
+import numpy as np
+import pytest
+
+import nbaccel as nb
+from nbaccel.compiler import entries, runtime
+from nbaccel.compiler.codegen import common, numba as nb_codegen, numpy as np_codegen
+
+
+def boom(*args, **kwargs):
+    raise RuntimeError("injected fault")
+
+
+STAGES = {
+    "decompose": (entries, "decompose"),
+    "schedule": (runtime, "schedule"),
+    "numpy codegen": (np_codegen, "render_kernel"),
+    "program codegen": (common, "render_program"),
+}
+
+
+def f(x):
+    return np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1) * 2
+
+
+@pytest.fixture
+def lenient(monkeypatch):
+    monkeypatch.setitem(nb.config, "raise_compiler_errors", False)
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_a_fault_at_each_stage_runs_eagerly_and_is_reported(stage, lenient, monkeypatch):
+    mod, name = STAGES[stage]
+    monkeypatch.setattr(mod, name, boom)
+    x = np.random.default_rng(0).random((5, 7)).astype(np.float32)
+    cf = nb.compile(f, backend="numpy")
+    out = cf(x)
+    np.testing.assert_allclose(out, f(x), rtol=1e-6)
+    assert out.dtype == f(x).dtype
+    notes = [k.get("note", "") for k in cf.report.kernels]
+    assert any("compiler error → ran eagerly" in n and "injected fault" in n for n in notes)
+    assert cf.report.tier == "eager"
+
+
+def test_a_jit_fault_stays_on_the_numpy_tier(lenient, monkeypatch):
+    monkeypatch.setattr(runtime.NumbaKernel, "_compile", boom)
+    x = np.random.default_rng(1).random((6, 3)).astype(np.float32)
+    cf = nb.compile(lambda x: np.tanh(x) * 3 + 1, backend="numba")
+    out = cf(x)
+    np.testing.assert_allclose(out, np.tanh(x) * 3 + 1, rtol=1e-6)
+    assert any("injected fault" in (k.get("note") or "") for k in cf.report.kernels)
+
+
+def test_a_fault_while_running_generated_code_falls_back(lenient, monkeypatch):
+    real = runtime.KernelSlot.__call__
+    calls = []
+
+    def faulty(self, *arrays):
+        calls.append(1)
+        raise IndexError("injected run-time fault")
+    monkeypatch.setattr(runtime.KernelSlot, "__call__", faulty)
+    x = np.arange(12.0).reshape(3, 4)
+    cf = nb.compile(lambda x: x * 2 + 1, backend="numpy")
+    np.testing.assert_array_equal(cf(x), x * 2 + 1)
+    monkeypatch.setattr(runtime.KernelSlot, "__call__", real)
+    np.testing.assert_array_equal(cf(x), x * 2 + 1)      # later calls stay eager: no retry
+    assert len(calls) == 1
+    assert any("injected run-time fault" in (k.get("note") or "") for k in cf.report.kernels)
+
+
+def test_user_errors_are_still_numpys_errors(lenient):
+    cf = nb.compile(lambda x: x.max(axis=1), backend="numpy")
+    with pytest.raises(ValueError, match="zero-size"):
+        cf(np.zeros((3, 0)))
+
+
+@pytest.mark.parametrize("stage", ["schedule", "numpy codegen"])
+def test_the_switch_raises_instead(stage, monkeypatch):
+    monkeypatch.setitem(nb.config, "raise_compiler_errors", True)
+    mod, name = STAGES[stage]
+    monkeypatch.setattr(mod, name, boom)
+    with pytest.raises(RuntimeError, match="injected fault"):
+        nb.compile(f, backend="numpy")(np.ones((2, 3), np.float32))
