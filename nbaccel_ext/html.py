@@ -245,7 +245,9 @@ def render_text(report: dict, stable: bool = False) -> str:
         width = max(len(_str(k.get("name"))) for k in kernels)
         for k in kernels:
             place = "/".join(p for p in (_str(k.get("device")), _str(k.get("backend"))) if p) or "?"
-            row = f"  {_str(k.get('name')).ljust(width)}  {_ops_label(_kernel_ops(k))}  {place}"
+            ranges = _str(k.get("ranges"))
+            row = f"  {_str(k.get('name')).ljust(width)}  {ranges + '  ' if ranges else ''}" \
+                  f"{_ops_label(_kernel_ops(k))}  {place}"
             sec = _num(k.get("seconds"))
             if not stable and sec is not None:
                 row += f"  {fmt_seconds(sec)}"
@@ -363,12 +365,13 @@ def render_html(report: dict, stable: bool = False) -> str:
         out.append(f'<div style="{_H}">Device placement ({len(kernels)} kernels)</div>'
                    '<div style="overflow-x:auto"><table style="border-collapse:collapse;width:100%">'
                    "<tr>" + "".join(f'<th style="{_TD}">{h}</th>' for h in
-                                    ("kernel", "ops", "device", "backend")
+                                    ("kernel", "ranges", "ops", "device", "backend")
                                     + (() if stable else ("time", "share"))) + "</tr>")
         for k in kernels:
             ops = _kernel_ops(k)
             cells = [f'<code style="font-family:{_CODE};overflow-wrap:anywhere;word-break:break-all">'
                      f'{_e(k.get("name"))}</code>',
+                     f'<code style="font-family:{_CODE}">{_e(k.get("ranges"))}</code>',
                      f'{len(ops)} <span style="color:{_MUTED}">{_e(", ".join(ops))}</span>',
                      _e(k.get("device")), _e(k.get("backend"))]
             if not stable:

@@ -264,6 +264,7 @@ function kernelTable(r) {
     const share = sec !== null && total > 0 ? sec / total : null;
     return h("tr", { testid: "kernel-row" },
       h("td", {}, h("code", { class: "nbaccel-kname" }, str(k.name))),
+      h("td", { testid: "kernel-ranges" }, h("code", {}, str(k.ranges))),
       h("td", { class: "nbaccel-ops" }, h("span", { class: "nbaccel-opcount" }, String(ops.length)),
         h("span", { class: "nbaccel-muted" }, ops.join(", "))),
       h("td", {}, h("span", { class: `nbaccel-badge nbaccel-dev-${str(k.device).replace(/\W/g, "")}`, testid: "kernel-device" },
@@ -273,7 +274,7 @@ function kernelTable(r) {
       h("td", { class: "nbaccel-share" }, share === null ? "" : [bar(share, "nbaccel-fill-compiled"),
         h("span", { class: "nbaccel-small" }, `${Math.round(100 * share)}%`)]));
   });
-  const head = h("tr", {}, ...["kernel", "ops", "device", "backend", "time", "share"].map((t) => h("th", {}, t)));
+  const head = h("tr", {}, ...["kernel", "ranges", "ops", "device", "backend", "time", "share"].map((t) => h("th", {}, t)));
   return section("Device placement", ks.length,
     h("div", { class: "nbaccel-table-wrap" },
       h("table", { class: "nbaccel-table", testid: "kernels" }, h("thead", {}, head), h("tbody", {}, ...rows))));
