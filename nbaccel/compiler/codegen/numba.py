@@ -191,6 +191,13 @@ class _Renderer:
             code = accs[id(e.red)]
         elif e.kind == "const":
             code = self.const(e.value, e.dtype)
+        elif _small_power(e):
+            base = self.expr(e.args[0], var, memo, pad, accs)
+            name = f"e{len(memo)}"
+            prod = " * ".join([base] * int(e.args[1].value))
+            self.lines.append(f"{pad}{name} = {_np_type(e.dtype)}({prod})" if e.dtype.kind in "iuf"
+                              and e.dtype.name != "float64" else f"{pad}{name} = {prod}")
+            code = name
         else:
             cd = _operand_dtype(e)
             args = []
@@ -397,6 +404,16 @@ class _Renderer:
         src += [f"    for t in {loop}({total}):"]
         src += self.lines
         return "\n".join(src) + "\n"
+
+
+def _small_power(e: Expr):
+    """x ** 2 and x ** 3 with a constant exponent: multiplications (a pow call does not
+    vectorise), as NumPy's own fast path does."""
+    if e.op.name != "power" or e.args[1].kind != "const" or e.dtype.kind not in "fiu":
+        return False
+    v = e.args[1].value
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and v in (2, 3) \
+        and e.args[0].dtype is e.dtype
 
 
 def _subexprs(e, seen=None):

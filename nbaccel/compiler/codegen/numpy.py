@@ -153,6 +153,9 @@ class _Renderer:
             elif name == "where":
                 self.body.append(f"np.copyto({dst}, {codes[2]}, casting='unsafe')")
                 self.body.append(f"np.copyto({dst}, {codes[1]}, casting='unsafe', where={codes[0]})")
+            elif name == "power" and e.args[1].kind == "const" and not isinstance(e.args[1].value, bool) \
+                    and e.args[1].value == 2 and e.args[0].dtype is e.dtype:
+                self.body.append(f"np.square({codes[0]}, out={dst}, casting='unsafe')")   # NumPy's x**2
             elif name in UFUNC and not e.params:
                 self.body.append(f"np.{UFUNC[name]}({', '.join(codes)}, out={dst}, casting='unsafe')")
             else:
@@ -200,13 +203,42 @@ class _Renderer:
             self.views.append(line)
         self.body.append(f"np.copyto({self.sl(w, shape)}, {code}, casting='unsafe')")
 
+    def _reuse_temps(self):
+        """Greedy buffer reuse: a chunk buffer returns to the pool after its last reader, so a
+        long chain touches a few cache-resident buffers instead of one per op."""
+        import re
+        info = {name: (shape, dt) for name, shape, dt in self.temps}
+        first, last = {}, {}
+        for i, stmt in enumerate(self.body):
+            for t in re.findall(r"\bt\d+\b", stmt):
+                first.setdefault(t, i)
+                last[t] = i
+        pool, mapping, kept = {}, {}, []
+        for i, stmt in enumerate(self.body):
+            for t, f in first.items():
+                if f == i:
+                    key = info[t]
+                    if pool.get(key):
+                        mapping[t] = pool[key].pop()
+                    else:
+                        mapping[t] = f"t{len(kept)}"
+                        kept.append((mapping[t],) + key)
+            for t, l_ in last.items():
+                if l_ == i:
+                    pool.setdefault(info[t], []).append(mapping[t])
+        self.body = [re.sub(r"\bt\d+\b", lambda m: mapping[m.group(0)], b) for b in self.body]
+        self.temps = kept
+
     def _assemble(self):
+        self._reuse_temps()
         k = self.k
         ins = [f"a{i}" for i in range(len(k.inputs))]
         outs = [f"o{i}" for i in range(len(k.outputs))]
         n = k.domain[self.c] if self.c is not None else 1
         per = math.prod(k.domain) // max(n, 1) if self.c is not None else 1
         ch = max(1, CHUNK_ELEMS // max(per, 1))
+        if self.c == len(k.domain) - 1:
+            ch = max(ch, 256)     # chunks of the contiguous axis stay long enough for SIMD loops
         lines = [f"def {self.name}({', '.join(ins + outs)}):"]
         lines += [f"    {v}" for v in self.views]
         lines += ["    def part(lo, hi):", f"        CH = {ch}"]
