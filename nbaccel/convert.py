@@ -78,9 +78,11 @@ def _from_python(obj, xp, npflag, dt=None):
     a = np.asarray(obj)
     if a.dtype.kind == "f" and not npflag and a.dtype == np.float64:
         a = a.astype(np.float32)           # nbaccel's default float
+    elif a.dtype.kind == "c" and not npflag and a.dtype == np.complex128:
+        a = a.astype(np.complex64)         # ... and its default complex (as in PyTorch)
     elif a.dtype.kind in "iu" and a.dtype != np.int64 and not isinstance(obj, np.generic):
         a = a.astype(np.int64)
-    elif a.dtype.kind not in "biuf":
+    elif a.dtype.kind not in "biufc":
         raise TypeError(f"can't make a tensor from {type(obj).__name__} data of dtype {a.dtype}")
     return xp.asarray(a)
 

@@ -61,8 +61,20 @@ def apply(op, args, params):
     else:
         out = _eager(op, args, params, dev or params.get("device") or cpu, npflag)
     if needs_grad:
+        _refuse_complex_grad(op, out)
         autograd.attach(op, args, params, out)
     return out
+
+
+def _refuse_complex_grad(op, out):
+    """nbaccel has no complex autograd: a complex result of an input that requires grad
+    raises here rather than giving a gradient that silently misses the complex path."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if any(isinstance(o, Tensor) and o.dtype.kind == "c" for o in outs):
+        raise NotImplementedError(
+            f"{op.name}: autograd through complex tensors is not supported (an input requires "
+            "grad and the result is complex). Compute it under nbaccel.no_grad() or on "
+            ".detach()ed inputs.")
 
 
 def _eager(op, args, params, dev, npflag):

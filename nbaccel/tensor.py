@@ -11,7 +11,7 @@ from . import dtypes as D
 from .devices import Device, array_module, device as _device
 from .ops.registry import NUMPY_FUNCS, OPS
 
-_SCALARS = (bool, int, float)
+_SCALARS = (bool, int, float, complex)
 
 class _Size(int):
     """``t.size`` is NumPy's element count *and* callable like PyTorch's ``t.size(dim)``."""
@@ -143,6 +143,33 @@ class Tensor:
 
     def is_floating_point(self):
         return self.dtype.kind == "f"
+
+    def is_complex(self):
+        return self.dtype.kind == "c"
+
+    @property
+    def real(self):
+        """The real part: a view of a complex tensor, the tensor itself when real (NumPy)."""
+        return OPS["real"].front(self)
+
+    @real.setter
+    def real(self, value):
+        if self.dtype.kind == "c":
+            self._assign(OPS["complex"].front(value, OPS["imag"].front(self)), "real part write")
+        else:
+            self._assign(value if isinstance(value, Tensor) else asarray(value, dtype=self.dtype,
+                                                                           device=self.device))
+
+    @property
+    def imag(self):
+        """The imaginary part: a view of a complex tensor, zeros for a real one (NumPy)."""
+        return OPS["imag"].front(self)
+
+    @imag.setter
+    def imag(self, value):
+        if self.dtype.kind != "c":
+            raise TypeError("array does not have imaginary part to set")
+        self._assign(OPS["complex"].front(OPS["real"].front(self), value), "imaginary part write")
 
     @property
     def T(self):
@@ -304,6 +331,9 @@ class Tensor:
 
     # -- autograd -------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.dtype.kind == "c":
+            raise RuntimeError("complex tensors cannot require gradients: nbaccel has no complex "
+                               "autograd")
         if requires_grad and self.dtype.kind != "f":
             raise RuntimeError(f"only floating point tensors can require gradients, got {self.dtype}")
         if self.grad_fn is not None and not requires_grad:

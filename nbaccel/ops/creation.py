@@ -29,6 +29,8 @@ def _value_dtype(value):
         return D.bool_
     if isinstance(value, int):
         return D.int64
+    if isinstance(value, complex):
+        return D.complex64
     return D.float32
 
 
@@ -119,8 +121,13 @@ def _linspace_front(start, stop, num=50, *, endpoint=True, dtype=None, device=No
         num = steps
     if num < 0:
         raise ValueError(f"linspace: number of samples {num} must be non-negative")
-    t = apply(linspace, (), {"start": float(start), "stop": float(stop), "num": int(num),
-                             "endpoint": bool(endpoint), "dtype": _dt(dtype), "device": _dev(device)})
+    cplx = isinstance(start, (complex, np.complexfloating)) or isinstance(stop, (complex, np.complexfloating)) or (
+        dtype is not None and D.dtype(dtype).kind == "c")
+    part = complex if cplx else float
+    t = apply(linspace, (), {"start": part(start), "stop": part(stop), "num": int(num),
+                             "endpoint": bool(endpoint),
+                             "dtype": _dt(dtype, D.complex64 if cplx else D.float32),
+                             "device": _dev(device)})
     return t.requires_grad_(True) if requires_grad else t
 
 
