@@ -364,7 +364,9 @@ class Tensor:
         if not isinstance(new, Tensor):
             new = asarray(new, dtype=self.dtype, device=self.device)
         if D._promote(self.dtype, new.dtype) is not self.dtype and not (
-                self.dtype.kind == new.dtype.kind == "f"):
+                self.dtype.kind in "fc" and new.dtype.kind in "f" + self.dtype.kind):
+            # NumPy's same_kind casting: a wider float (or complex) result may be written into
+            # a narrower float (or complex) tensor, a complex one never into a real one
             raise TypeError(f"result type {new.dtype} can't be cast to the desired output type "
                             f"{self.dtype} in an {what}")
         if tuple(new.shape) != tuple(self.shape):

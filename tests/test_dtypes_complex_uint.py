@@ -549,3 +549,25 @@ def test_compiled_complex_and_uint_match_eager(backend):
         assert cf.report.kernels, fn.__name__
         # numba has no complex or uint16/32/64 here yet: those kernels run on the NumPy tier
         assert all(k["backend"] in ("numpy", "numba") for k in cf.report.kernels)
+
+
+def test_in_place_updates_follow_same_kind_casting():
+    z = nb.asarray(np.ones(3, np.complex64))
+    z += nb.asarray(np.full(3, 1j))              # complex128 into complex64: same kind (NumPy)
+    z *= 2.0
+    _same(z, (np.ones(3, np.complex64) + 1j) * 2)
+    x = nb.asarray(np.ones(3))
+    with pytest.raises(TypeError):
+        x += 1j                                  # complex into real: NumPy refuses too
+    with pytest.raises(TypeError):
+        x[0] = 1j
+    u = nb.asarray(np.arange(3, dtype=np.uint64))
+    with pytest.raises(TypeError):               # uint64 + int64 is float64
+        u += nb.asarray(np.arange(3))
+    u += 1                                       # a weak Python int keeps uint64
+    _same(u, np.arange(3, dtype=np.uint64) + 1)
+
+
+def test_pinv_of_integer_and_uint_input():
+    a = np.array([[1, 2], [3, 4], [5, 7]], np.uint32)
+    _same(xnp.linalg.pinv(xnp.asarray(a)), np.linalg.pinv(a))

@@ -307,7 +307,7 @@ def _pinv_front(x, rtol=None, *, rcond=None):
 
 
 def _pinv_impl(xp, x, rtol):
-    x = _lapack(x)
+    x = _lapack(x) if x.dtype.kind in "fc" else x.astype(np.float64)   # (integers: via float64)
     if rtol is None:
         rtol = max(x.shape[-2:]) * float(np.finfo(x.dtype).eps)
     return xp.linalg.pinv(x, rcond=rtol)
