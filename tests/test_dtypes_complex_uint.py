@@ -571,3 +571,10 @@ def test_in_place_updates_follow_same_kind_casting():
 def test_pinv_of_integer_and_uint_input():
     a = np.array([[1, 2], [3, 4], [5, 7]], np.uint32)
     _same(xnp.linalg.pinv(xnp.asarray(a)), np.linalg.pinv(a))
+
+
+def test_vecdot_conjugates_its_first_argument():
+    a, b = _complex((2, 3), "complex128"), _complex((2, 3), "complex128")
+    _same(nb.vecdot(nb.asarray(a), nb.asarray(b)), np.vecdot(a, b))
+    _same(np.linalg.vecdot(nb.asarray(a), nb.asarray(b)), np.linalg.vecdot(a, b))
+    _same(np.vdot(xnp.asarray(a), xnp.asarray(b)), np.vdot(a, b))
