@@ -432,6 +432,10 @@ class Tensor:
         return (1, 0) if self.device.type == "cpu" else (2, self.device.index)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if any(is_passthrough(v) for v in inputs):   # masked arrays, matrices: NumPy's own result
+            from .numpy_api import fallback
+            return fallback(getattr(ufunc, method) if method != "__call__" else ufunc,
+                            f"{ufunc.__name__} of a masked array or matrix")(*inputs, **kwargs)
         if method != "__call__":
             raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}.{method}")
         front = NUMPY_FUNCS.get(ufunc.__name__)
@@ -455,6 +459,9 @@ class Tensor:
         return res
 
     def __array_function__(self, func, types, args, kwargs):
+        if any(is_passthrough(v) for v in _flat_args(args, kwargs)):
+            from .numpy_api import fallback
+            return fallback(func, f"{func.__name__} of a masked array or matrix")(*args, **kwargs)
         mod = func.__module__ or ""
         prefix = mod[len("numpy."):] + "." if mod.startswith("numpy.") and not mod.startswith("numpy._") else ""
         name = prefix + func.__name__
@@ -523,5 +530,6 @@ def _rebuild_parameter(data, dtype, device, requires_grad):
 
 # conversions and dispatch are defined beside Tensor (they need the class) and used by its methods
 from .convert import _flat, _from_python, _np_of, _untensor, asarray, from_dlpack, from_numpy, tensor  # noqa: E402,F401
+from .convert import is_passthrough  # noqa: E402
 from .dispatch import (_eager, _inplace, _reflected, active_trace, apply, install_methods,  # noqa: E402,F401
                        set_active_trace)

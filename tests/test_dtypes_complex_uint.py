@@ -578,3 +578,36 @@ def test_vecdot_conjugates_its_first_argument():
     _same(nb.vecdot(nb.asarray(a), nb.asarray(b)), np.vecdot(a, b))
     _same(np.linalg.vecdot(nb.asarray(a), nb.asarray(b)), np.linalg.vecdot(a, b))
     _same(np.vdot(xnp.asarray(a), xnp.asarray(b)), np.vdot(a, b))
+
+
+# ---- arrays nbaccel leaves to NumPy: masked arrays, matrices, datetime/object/str --------------
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")   # np.matrix
+def test_masked_arrays_and_matrices_pass_through_untouched():
+    m = np.ma.array([1.0, 4.0, 9.0], mask=[0, 1, 0])
+    with pytest.raises(TypeError, match="MaskedArray"):
+        nb.asarray(m)
+    with pytest.raises(TypeError, match="matrix"):
+        nb.asarray(np.matrix([[1.0, 2.0]]))
+    t, a = xnp.asarray(np.arange(3.0)), np.arange(3.0)
+    for fn in (lambda v: v * m, lambda v: m * v, lambda v: v + m, lambda v: m - v,
+               lambda v: np.add(v, m), lambda v: np.maximum(m, v), lambda v: xnp.sqrt(m) + 0 * a,
+               lambda v: np.concatenate([v, m])):
+        got, want = fn(t), fn(a)
+        assert type(got) is np.ma.MaskedArray, got
+        np.testing.assert_array_equal(np.ma.getmaskarray(got), np.ma.getmaskarray(want))
+        np.testing.assert_allclose(got.filled(-1), want.filled(-1))
+    mx = np.matrix(np.eye(3))
+    got = t @ mx
+    assert type(got) is np.matrix and got.shape == (1, 3)
+
+
+def test_datetime_object_and_str_arrays_are_not_converted():
+    for a in (np.array(["2020-01-01"], "datetime64[D]"), np.array([1, 2], "timedelta64[s]"),
+              np.array([1, None], object), np.array(["a", "b"]), np.array([b"x"])):
+        with pytest.raises(TypeError):
+            nb.asarray(a)
+        assert type(xnp.asarray(a)) is np.ndarray         # the NumPy namespace: NumPy's own
+    td = np.array([1, 2], "timedelta64[s]")
+    got = xnp.add(td, td)
+    assert type(got) is np.ndarray and got.dtype == td.dtype
