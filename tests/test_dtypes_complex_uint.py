@@ -611,3 +611,30 @@ def test_datetime_object_and_str_arrays_are_not_converted():
     td = np.array([1, 2], "timedelta64[s]")
     got = xnp.add(td, td)
     assert type(got) is np.ndarray and got.dtype == td.dtype
+
+
+def test_random_complex_draws_have_both_parts():
+    nb.manual_seed(0)
+    z = nb.randn(20000, dtype=nb.complex64)
+    assert z.dtype is nb.complex64
+    a = np.asarray(z)
+    assert abs(np.mean(np.abs(a) ** 2) - 1.0) < 0.05          # torch.randn: E|z|^2 = 1
+    assert abs(np.var(a.real) - 0.5) < 0.03 and abs(np.var(a.imag) - 0.5) < 0.03
+    u = np.asarray(nb.rand(1000, dtype=nb.complex128))
+    assert 0 <= u.real.min() and u.real.max() < 1 and 0 <= u.imag.min() and u.imag.max() < 1
+    assert u.imag.std() > 0.2
+    if torch is not None:
+        t = torch.randn(20000, dtype=torch.complex64)
+        assert abs(float(t.abs().pow(2).mean()) - float(np.mean(np.abs(a) ** 2))) < 0.08
+
+
+def test_dlpack_round_trip_with_torch():
+    if torch is None:
+        pytest.skip("PyTorch is not installed")
+    for d in COMPLEX + UINTS:
+        a = np.arange(4).astype(d)
+        tt = torch.from_dlpack(nb.asarray(a))
+        assert str(tt.dtype) == "torch." + d and tt.tolist() == a.tolist()
+        back = nb.from_dlpack(torch.from_numpy(a))
+        assert back.dtype == getattr(nb, d)
+        _same(back, a)
