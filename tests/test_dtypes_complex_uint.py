@@ -500,6 +500,13 @@ def test_numpy_reads_nbaccel_dtypes():
     assert np.ones((4, 3), x.dtype).dtype == np.float32
     assert np.asarray([1, 2], dtype=nb.uint16).dtype == np.uint16
     assert np.dtype("float32") == nb.float32 and nb.float32 == np.dtype("float32")
+    a = np.ones(3)
+    assert a.astype(nb.float32).dtype == np.float32
+    assert np.zeros_like(a, dtype=nb.complex64).dtype == np.complex64
+    assert np.issubdtype(nb.float32, np.floating) and np.issubdtype(nb.uint16, np.unsignedinteger)
+    assert np.finfo(nb.float32).eps == np.finfo(np.float32).eps
+    assert np.iinfo(nb.uint16).max == 65535
+    assert np.promote_types(nb.int8, nb.uint8) == np.int16
 
 
 def test_numpy_with_x_dtype_inside_a_compiled_function():
