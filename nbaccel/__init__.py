@@ -16,6 +16,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from . import dtypes  # noqa: E402
 from .dtypes import (DType, bool_, int8, uint8, int16, int32, int64, float16, bfloat16,  # noqa: F401
                      float32, float64, result_type as _result_type)
+from .dtypes import uint16, uint32, uint64, complex64, complex128  # noqa: F401,E402
 from .devices import Device, device  # noqa: F401
 from . import ops as _ops
 from .tensor import Tensor, Parameter, asarray, tensor, from_numpy, from_dlpack  # noqa: F401

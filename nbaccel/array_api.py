@@ -8,7 +8,9 @@ small utilities broadcast_arrays and meshgrid (aliases over broadcast_to/reshape
 >>> nb.finfo(nb.float32).bits
 32
 
-Not supported: complex dtypes and uint16/uint32/uint64 (nbaccel has no such dtypes).
+Every dtype the standard requires is here: bool, int8/16/32/64, uint8/16/32/64, float32,
+float64, complex64, complex128 (float16 and bfloat16 are extras, not listed by the info).
+``finfo`` of a complex dtype describes its real parts (as NumPy and the standard say).
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ nan = math.nan
 newaxis = None
 
 # the standard's dtypes that nbaccel has (float16/bfloat16 are extras, not listed by the info)
-_STANDARD = ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64")
+_STANDARD = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+             "float32", "float64", "complex64", "complex128")
 
 _KINDS = {
     "bool": lambda d: d.kind == "b",
@@ -41,8 +44,8 @@ _KINDS = {
     "unsigned integer": lambda d: d.kind == "u",
     "integral": lambda d: d.kind in "iu",
     "real floating": lambda d: d.kind == "f",
-    "complex floating": lambda d: False,
-    "numeric": lambda d: d.kind in "iuf",
+    "complex floating": lambda d: d.kind == "c",
+    "numeric": lambda d: d.kind in "iufc",
 }
 
 
@@ -103,13 +106,16 @@ class iinfo_object:
 
 
 def finfo(type, /) -> finfo_object:
-    """Limits of a floating-point dtype (or of a tensor's dtype)."""
+    """Limits of a floating-point dtype (or of a tensor's dtype). For a complex dtype, the
+    limits of its real parts (``bits`` is the part's width and ``dtype`` the real dtype, as in
+    the standard: finfo(complex64) describes float32)."""
     dt = _as_dtype(type)
-    if dt.kind != "f":
+    if dt.kind not in "fc":
         raise TypeError(f"finfo: {dt} is not a floating-point dtype")
-    i = ml_dtypes.finfo(dt.np)
-    return finfo_object(dt.bits, float(i.eps), float(i.max), float(i.min),
-                        float(i.smallest_normal), dt)
+    part = D.real_of(dt)
+    i = ml_dtypes.finfo(part.np)
+    return finfo_object(part.bits, float(i.eps), float(i.max), float(i.min),
+                        float(i.smallest_normal), part)
 
 
 def iinfo(type, /) -> iinfo_object:
@@ -134,10 +140,12 @@ class _NamespaceInfo:
         return [cpu] + ([_device("cuda")] if cuda_available() else [])
 
     def default_dtypes(self, *, device=None):
-        # nbaccel has no complex dtypes, so "complex floating" has no default
-        return {"real floating": D.float32, "integral": D.int64, "indexing": D.int64}
+        return {"real floating": D.float32, "complex floating": D.complex64,
+                "integral": D.int64, "indexing": D.int64}
 
     def dtypes(self, *, device=None, kind=None):
+        """The standard's dtypes nbaccel supports (all of them), optionally of one ``kind``
+        (a kind name or a tuple of them, as for ``isdtype``)."""
         return {n: D.dtype(n) for n in _STANDARD if kind is None or isdtype(D.dtype(n), kind)}
 
 

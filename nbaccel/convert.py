@@ -7,6 +7,19 @@ from . import dtypes as D
 from .devices import array_module, device as _device, device_of_array
 from .tensor import Tensor
 
+# ndarray subclasses whose semantics a Tensor would lose (a mask; matrix `*`): nbaccel never
+# converts them, so NumPy handles them untouched (the NumPy namespace falls back to NumPy on
+# the TypeError, and Tensor's NumPy protocols run NumPy on concrete values; see tensor.py)
+PASSTHROUGH_TYPES = (np.ma.MaskedArray, np.matrix)
+
+
+def is_passthrough(x) -> bool:
+    """Is ``x`` (or an element of a list/tuple) an array nbaccel leaves to NumPy untouched?"""
+    if isinstance(x, (list, tuple)):
+        return any(is_passthrough(v) for v in x)
+    return isinstance(x, PASSTHROUGH_TYPES)
+
+
 def _np_of(data):
     """Is this NumPy data (so results should follow NumPy's defaults)?"""
     return isinstance(data, (np.ndarray, np.generic))
@@ -27,6 +40,9 @@ def asarray(obj, dtype=None, device=None, copy=None, *, requires_grad=False, _np
         if requires_grad:
             t.requires_grad_(True)
         return t
+    if isinstance(obj, PASSTHROUGH_TYPES):
+        raise TypeError(f"nbaccel does not convert a {type(obj).__name__} (its semantics would be "
+                        "lost); NumPy handles it untouched")
     dev = _device(device) if device is not None else device_of_array(obj)
     xp = array_module(dev)
     npflag = _np_of(obj) if _np is None else _np
@@ -78,9 +94,11 @@ def _from_python(obj, xp, npflag, dt=None):
     a = np.asarray(obj)
     if a.dtype.kind == "f" and not npflag and a.dtype == np.float64:
         a = a.astype(np.float32)           # nbaccel's default float
+    elif a.dtype.kind == "c" and not npflag and a.dtype == np.complex128:
+        a = a.astype(np.complex64)         # ... and its default complex (as in PyTorch)
     elif a.dtype.kind in "iu" and a.dtype != np.int64 and not isinstance(obj, np.generic):
         a = a.astype(np.int64)
-    elif a.dtype.kind not in "biuf":
+    elif a.dtype.kind not in "biufc":
         raise TypeError(f"can't make a tensor from {type(obj).__name__} data of dtype {a.dtype}")
     return xp.asarray(a)
 

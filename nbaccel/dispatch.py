@@ -10,6 +10,7 @@ from . import autograd
 from .devices import array_module, cpu
 from .ops.meta import infer
 from .ops.registry import ALIAS_METHODS, OPS
+from .convert import is_passthrough
 from .tensor import Tensor
 
 # The one tracing context: while the compiler runs a function, in-place updates of concrete
@@ -61,8 +62,20 @@ def apply(op, args, params):
     else:
         out = _eager(op, args, params, dev or params.get("device") or cpu, npflag)
     if needs_grad:
+        _refuse_complex_grad(op, out)
         autograd.attach(op, args, params, out)
     return out
+
+
+def _refuse_complex_grad(op, out):
+    """nbaccel has no complex autograd: a complex result of an input that requires grad
+    raises here rather than giving a gradient that silently misses the complex path."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if any(isinstance(o, Tensor) and o.dtype.kind == "c" for o in outs):
+        raise NotImplementedError(
+            f"{op.name}: autograd through complex tensors is not supported (an input requires "
+            "grad and the result is complex). Compute it under nbaccel.no_grad() or on "
+            ".detach()ed inputs.")
 
 
 def _eager(op, args, params, dev, npflag):
@@ -86,7 +99,20 @@ def _eager(op, args, params, dev, npflag):
 
 def _reflected(front):
     def method(self, other):
+        if is_passthrough(other):
+            return NotImplemented
         return front(other, self)
+    return method
+
+
+def _binary_dunder(front):
+    """``t <op> other``: a masked array or matrix on the other side handles the operation
+    itself (NotImplemented sends Python to its reflected method, as ndarray does)."""
+    def method(self, other, *args, **kwargs):
+        if is_passthrough(other):
+            return NotImplemented
+        return front(self, other, *args, **kwargs)
+    method.__doc__ = front.__doc__
     return method
 
 
@@ -103,7 +129,8 @@ def install_methods():
             if m.startswith("__r") and "__" + m[3:] in op.methods:
                 setattr(Tensor, m, _reflected(op.front))
                 continue
-            setattr(Tensor, m, op.front)
+            binary_dunder = m.startswith("__") and op.kind in ("binary", "linalg")
+            setattr(Tensor, m, _binary_dunder(op.front) if binary_dunder else op.front)
             if op.inplace:
                 if m.startswith("__"):  # reflected forms were handled above (__rshift__ is not one)
                     setattr(Tensor, "__i" + m[2:], _inplace(op.front))

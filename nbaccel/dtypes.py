@@ -1,16 +1,24 @@
 """dtype singletons and the type-promotion table.
 
-Promotion follows the Array API standard's table for two dtypes of the same kind
-(bool, signed int, unsigned int, float). For the mixed cases the standard leaves
-open we use NumPy's rule: the smallest type that holds both exactly, e.g.
-int8 + uint8 -> int16, int16 + float16 -> float32, int64 + float32 -> float64.
-bfloat16 (from ml_dtypes) joins the float ladder beside float16; float16 +
-bfloat16 -> float32, as in PyTorch and JAX.
+The dtypes: bool, int8/16/32/64, uint8/16/32/64, float16, bfloat16, float32, float64,
+complex64, complex128 (every dtype the Array API 2023.12 standard requires, plus float16 and
+bfloat16). Kinds: 'b' bool, 'i' signed, 'u' unsigned, 'f' real floating, 'c' complex.
 
-Python scalars are "weak" (NEP 50, the Array API and PyTorch agree): they take
-the tensor's dtype when it is of the same or a wider kind; an int/bool tensor
-combined with a Python float gives the *default float* (float32 for nbaccel's
-own namespace, float64 for code traced through its NumPy-compatible namespace).
+Promotion is NumPy 2's (``np.promote_types``), which agrees with the Array API standard's
+table for two dtypes of the same kind and, for the mixed cases the standard leaves open,
+gives the smallest type that holds both exactly: int8 + uint8 -> int16, int16 + float16 ->
+float32, int64 + float32 -> float64, int64 + uint64 -> float64 (no integer holds both),
+float64 + complex64 -> complex128. bfloat16 (from ml_dtypes, not a NumPy dtype) joins the
+float ladder beside float16 as in PyTorch and JAX: float16 + bfloat16 -> float32, bfloat16
+with a complex dtype -> complex64 or complex128.
+
+Python scalars are "weak" (NEP 50, the Array API and PyTorch agree): they take the tensor's
+dtype when it is of the same or a wider kind. An int/bool tensor combined with a Python
+float gives the *default float* (float32 for nbaccel's own namespace, float64 for code
+traced through its NumPy-compatible namespace); a real tensor combined with a Python
+complex gives the complex dtype of its float (float32 -> complex64, float64 -> complex128,
+float16/bfloat16 -> complex64) and, from an int/bool tensor, the *default complex* (the
+complex of the default float).
 """
 from __future__ import annotations
 
@@ -19,8 +27,9 @@ from functools import lru_cache
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DType", "bool_", "int8", "uint8", "int16", "int32", "int64", "float16",
-           "bfloat16", "float32", "float64", "dtype", "result_type", "ALL_DTYPES"]
+__all__ = ["DType", "bool_", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+           "uint64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+           "dtype", "result_type", "ALL_DTYPES"]
 
 
 class DType:
@@ -31,7 +40,7 @@ class DType:
     def __init__(self, name: str, npdtype, kind: str, bits: int):
         self.name = name
         self.np = np.dtype(npdtype)
-        self.kind = kind          # 'b' bool, 'i' signed, 'u' unsigned, 'f' float
+        self.kind = kind          # 'b' bool, 'i' signed, 'u' unsigned, 'f' float, 'c' complex
         self.bits = bits
         self.itemsize = self.np.itemsize
 
@@ -56,8 +65,18 @@ class DType:
         return (dtype, (self.name,))
 
     @property
+    def dtype(self):
+        """The NumPy dtype. ``np.dtype(obj)`` reads an object's ``.dtype``, so NumPy accepts
+        nbaccel dtypes as its own: ``np.ones(3, nb.float32)``, ``np.zeros(n, x.dtype)``."""
+        return self.np
+
+    @property
     def is_floating_point(self):
         return self.kind == "f"
+
+    @property
+    def is_complex(self):
+        return self.kind == "c"
 
     @property
     def is_integer(self):
@@ -74,14 +93,22 @@ float16 = DType("float16", np.float16, "f", 16)
 bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, "f", 16)
 float32 = DType("float32", np.float32, "f", 32)
 float64 = DType("float64", np.float64, "f", 64)
+uint16 = DType("uint16", np.uint16, "u", 16)
+uint32 = DType("uint32", np.uint32, "u", 32)
+uint64 = DType("uint64", np.uint64, "u", 64)
+complex64 = DType("complex64", np.complex64, "c", 64)
+complex128 = DType("complex128", np.complex128, "c", 128)
 
-ALL_DTYPES = (bool_, int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL_DTYPES = (bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64,
+              float16, bfloat16, float32, float64, complex64, complex128)
 FLOAT_DTYPES = (float16, bfloat16, float32, float64)
-INT_DTYPES = (int8, uint8, int16, int32, int64)
+COMPLEX_DTYPES = (complex64, complex128)
+INT_DTYPES = (int8, uint8, int16, uint16, int32, uint32, int64, uint64)
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"bool_": bool_, "float": float64, "int": int64, "half": float16,
-                 "double": float64, "long": int64})
+                 "double": float64, "long": int64, "complex": complex128,
+                 "cfloat": complex64, "cdouble": complex128})
 _BY_NP = {d.np: d for d in ALL_DTYPES}
 
 
@@ -98,6 +125,8 @@ def dtype(x) -> DType:
         return int64
     elif x is float:
         return float64
+    elif x is complex:
+        return complex128
     else:
         npx = getattr(x, "np", None)
         if isinstance(npx, np.dtype) and npx in _BY_NP:
@@ -112,43 +141,51 @@ def dtype(x) -> DType:
                     f"(supported: {', '.join(t.name for t in ALL_DTYPES)})")
 
 
-# The smallest float that holds every value of an integer type exactly (NumPy's rule).
-_INT_TO_FLOAT_BITS = {8: 16, 16: 32, 32: 64, 64: 64}
+def complex_of(d: DType) -> DType:
+    """The complex dtype whose parts have (at least) the precision of real dtype ``d``."""
+    if d.kind == "c":
+        return d
+    return complex128 if d is float64 else complex64
+
+
+def real_of(d: DType) -> DType:
+    """The real dtype of a complex dtype's parts (complex64 -> float32); others unchanged."""
+    if d is complex64:
+        return float32
+    if d is complex128:
+        return float64
+    return d
 
 
 @lru_cache(maxsize=None)
 def _promote(a: DType, b: DType) -> DType:
     if a is b:
         return a
-    if a.kind == "b":
-        return b
-    if b.kind == "b":
-        return a
-    if a.kind == "f" and b.kind == "f":
-        if {a, b} == {float16, bfloat16}:
-            return float32
-        return a if a.bits > b.bits else b
-    if a.kind == "f" or b.kind == "f":
-        f, i = (a, b) if a.kind == "f" else (b, a)
-        need = _INT_TO_FLOAT_BITS[i.bits]
-        if f is bfloat16:
-            return bfloat16 if i.bits == 8 else (float32 if i.bits == 16 else float64)
-        bits = max(f.bits, need)
-        return {16: float16, 32: float32, 64: float64}[bits]
-    if a.kind == b.kind:
-        return a if a.bits > b.bits else b
-    # signed with unsigned: a signed type wider than the unsigned one
-    s, u = (a, b) if a.kind == "i" else (b, a)
-    bits = max(s.bits, u.bits * 2)
-    return {16: int16, 32: int32, 64: int64}.get(bits, int64)
+    if a is bfloat16 or b is bfloat16:
+        return _promote_bfloat16(b if a is bfloat16 else a)
+    return _BY_NP[np.promote_types(a.np, b.np)]
+
+
+def _promote_bfloat16(o: DType) -> DType:
+    """bfloat16 with another dtype (PyTorch/JAX): it holds bool and 8-bit integers; wider
+    integers and float16 need the next float that holds both."""
+    if o.kind == "b" or (o.kind in "iu" and o.bits == 8):
+        return bfloat16
+    if o.kind in "iu":
+        return float32 if o.bits == 16 else float64
+    if o is float16:
+        return float32
+    return o                      # float32, float64, complex64, complex128
 
 
 def result_type(*args, default_float: DType = float32) -> DType:
     """Promote dtypes and Python scalars (weakly typed) to one result dtype."""
     strong = [dtype(getattr(a, "dtype", a)) for a in args
-              if not isinstance(a, (bool, int, float))]
+              if not isinstance(a, (bool, int, float, complex))]
     if not strong:
         # only Python scalars: the usual defaults
+        if any(isinstance(a, complex) for a in args):
+            return complex_of(default_float)
         if any(isinstance(a, float) for a in args):
             return default_float
         if any(isinstance(a, int) and not isinstance(a, bool) for a in args):
@@ -164,13 +201,18 @@ def result_type(*args, default_float: DType = float32) -> DType:
             if out.kind == "b":
                 out = int64
         elif isinstance(a, float):
-            if out.kind != "f":
+            if out.kind in "biu":
                 out = default_float
+        elif isinstance(a, complex):
+            if out.kind in "biu":
+                out = complex_of(default_float)
+            elif out.kind == "f":
+                out = complex_of(out)
     return out
 
 
 def finfo(d):
-    return ml_dtypes.finfo(dtype(d).np)
+    return ml_dtypes.finfo(real_of(dtype(d)).np)
 
 
 def iinfo(d):

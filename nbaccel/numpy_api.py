@@ -28,7 +28,7 @@ from . import dtypes as D
 from .ops.registry import NUMPY_FUNCS, OPS
 from .tensor import Tensor, _flat_args, asarray as _asarray
 
-_PY_SCALARS = (bool, int, float)
+_PY_SCALARS = (bool, int, float, complex)
 # functions whose first argument is a sequence of arrays
 _SEQ_FIRST = {"concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack",
               "broadcast_arrays", "meshgrid", "block"}
@@ -290,8 +290,10 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     """numpy.linspace (float64 by default)."""
     if axis != 0 or not builtins.all(isinstance(v, (*_PY_SCALARS, _np.generic)) for v in (start, stop)):
         return fallback(_np.linspace, "linspace")(start, stop, num, endpoint, retstep, dtype, axis)
+    cplx = builtins.any(isinstance(v, (complex, _np.complexfloating)) for v in (start, stop))
     t = _npt(OPS["linspace"].front(start, stop, int(num), endpoint=endpoint,
-                                   dtype=_dtype(dtype, D.float64), device=device))
+                                   dtype=_dtype(dtype, D.complex128 if cplx else D.float64),
+                                   device=device))
     if retstep:
         div = (num - 1) if endpoint else num
         step = (stop - start) / div if div > 0 else _np.nan

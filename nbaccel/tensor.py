@@ -11,7 +11,7 @@ from . import dtypes as D
 from .devices import Device, array_module, device as _device
 from .ops.registry import NUMPY_FUNCS, OPS
 
-_SCALARS = (bool, int, float)
+_SCALARS = (bool, int, float, complex)
 
 class _Size(int):
     """``t.size`` is NumPy's element count *and* callable like PyTorch's ``t.size(dim)``."""
@@ -143,6 +143,33 @@ class Tensor:
 
     def is_floating_point(self):
         return self.dtype.kind == "f"
+
+    def is_complex(self):
+        return self.dtype.kind == "c"
+
+    @property
+    def real(self):
+        """The real part: a view of a complex tensor, the tensor itself when real (NumPy)."""
+        return OPS["real"].front(self)
+
+    @real.setter
+    def real(self, value):
+        if self.dtype.kind == "c":
+            self._assign(OPS["complex"].front(value, OPS["imag"].front(self)), "real part write")
+        else:
+            self._assign(value if isinstance(value, Tensor) else asarray(value, dtype=self.dtype,
+                                                                           device=self.device))
+
+    @property
+    def imag(self):
+        """The imaginary part: a view of a complex tensor, zeros for a real one (NumPy)."""
+        return OPS["imag"].front(self)
+
+    @imag.setter
+    def imag(self, value):
+        if self.dtype.kind != "c":
+            raise TypeError("array does not have imaginary part to set")
+        self._assign(OPS["complex"].front(OPS["real"].front(self), value), "imaginary part write")
 
     @property
     def T(self):
@@ -304,6 +331,9 @@ class Tensor:
 
     # -- autograd -------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.dtype.kind == "c":
+            raise RuntimeError("complex tensors cannot require gradients: nbaccel has no complex "
+                               "autograd")
         if requires_grad and self.dtype.kind != "f":
             raise RuntimeError(f"only floating point tensors can require gradients, got {self.dtype}")
         if self.grad_fn is not None and not requires_grad:
@@ -334,7 +364,9 @@ class Tensor:
         if not isinstance(new, Tensor):
             new = asarray(new, dtype=self.dtype, device=self.device)
         if D._promote(self.dtype, new.dtype) is not self.dtype and not (
-                self.dtype.kind == new.dtype.kind == "f"):
+                self.dtype.kind in "fc" and new.dtype.kind in "f" + self.dtype.kind):
+            # NumPy's same_kind casting: a wider float (or complex) result may be written into
+            # a narrower float (or complex) tensor, a complex one never into a real one
             raise TypeError(f"result type {new.dtype} can't be cast to the desired output type "
                             f"{self.dtype} in an {what}")
         if tuple(new.shape) != tuple(self.shape):
@@ -400,6 +432,10 @@ class Tensor:
         return (1, 0) if self.device.type == "cpu" else (2, self.device.index)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if any(is_passthrough(v) for v in inputs):   # masked arrays, matrices: NumPy's own result
+            from .numpy_api import fallback
+            return fallback(getattr(ufunc, method) if method != "__call__" else ufunc,
+                            f"{ufunc.__name__} of a masked array or matrix")(*inputs, **kwargs)
         if method != "__call__":
             raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}.{method}")
         front = NUMPY_FUNCS.get(ufunc.__name__)
@@ -423,6 +459,9 @@ class Tensor:
         return res
 
     def __array_function__(self, func, types, args, kwargs):
+        if any(is_passthrough(v) for v in _flat_args(args, kwargs)):
+            from .numpy_api import fallback
+            return fallback(func, f"{func.__name__} of a masked array or matrix")(*args, **kwargs)
         mod = func.__module__ or ""
         prefix = mod[len("numpy."):] + "." if mod.startswith("numpy.") and not mod.startswith("numpy._") else ""
         name = prefix + func.__name__
@@ -491,5 +530,6 @@ def _rebuild_parameter(data, dtype, device, requires_grad):
 
 # conversions and dispatch are defined beside Tensor (they need the class) and used by its methods
 from .convert import _flat, _from_python, _np_of, _untensor, asarray, from_dlpack, from_numpy, tensor  # noqa: E402,F401
+from .convert import is_passthrough  # noqa: E402
 from .dispatch import (_eager, _inplace, _reflected, active_trace, apply, install_methods,  # noqa: E402,F401
                        set_active_trace)

@@ -14,7 +14,7 @@ except Exception:  # pragma: no cover - depends on the machine
 RNG = np.random.default_rng(1234)
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
-INTS = ("int8", "uint8", "int16", "int32", "int64")
+INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 ALL = ("bool",) + INTS + FLOATS
 
 

@@ -10,8 +10,8 @@ from oracle import assert_close, check, random_array
 
 # ---- names that other helpers are still adding: xfail until they land ---------------------
 IN_PROGRESS = set()
-# ---- dtypes nbaccel deliberately does not have -----------------------------------------------
-UNSUPPORTED = {"uint16", "uint32", "uint64", "complex64", "complex128"}
+# ---- dtypes nbaccel deliberately does not have (none since the complex and uint dtypes) ------
+UNSUPPORTED = set()
 
 CONSTANTS = "e inf nan newaxis pi".split()
 CREATION = "arange asarray empty empty_like eye from_dlpack full full_like linspace meshgrid ones ones_like tril triu zeros zeros_like".split()
@@ -154,9 +154,14 @@ def test_namespace_info():
     d = info.default_dtypes()
     assert d["real floating"] is nb.float32 and d["integral"] is nb.int64 and d["indexing"] is nb.int64
     all_ = info.dtypes()
-    assert set(all_) == {"bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64"}
+    # every dtype the 2023.12 standard requires (float16/bfloat16 are extras, not listed)
+    assert set(all_) == {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                         "uint64", "float32", "float64", "complex64", "complex128"}
     assert set(info.dtypes(kind="real floating")) == {"float32", "float64"}
-    assert set(info.dtypes(kind=("bool", "unsigned integer"))) == {"bool", "uint8"}
+    assert set(info.dtypes(kind="complex floating")) == {"complex64", "complex128"}
+    assert set(info.dtypes(kind=("bool", "unsigned integer"))) == {
+        "bool", "uint8", "uint16", "uint32", "uint64"}
+    assert d["complex floating"] is nb.complex64
 
 
 # ---- creation helpers and utilities ---------------------------------------------------------

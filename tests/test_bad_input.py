@@ -82,10 +82,10 @@ def test_bool_negative_and_subtract():
 
 
 def test_unsupported_dtypes():
-    with pytest.raises(TypeError, match="complex"):
-        nb.asarray(np.ones(3, dtype=np.complex64))
+    with pytest.raises(TypeError, match="datetime64"):
+        nb.asarray(np.array(["2020-01-01"], dtype="datetime64[D]"))
     with pytest.raises(TypeError):
-        nb.zeros(3, dtype="complex128")
+        nb.zeros(3, dtype="complex256" if hasattr(np, "complex256") else "U3")
     with pytest.raises(TypeError):
         nb.asarray(["a", "b"])
 

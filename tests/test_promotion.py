@@ -19,7 +19,8 @@ from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 import nbaccel as nb
 from nbaccel.ops.meta import broadcast_shapes
 
-NP_DTYPES = ["bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64"]
+NP_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+             "float16", "float32", "float64", "complex64", "complex128"]
 dtypes = st.sampled_from(NP_DTYPES)
 SETTINGS = settings(max_examples=40, deadline=None)
 

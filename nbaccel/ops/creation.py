@@ -29,6 +29,8 @@ def _value_dtype(value):
         return D.bool_
     if isinstance(value, int):
         return D.int64
+    if isinstance(value, complex):
+        return D.complex64
     return D.float32
 
 
@@ -119,8 +121,13 @@ def _linspace_front(start, stop, num=50, *, endpoint=True, dtype=None, device=No
         num = steps
     if num < 0:
         raise ValueError(f"linspace: number of samples {num} must be non-negative")
-    t = apply(linspace, (), {"start": float(start), "stop": float(stop), "num": int(num),
-                             "endpoint": bool(endpoint), "dtype": _dt(dtype), "device": _dev(device)})
+    cplx = isinstance(start, (complex, np.complexfloating)) or isinstance(stop, (complex, np.complexfloating)) or (
+        dtype is not None and D.dtype(dtype).kind == "c")
+    part = complex if cplx else float
+    t = apply(linspace, (), {"start": part(start), "stop": part(stop), "num": int(num),
+                             "endpoint": bool(endpoint),
+                             "dtype": _dt(dtype, D.complex64 if cplx else D.float32),
+                             "device": _dev(device)})
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -167,18 +174,31 @@ def _random_tensor(sample, shape, dtype, device, requires_grad):
     return t.requires_grad_(True) if requires_grad else t
 
 
+def _complex_draw(draw, scale=1.0):
+    """A complex sample from two real draws (real and imaginary parts independent, as in
+    PyTorch), each part scaled by ``scale``."""
+    def sample(s):
+        re, im = draw(s), draw(s)
+        return (re + 1j * im) * scale if scale != 1.0 else re + 1j * im
+    return sample
+
+
 def rand(*shape, dtype=None, device=None, requires_grad=False):
-    """Uniform samples in [0, 1)."""
+    """Uniform samples in [0, 1) (complex: both parts uniform in [0, 1), as PyTorch)."""
     dt = _dt(dtype)
-    return _random_tensor(lambda s: _rng.random(s, dtype=np.float64).astype(dt.np), shape, dt,
-                          device, requires_grad)
+    draw = lambda s: _rng.random(s, dtype=np.float64)   # noqa: E731
+    if dt.kind == "c":
+        draw = _complex_draw(draw)
+    return _random_tensor(lambda s: draw(s).astype(dt.np), shape, dt, device, requires_grad)
 
 
 def randn(*shape, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples."""
+    """Standard normal samples (complex: E|z|^2 = 1, each part of variance 1/2, as PyTorch)."""
     dt = _dt(dtype)
-    return _random_tensor(lambda s: _rng.standard_normal(s).astype(dt.np), shape, dt, device,
-                          requires_grad)
+    draw = _rng.standard_normal
+    if dt.kind == "c":
+        draw = _complex_draw(draw, np.sqrt(0.5))
+    return _random_tensor(lambda s: draw(s).astype(dt.np), shape, dt, device, requires_grad)
 
 
 def randint(low, high=None, size=(), *, dtype=None, device=None):

@@ -22,7 +22,8 @@ import numpy as np
 
 from .. import dtypes as D
 from .fronts import apply, as_tensor, as_tensor_arg
-from .registry import defop
+from .meta import real_only
+from .registry import OPS, defop
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -49,7 +50,7 @@ def _ufunc(name):
 
 
 def _is_float_array(a):
-    return a.dtype.kind == "f" or a.dtype == D.bfloat16.np   # ml_dtypes' bfloat16 has kind 'V'
+    return a.dtype.kind in "fc" or a.dtype == D.bfloat16.np   # ml_dtypes' bfloat16 has kind 'V'
 
 
 def _int_operands(*xs):
@@ -248,7 +249,7 @@ positive = defop("positive", kind="unary", impl=_ufunc("positive"),
                  grad=lambda g, out, x: (g,), scalar="(+{0})", ufunc="positive",
                  methods=("positive", "__pos__"), numpy="positive", dtype_rule="nobool")
 
-abs_ = defop("abs", kind="unary", impl=_ufunc("abs"),
+abs_ = defop("abs", kind="unary", impl=_ufunc("abs"), dtype_rule="real",
              grad=lambda g, out, x: (g * _ops().sign(x),), scalar="abs({0})", ufunc="absolute",
              methods=("abs", "absolute", "__abs__"), numpy=("absolute", "abs"), inplace=True)
 
@@ -402,6 +403,8 @@ def _sinh(x):
     # expm1 keeps small |x| accurate; e^(|x| - ln 2) keeps sinh finite up to its own overflow
     ops = _ops()
     x = _float_of(x)
+    if x.dtype.kind == "c":
+        return (ops.exp(x) - ops.exp(-x)) * 0.5
     a = ops.abs(x)
     small = (ops.expm1(x) - ops.expm1(-x)) * 0.5
     big = ops.exp(a - _LN2) - ops.exp(-a - _LN2)
@@ -410,6 +413,8 @@ def _sinh(x):
 
 def _cosh(x):
     ops = _ops()
+    if x.dtype.kind == "c":
+        return (ops.exp(x) + ops.exp(-x)) * 0.5
     a = ops.abs(_float_of(x))
     return ops.exp(a - _LN2) + ops.exp(-a - _LN2)
 
@@ -423,6 +428,8 @@ cosh = _composite("cosh", _cosh, _ufunc("cosh"), lambda g, out, x: (g * _ops().s
 def _sigmoid_impl(xp, x):
     # exp(-log(1 + e^-x)): no overflow warnings, accurate in both tails
     x = x if _is_float_array(x) else x.astype(np.float64)
+    if x.dtype.kind == "c":    # no logaddexp for complex: the definition
+        return 1 / (1 + xp.exp(-x))
     return xp.exp(-xp.logaddexp(0.0, -x))
 
 
@@ -446,7 +453,7 @@ def _recip_front(x):
     """1/x. Integer input: NumPy-flavoured tensors keep NumPy's integer reciprocal (1/x
     truncated toward 0, so 0 except at +-1); others give a float32 result, as in PyTorch."""
     x = as_tensor(x)
-    if x.dtype.kind != "f" and not x._np:
+    if x.dtype.kind not in "fc" and not x._np:
         x = x.astype(D.float32)
     return apply(reciprocal, (x,), {})
 
@@ -462,7 +469,7 @@ def _recip_impl(xp, x):
 
 def _recip_decomp(x):
     ops = _ops()
-    if x.dtype.kind == "f":
+    if x.dtype.kind in "fc":
         return 1 / x
     xi = x.astype(D.int8) if x.dtype is D.bool_ else x
     return ops.where(ops.equal(ops.abs(xi.astype(D.int64)), 1), xi, 0)
@@ -524,3 +531,10 @@ logaddexp = defop("logaddexp", kind="binary", infer=_ufloat_binary_infer, decomp
                   numpy="logaddexp", inplace=True)
 
 from . import elementwise_extra  # noqa: E402,F401  (aliases over the ops above)
+from . import complex_ops  # noqa: E402,F401  (real, imag, conj, angle, complex)
+
+# NumPy has no complex loop for these: complex operands raise its TypeError
+for _op in (floor_divide, remainder, fmod, atan2, copysign, hypot, logaddexp, signbit, erf):
+    real_only(_op)
+for _name in ("floor", "ceil", "trunc"):
+    real_only(OPS[_name])

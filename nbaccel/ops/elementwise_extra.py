@@ -1,5 +1,5 @@
-"""Elementwise spellings that add no op: clip/clamp, nan_to_num, real/imag/conj, isposinf,
-isneginf, rint. Autograd, tracing and code generation see only the ops they call."""
+"""Elementwise spellings that add no op: clip/clamp, nan_to_num, isposinf, isneginf, rint.
+(real/imag/conj/angle are ops of their own: :mod:`.complex_ops`.) Autograd, tracing and code generation see only the ops they call."""
 from __future__ import annotations
 
 import builtins
@@ -69,6 +69,9 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     largest/smallest finite value). Integer and bool tensors come back unchanged."""
     ops = _ops()
     x = as_tensor(x)
+    if x.dtype.kind == "c":   # NumPy: each part on its own
+        parts = [nan_to_num(p, copy, nan, posinf, neginf) for p in (ops.real(x), ops.imag(x))]
+        return ops.complex(*parts)
     if x.dtype.kind != "f":
         return x.clone() if copy else x
     info = D.finfo(x.dtype)
@@ -82,31 +85,16 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 defalias("nan_to_num", nan_to_num, numpy="nan_to_num", methods="nan_to_num")
 
 
-def real(x):
-    """The real part: the tensor itself (nbaccel has no complex dtypes)."""
-    return as_tensor(x)
-
-
-def imag(x):
-    """The imaginary part of a real tensor: zeros (as NumPy)."""
-    return _ops().zeros_like(as_tensor(x))
-
-
-def conj(x):
-    """Complex conjugate of a real tensor: a copy (NumPy computes bool as int8)."""
-    x = as_tensor(x)
-    return x.astype(D.int8) if x.dtype is D.bool_ else x.clone()
-
-
-defalias("real", real, numpy="real")
-defalias("imag", imag, numpy="imag")
-defalias("conj", conj, numpy=("conjugate", "conj"), methods=("conj", "conjugate"))
+def _no_complex(name, x):
+    if x.dtype.kind == "c":
+        raise TypeError(f"{name} is not defined for complex tensors (as in NumPy)")
 
 
 def isposinf(x):
     """x == +inf, elementwise (bool)."""
     ops = _ops()
     x = as_tensor(x)
+    _no_complex("isposinf", x)
     return ops.logical_and(ops.isinf(x), ops.greater(x, 0))
 
 
@@ -114,6 +102,7 @@ def isneginf(x):
     """x == -inf, elementwise (bool)."""
     ops = _ops()
     x = as_tensor(x)
+    _no_complex("isneginf", x)
     return ops.logical_and(ops.isinf(x), ops.less(x, 0))
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .meta import normalize_axis
 
-_SCALARS = (bool, int, float)
+_SCALARS = (bool, int, float, complex)
 
 
 def apply(op, args, params):

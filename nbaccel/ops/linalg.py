@@ -187,7 +187,7 @@ def _dot(a, b):
 
 
 def _vecdot(x1, x2, axis=-1, *, dim=None):
-    """Array API vecdot: sum of x1 * x2 over ``axis`` (of the broadcast shape)."""
+    """Array API vecdot: sum of conj(x1) * x2 over ``axis`` (of the broadcast shape)."""
     x1, x2 = as_tensor(x1), as_tensor(x2)
     axis = dim if dim is not None else axis
     nd = max(x1.ndim, x2.ndim)
@@ -200,6 +200,8 @@ def _vecdot(x1, x2, axis=-1, *, dim=None):
     if n1 != n2:
         raise ValueError(f"vecdot: shapes {tuple(x1.shape)} and {tuple(x2.shape)} differ along "
                          f"axis {axis} ({n1} != {n2})")
+    if x1.dtype.kind == "c":   # the standard (and NumPy 2): sum of conj(x1) * x2
+        x1 = x1.conj()
     return (x1 * x2).sum(axis=ax + nd)
 
 

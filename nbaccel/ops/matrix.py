@@ -29,7 +29,7 @@ def _ops():
 
 
 def _float_dtype(x, args):
-    return x.dtype if x.dtype.kind == "f" else default_float(args)
+    return x.dtype if x.dtype.kind in "fc" else default_float(args)
 
 
 def _lapack(x):
@@ -98,8 +98,13 @@ def slogdet(x):
                          apply(_slogdet, (x,), {"part": "logabsdet"}))
 
 
+def _slogdet_infer(args, p):
+    shape, dt = _square_infer("slogdet", lambda s: s[:-2])(args, p)
+    return shape, D.real_of(dt) if p["part"] == "logabsdet" else dt   # log|det| is real
+
+
 _slogdet = defop(
-    "slogdet", kind="linalg", infer=_square_infer("slogdet", lambda s: s[:-2]),
+    "slogdet", kind="linalg", infer=_slogdet_infer,
     impl=lambda xp, x, part: xp.linalg.slogdet(_lapack(x))[0 if part == "sign" else 1],
     grad=_slogdet_grad, front=slogdet, numpy="linalg.slogdet")
 
@@ -119,7 +124,7 @@ def _solve_infer(args, p):
             raise ValueError(f"solve: shapes {tuple(a.shape)} and {tuple(b.shape)} are not aligned")
         shape = broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (m, b.shape[-1])
     dt = D.result_type(a, b)
-    return shape, dt if dt.kind == "f" else default_float(args)
+    return shape, dt if dt.kind in "fc" else default_float(args)
 
 
 def _solve_impl(xp, a, b):
@@ -183,7 +188,8 @@ def _svd_infer(args, p):
     k = min(m, n)
     fm = p["full_matrices"]
     shape = {"U": (m, m if fm else k), "S": (k,), "Vh": (n if fm else k, n)}[p["part"]]
-    return tuple(batch) + shape, _float_dtype(x, args)
+    dt = _float_dtype(x, args)
+    return tuple(batch) + shape, D.real_of(dt) if p["part"] == "S" else dt   # S is real
 
 
 def _svd_grad(g, out, x, part, full_matrices):
@@ -227,7 +233,8 @@ def _eigh_infer(args, p):
     x = args[0]
     _square(x, "eigh")
     shape = tuple(x.shape[:-1]) if p["part"] == "eigenvalues" else tuple(x.shape)
-    return shape, _float_dtype(x, args)
+    dt = _float_dtype(x, args)
+    return shape, D.real_of(dt) if p["part"] == "eigenvalues" else dt   # Hermitian: real values
 
 
 def _eigh_grad(g, out, x, part):
@@ -300,7 +307,7 @@ def _pinv_front(x, rtol=None, *, rcond=None):
 
 
 def _pinv_impl(xp, x, rtol):
-    x = _lapack(x)
+    x = _lapack(x) if x.dtype.kind in "fc" else x.astype(np.float64)   # (integers: via float64)
     if rtol is None:
         rtol = max(x.shape[-2:]) * float(np.finfo(x.dtype).eps)
     return xp.linalg.pinv(x, rcond=rtol)
@@ -361,15 +368,15 @@ defalias("matrix_power", _matrix_power, numpy="linalg.matrix_power")
 # ---- norms ------------------------------------------------------------------------------------
 
 def _vnorm_impl(xp, x, axis, keepdims, ord):
-    if x.dtype.kind != "f" or x.dtype.itemsize == 2:
-        x = x.astype(np.float64 if x.dtype.kind != "f" else np.float32)
+    if x.dtype.kind not in "fc" or x.dtype.itemsize == 2:
+        x = x.astype(np.float64 if x.dtype.kind not in "fc" else np.float32)
     a = xp.abs(x)
     if ord == _INF:
         return xp.max(a, axis=axis, keepdims=keepdims)
     if ord == -_INF:
         return xp.min(a, axis=axis, keepdims=keepdims)
     if ord == 0:
-        return xp.sum(a != 0, axis=axis, keepdims=keepdims).astype(x.dtype)
+        return xp.sum(a != 0, axis=axis, keepdims=keepdims).astype(a.dtype)
     if ord == 1:
         return xp.sum(a, axis=axis, keepdims=keepdims)
     if ord == 2:
@@ -379,7 +386,7 @@ def _vnorm_impl(xp, x, axis, keepdims, ord):
 
 def _vnorm_decomp(x, axis, keepdims, ord):
     ops = _ops()
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fc":
         x = x.astype(default_float([x]))
     a = ops.abs(x)
     if ord == _INF:
@@ -387,7 +394,7 @@ def _vnorm_decomp(x, axis, keepdims, ord):
     if ord == -_INF:
         return a.amin(axis=axis, keepdims=keepdims)
     if ord == 0:
-        return (a != 0).astype(x.dtype).sum(axis=axis, keepdims=keepdims)
+        return (a != 0).astype(a.dtype).sum(axis=axis, keepdims=keepdims)
     if ord == 1:
         return a.sum(axis=axis, keepdims=keepdims)
     if ord == 2:
@@ -419,7 +426,7 @@ def _vnorm_grad(g, out, x, axis, keepdims, ord):
 
 def _vnorm_infer(args, p):
     x = args[0]
-    return reduced_shape(x.shape, p["axis"], p["keepdims"]), _float_dtype(x, args)
+    return reduced_shape(x.shape, p["axis"], p["keepdims"]), D.real_of(_float_dtype(x, args))
 
 
 def _vnorm_front(x, axis=None, keepdims=False, ord=2, *, dim=None, keepdim=None, dtype=None):
@@ -447,7 +454,7 @@ def _matrix_norm(x, keepdims=False, ord="fro", *, dim=None, keepdim=None):
     keepdims = keepdim if keepdim is not None else keepdims
     if x.ndim < 2:
         raise ValueError(f"matrix_norm needs at least 2 dimensions, got shape {tuple(x.shape)}")
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fc":
         x = x.astype(default_float([x]))
     ops = _ops()
     if ord == "fro":

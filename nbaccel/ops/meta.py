@@ -64,26 +64,48 @@ def apply_dtype_rule(rule: str, dt: D.DType, args) -> D.DType:
     if rule == "bool":
         return D.bool_
     if rule == "float":
-        return dt if dt.kind == "f" else default_float(args)
+        return dt if dt.kind in "fc" else default_float(args)
+    if rule == "real":  # abs: the magnitude of a complex number is real (complex64 -> float32)
+        return D.real_of(dt)
+    if rule == "realfloat":  # var/std: float results, real for complex input
+        return D.real_of(dt) if dt.kind in "fc" else default_float(args)
     if rule == "int64":
         return D.int64
-    if rule == "sum":  # sum/prod/cumsum: small ints and bool accumulate in int64 (NumPy, PyTorch)
-        return D.int64 if dt.kind in "biu" else dt
+    if rule == "sum":  # sum/prod/cumsum: bool and signed ints accumulate in int64, unsigned in
+        # uint64 (NumPy; PyTorch has no uint64 and gives int64)
+        return D.int64 if dt.kind in "bi" else D.uint64 if dt.kind == "u" else dt
     if rule == "nobool":
         if dt.kind == "b":
             raise TypeError("this op is not defined for bool tensors")
         return dt
     if rule == "ufloat":  # NumPy's float loops: the smallest float that holds the input
-        if dt.kind == "f":
+        if dt.kind in "fc":
             return dt
         return D._promote(dt, D.float16) if default_float(args) is D.float64 else D.float32
     if rule in ("integer", "shift"):  # bitwise ops: bool and integers only
-        if dt.kind == "f":
+        if dt.kind in "fc":
             raise TypeError(f"this op is only defined for integer and bool tensors, got {dt}")
         return D.int8 if rule == "shift" and dt.kind == "b" else dt
     if rule == "int8bool":  # NumPy has no bool loop for these: bool computes as int8
         return D.int8 if dt.kind == "b" else dt
     raise ValueError(f"unknown dtype rule {rule!r}")
+
+
+def real_only(op):
+    """Make ``op`` refuse complex operands with NumPy's TypeError (floor, remainder, atan2,
+    ...: NumPy has no complex loop for them). Wraps the op's dtype rule, so eager calls and
+    tracing both refuse. Returns the op."""
+    inner = op.infer
+
+    def infer(args, params):
+        for a in args:
+            if (getattr(a, "dtype", None) is not None and hasattr(a, "_node")
+                    and a.dtype.kind == "c") or isinstance(a, complex):
+                raise TypeError(f"{op.name} is not defined for complex operands "
+                                f"(NumPy has no complex loop for it)")
+        return inner(args, params)
+    op.infer = infer
+    return op
 
 
 def _tensor_args(args):

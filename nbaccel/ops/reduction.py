@@ -5,8 +5,10 @@ mean, var, std, logsumexp, count_nonzero. ``max``/``min`` are aliases: values (N
 for a PyTorch-style ``dim`` on a non-NumPy tensor, ``(values, indices)``.
 
 Empty reductions follow NumPy: sum -> 0, prod -> 1, any -> False, all -> True,
-mean/var -> nan, logsumexp -> -inf, max/min/argmax/argmin -> ValueError. Sums and products of
-integers accumulate in int64 (NumPy uses uint64 for unsigned input; nbaccel has no uint64).
+mean/var -> nan, logsumexp -> -inf, max/min/argmax/argmin -> ValueError. Sums, products and
+scans of bool and signed integers accumulate in int64, of unsigned integers in uint64 (NumPy).
+Complex input: sum/prod/mean/cumsum/cumprod stay complex; var/std are real (the mean squared
+magnitude, as NumPy); max/min/argmax/argmin order lexicographically (NumPy); logsumexp raises.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from collections import namedtuple
 
 from .. import dtypes as D
 from .fronts import apply, as_tensor, reduce_params
-from .meta import default_float, normalize_axis, reduced_shape
+from .meta import default_float, normalize_axis, real_only, reduced_shape
 from .registry import defalias, defop
 
 
@@ -190,7 +192,7 @@ count_nonzero = defop(
 def _as_float(x, dtype=None):
     if dtype is not None:
         return x.astype(dtype)
-    return x if x.dtype.kind == "f" else x.astype(default_float([x]))
+    return x if x.dtype.kind in "fc" else x.astype(default_float([x]))
 
 
 def _mean(x, axis=None, keepdims=False, dtype=None):
@@ -211,7 +213,11 @@ def _var(x, axis=None, keepdims=False, correction=0.0):
     ops = _ops()
     xf = _as_float(x)
     d = xf - ops.mean(xf, axis=axis, keepdims=True)
-    return ops.sum(d * d, axis=axis, keepdims=keepdims) / max(_count(x.shape, axis) - correction, 0)
+    if d.dtype.kind == "c":              # |d|^2, real
+        d2 = ops.real(d) * ops.real(d) + ops.imag(d) * ops.imag(d)
+    else:
+        d2 = d * d
+    return ops.sum(d2, axis=axis, keepdims=keepdims) / max(_count(x.shape, axis) - correction, 0)
 
 
 def _var_grad(g, out, x, axis, keepdims, correction=0.0):
@@ -226,9 +232,9 @@ def _var_impl(xp, x, axis, keepdims, correction=0.0):
         return xp.var(x, axis=axis, keepdims=keepdims, ddof=correction)
 
 
-var = defop("var", kind="reduce", decomp=_var, impl=_var_impl, grad=_var_grad, dtype_rule="float",
+var = defop("var", kind="reduce", decomp=_var, impl=_var_impl, grad=_var_grad, dtype_rule="realfloat",
             front=lambda *a, **k: _spread_front(var, *a, **k), methods="var", numpy="var")
-std = defop("std", kind="reduce", dtype_rule="float",
+std = defop("std", kind="reduce", dtype_rule="realfloat",
             decomp=lambda x, **p: _ops().sqrt(_var(x, **p)),
             impl=lambda xp, x, **p: xp.sqrt(_var_impl(xp, x, **p)),
             grad=lambda g, out, x, **p: _var_grad(g / (2 * out), out, x, **p),
@@ -300,6 +306,7 @@ logsumexp = defop(
     grad=lambda g, out, x, axis, keepdims: (
         _expand_back(g, x, axis, keepdims) * _ops().exp(x - _expand_back(out, x, axis, keepdims)),),
     methods="logsumexp")
+real_only(logsumexp)
 
 # ---- scans ----------------------------------------------------------------------------------------
 
@@ -307,7 +314,8 @@ logsumexp = defop(
 def _scan_infer(args, params):
     x = args[0]
     dt = params["dtype"] or x.dtype
-    dt = D.int64 if dt.kind in "biu" and params["dtype"] is None else dt
+    if params["dtype"] is None and dt.kind in "biu":
+        dt = D.uint64 if dt.kind == "u" else D.int64
     shape = (math.prod(x.shape),) if params["axis"] is None else tuple(x.shape)
     return shape, dt
 
