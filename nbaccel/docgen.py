@@ -22,27 +22,38 @@ def _cell(items):
 
 def render() -> str:
     import nbaccel  # noqa: F401  (registers every op family)
+    from .compiler.codegen.numba import SCALAR
+    from .compiler.codegen.numpy import REDUCE, UFUNC
+    from .compiler.schedule import MOVEMENT_OPS
     prims = [o for o in OPS.values() if o.primitive]
-    rendered = sum(1 for o in prims if o.scalar)
+
+    def rendering(o):
+        """How a fused kernel spells the primitive: numba's template and the NumPy tier's ufunc."""
+        if o.name in MOVEMENT_OPS:
+            return "folded into the index expressions of its consumers"
+        parts = [f"`{SCALAR[o.name]}`" if o.name in SCALAR else "",
+                 f"`np.{UFUNC.get(o.name) or REDUCE.get(o.name)}`" if (UFUNC.get(o.name) or REDUCE.get(o.name)) else ""]
+        return " · ".join(p for p in parts if p)
+    rendered = sum(1 for o in prims if rendering(o))
     lines = ["# Supported ops", "",
              "Generated from the op table by `python -m nbaccel.docgen docs/supported-ops.md` "
              "(`make docs`); do not edit by hand.", "",
              f"{len(OPS)} ops: {len(prims)} primitives and {len(OPS) - len(prims)} composites "
              "(defined by a decomposition into other ops), plus "
              f"{len(ALIASES)} aliases (other spellings over the same ops). Of the primitives, "
-             f"{rendered} are rendered inside fused kernels (they have a per-element or reduction "
-             "rendering); the others (matmul, indexing, sorting, linear algebra, ...) run as "
+             f"{rendered} run inside fused kernels (a per-element or reduction rendering, or, for "
+             "movement, folded into index expressions); the others (matmul, indexing, sorting, linear algebra, ...) run as "
              "extern steps through their own implementation, as BLAS calls do in other compilers.",
              ""]
     for kind, title in KIND_TITLES.items():
         ops = sorted((o for o in OPS.values() if o.kind == kind), key=lambda o: o.name)
         if not ops:
             continue
-        lines += [f"## {title}", "", "| op | primitive | gradient | fused CPU rendering | NumPy names | Tensor methods |",
+        lines += [f"## {title}", "", "| op | primitive | gradient | in fused kernels (numba · NumPy tier) | NumPy names | Tensor methods |",
                   "|---|---|---|---|---|---|"]
         for o in ops:
             grad = "rule" if o.grad else "via decomposition" if (o.differentiable and o.decomp) else "—"
-            render_ = f"`{o.scalar}`" if o.scalar else ""
+            render_ = rendering(o) if o.primitive else ""
             methods = [m for m in o.methods if not m.startswith("__")]
             dunders = [m for m in o.methods if m.startswith("__")]
             lines.append(f"| `{o.name}` | {'yes' if o.primitive else 'composite'} | {grad} | "

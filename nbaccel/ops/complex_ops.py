@@ -58,16 +58,16 @@ def _imag_front(x):
 
 
 real = defop("real", kind="unary", impl=lambda xp, x: xp.real(x), infer=_part_infer,
-             grad=lambda g, out, x: (g,), scalar="({0}).real", view=True,
+             grad=lambda g, out, x: (g,), view=True,
              front=_real_front, numpy="real",
              doc="The real part of a complex tensor (NumPy's view).")
 imag = defop("imag", kind="unary", impl=lambda xp, x: xp.imag(x), infer=_part_infer,
-             grad=lambda g, out, x: (_ops().zeros_like(g),), scalar="({0}).imag", view=True,
+             grad=lambda g, out, x: (_ops().zeros_like(g),), view=True,
              front=_imag_front, numpy="imag",
              doc="The imaginary part of a complex tensor (NumPy's view).")
 
 conj = defop("conj", kind="unary", impl=lambda xp, x: xp.conjugate(x), dtype_rule="int8bool",
-             grad=lambda g, out, x: (g,), scalar="np.conj({0})", ufunc="conjugate",
+             grad=lambda g, out, x: (g,), 
              methods=("conj", "conjugate", "conj_physical"), numpy=("conjugate", "conj"),
              doc="Complex conjugate, elementwise (a copy of a real tensor; bool as int8).")
 
@@ -108,7 +108,7 @@ def _complex_front(real, imag):
 
 
 complex_ = defop("complex", kind="binary", impl=_complex_impl, infer=_complex_infer,
-                 grad=_no_grad, scalar="complex({0}, {1})",
+                 grad=_no_grad, 
                  front=_complex_front,
                  doc="A complex tensor from real and imaginary parts (torch.complex).")
 

@@ -108,14 +108,14 @@ def _sub_front(a, b, *, alpha=1):
 
 
 add = defop("add", kind="binary", impl=_ufunc("add"), front=_add_front,
-            grad=lambda g, out, a, b: (g, g), scalar="({0} + {1})", ufunc="add",
+            grad=lambda g, out, a, b: (g, g), 
             methods=("add", "__add__", "__radd__"), numpy="add", inplace=True)
 sub = defop("subtract", kind="binary", impl=_ufunc("subtract"), front=_sub_front,
-            grad=lambda g, out, a, b: (g, -g), scalar="({0} - {1})", ufunc="subtract",
+            grad=lambda g, out, a, b: (g, -g), 
             methods=("sub", "subtract", "__sub__", "__rsub__"), numpy="subtract", inplace=True,
             dtype_rule="nobool")
 mul = defop("multiply", kind="binary", impl=_ufunc("multiply"),
-            grad=lambda g, out, a, b: (g * b, g * a), scalar="({0} * {1})", ufunc="multiply",
+            grad=lambda g, out, a, b: (g * b, g * a), 
             methods=("mul", "multiply", "__mul__", "__rmul__"), numpy="multiply", inplace=True)
 
 
@@ -140,24 +140,23 @@ def _div_front(a, b, *, rounding_mode=None):
 
 
 div = defop("divide", kind="binary", impl=_ufunc("true_divide"),
-            grad=lambda g, out, a, b: (g / b, -g * out / b), scalar="({0} / {1})", ufunc="true_divide",
+            grad=lambda g, out, a, b: (g / b, -g * out / b), 
             methods=("div", "divide", "true_divide", "__truediv__", "__rtruediv__"),
             numpy=("divide", "true_divide"), inplace=True, dtype_rule="float", front=_div_front)
 
 floor_divide = defop(
     "floor_divide", kind="binary", impl=_quiet_ufunc("floor_divide"), differentiable=False,
-    scalar="np.floor_divide({0}, {1})", ufunc="floor_divide", dtype_rule="int8bool",
+    dtype_rule="int8bool",
     methods=("floor_divide", "__floordiv__", "__rfloordiv__"), numpy="floor_divide", inplace=True)
 
 remainder = defop(
     "remainder", kind="binary", impl=_quiet_ufunc("remainder"), dtype_rule="int8bool",
     grad=lambda g, out, a, b: (g, -g * _ops().floor_divide(a, b)),
-    scalar="np.remainder({0}, {1})", ufunc="remainder",
     methods=("remainder", "__mod__", "__rmod__"), numpy=("remainder", "mod"), inplace=True)
 
 fmod = defop("fmod", kind="binary", impl=_quiet_ufunc("fmod"), dtype_rule="int8bool",
              grad=lambda g, out, a, b: (g, -g * _ops().trunc(a / b)),
-             scalar="np.fmod({0}, {1})", ufunc="fmod", methods="fmod", numpy="fmod", inplace=True)
+             methods="fmod", numpy="fmod", inplace=True)
 
 
 def _minmax_grad(g, out, a, b):
@@ -170,9 +169,9 @@ def _minmax_grad(g, out, a, b):
 
 
 maximum = defop("maximum", kind="binary", impl=_ufunc("maximum"), grad=_minmax_grad,
-                scalar="({0} if ({0} > {1} or {0} != {0}) else {1})", ufunc="maximum", methods="maximum", numpy="maximum")
+                methods="maximum", numpy="maximum")
 minimum = defop("minimum", kind="binary", impl=_ufunc("minimum"), grad=_minmax_grad,
-                scalar="({0} if ({0} < {1} or {0} != {0}) else {1})", ufunc="minimum", methods="minimum", numpy="minimum")
+                methods="minimum", numpy="minimum")
 
 
 def _pow_grad(g, out, a, b):
@@ -185,13 +184,11 @@ def _pow_grad(g, out, a, b):
 
 
 power = defop("power", kind="binary", impl=_ufunc("power"), grad=_pow_grad, dtype_rule="int8bool",
-              scalar="({0} ** {1})", ufunc="power",
               methods=("pow", "__pow__", "__rpow__"), numpy=("power", "pow"), inplace=True)
 
 atan2 = defop("atan2", kind="binary", infer=_ufloat_binary_infer, impl=_ufunc("arctan2"),
               dtype_rule="ufloat",
               grad=lambda g, out, a, b: (g * b / (a * a + b * b), -g * a / (a * a + b * b)),
-              scalar="math.atan2({0}, {1})", ufunc="arctan2",
               methods=("atan2", "arctan2"), numpy=("arctan2", "atan2"), inplace=True)
 
 
@@ -203,79 +200,74 @@ def _copysign_grad(g, out, a, b):
 
 copysign = defop("copysign", kind="binary", infer=_ufloat_binary_infer, impl=_ufunc("copysign"),
                  dtype_rule="ufloat",
-                 grad=_copysign_grad, scalar="np.copysign({0}, {1})", ufunc="copysign",
+                 grad=_copysign_grad, 
                  methods="copysign", numpy="copysign", inplace=True)
 
 # ---- comparisons and logic (bool results, not differentiable) -------------------------------
 
-for _name, _sym, _methods in [
-        ("equal", "==", ("eq", "__eq__")), ("not_equal", "!=", ("ne", "__ne__")),
-        ("less", "<", ("lt", "less", "__lt__")), ("less_equal", "<=", ("le", "less_equal", "__le__")),
-        ("greater", ">", ("gt", "greater", "__gt__")),
-        ("greater_equal", ">=", ("ge", "greater_equal", "__ge__"))]:
+for _name, _methods in [
+        ("equal", ("eq", "__eq__")), ("not_equal", ("ne", "__ne__")),
+        ("less", ("lt", "less", "__lt__")), ("less_equal", ("le", "less_equal", "__le__")),
+        ("greater", ("gt", "greater", "__gt__")),
+        ("greater_equal", ("ge", "greater_equal", "__ge__"))]:
     defop(_name, kind="binary", impl=_ufunc(_name), differentiable=False, dtype_rule="bool",
-          scalar="({0} %s {1})" % _sym, ufunc=_name, methods=_methods, numpy=_name)
+          methods=_methods, numpy=_name)
 
-for _name, _tmpl in [("logical_and", "(({0} != 0) & ({1} != 0))"),
-                     ("logical_or", "(({0} != 0) | ({1} != 0))"),
-                     ("logical_xor", "(({0} != 0) != ({1} != 0))")]:
+for _name in ("logical_and", "logical_or", "logical_xor"):
     defop(_name, kind="binary", impl=_ufunc(_name), differentiable=False, dtype_rule="bool",
-          scalar=_tmpl, ufunc=_name, methods=_name, numpy=_name, inplace=True)
+          methods=_name, numpy=_name, inplace=True)
 
-for _name, _uf, _tmpl, _methods, _np_names, _rule in [
-        ("bitwise_and", "bitwise_and", "({0} & {1})", ("__and__", "__rand__"), (), "integer"),
-        ("bitwise_or", "bitwise_or", "({0} | {1})", ("__or__", "__ror__"), (), "integer"),
-        ("bitwise_xor", "bitwise_xor", "({0} ^ {1})", ("__xor__", "__rxor__"), (), "integer"),
+for _name, _uf, _methods, _np_names, _rule in [
+        ("bitwise_and", "bitwise_and", ("__and__", "__rand__"), (), "integer"),
+        ("bitwise_or", "bitwise_or", ("__or__", "__ror__"), (), "integer"),
+        ("bitwise_xor", "bitwise_xor", ("__xor__", "__rxor__"), (), "integer"),
         # NumPy gives 0 (or -1) for shifts by >= the bit width; C and LLVM leave it undefined
-        ("bitwise_left_shift", "left_shift", "np.left_shift({0}, {1})", ("__lshift__", "__rlshift__"),
-         ("left_shift",), "shift"),
-        ("bitwise_right_shift", "right_shift", "np.right_shift({0}, {1})",
-         ("__rshift__", "__rrshift__"), ("right_shift",), "shift")]:
+        ("bitwise_left_shift", "left_shift", ("__lshift__", "__rlshift__"), ("left_shift",), "shift"),
+        ("bitwise_right_shift", "right_shift", ("__rshift__", "__rrshift__"), ("right_shift",), "shift")]:
     defop(_name, kind="binary", impl=_ufunc(_uf), differentiable=False, dtype_rule=_rule,
-          scalar=_tmpl, ufunc=_uf, methods=(_name,) + _methods, numpy=(_name,) + _np_names,
-          inplace=True)
+          methods=(_name,) + _methods, numpy=(_name,) + _np_names, inplace=True)
 
 where = defop("where", kind="ternary", impl=lambda xp, c, a, b: xp.where(c, a, b),
               grad=lambda g, out, c, a, b: (None, _ops().where(c, g, 0), _ops().where(c, 0, g)),
-              scalar="({1} if {0} else {2})", ufunc="where", methods="where", numpy="where")
+              methods="where", numpy="where")
 
 # ---- unary primitives ------------------------------------------------------------------------
 
 neg = defop("negative", kind="unary", impl=_ufunc("negative"),
-            grad=lambda g, out, x: (-g,), scalar="(-{0})", ufunc="negative",
+            grad=lambda g, out, x: (-g,), 
             methods=("neg", "negative", "__neg__"), numpy="negative", dtype_rule="nobool", inplace=True)
 
 positive = defop("positive", kind="unary", impl=_ufunc("positive"),
-                 grad=lambda g, out, x: (g,), scalar="(+{0})", ufunc="positive",
+                 grad=lambda g, out, x: (g,), 
                  methods=("positive", "__pos__"), numpy="positive", dtype_rule="nobool")
 
 abs_ = defop("abs", kind="unary", impl=_ufunc("abs"), dtype_rule="real",
-             grad=lambda g, out, x: (g * _ops().sign(x),), scalar="abs({0})", ufunc="absolute",
+             grad=lambda g, out, x: (g * _ops().sign(x),), 
              methods=("abs", "absolute", "__abs__"), numpy=("absolute", "abs"), inplace=True)
 
 logical_not = defop("logical_not", kind="unary", impl=_ufunc("logical_not"),
-                    differentiable=False, dtype_rule="bool", scalar="(not {0})",
-                    ufunc="logical_not", methods="logical_not", numpy="logical_not", inplace=True)
+                    differentiable=False, dtype_rule="bool", 
+                    methods="logical_not", numpy="logical_not", inplace=True)
 
 bitwise_invert = defop("bitwise_invert", kind="unary", impl=_ufunc("invert"), differentiable=False,
-                       dtype_rule="integer", scalar="np.invert({0})", ufunc="invert",
+                       dtype_rule="integer", 
                        methods=("bitwise_not", "bitwise_invert", "__invert__"),
                        numpy=("invert", "bitwise_not", "bitwise_invert"), inplace=True)
 
 signbit = defop("signbit", kind="unary", impl=_ufunc("signbit"), differentiable=False,
-                dtype_rule="bool", scalar="np.signbit({0})", ufunc="signbit",
+                dtype_rule="bool", 
                 methods="signbit", numpy="signbit")
 
 for _name in ("isfinite", "isinf", "isnan"):
     defop(_name, kind="unary", impl=_ufunc(_name), differentiable=False, dtype_rule="bool",
-          scalar="np.%s({0})" % _name, ufunc=_name, methods=_name, numpy=_name)
+          methods=_name, numpy=_name)
 
 # piecewise constant: integer dtypes pass through (NumPy, PyTorch); zero gradient
 sign = defop("sign", kind="unary", impl=_ufunc("sign"), grad=_zero_grad, dtype_rule="nobool",
-             scalar="np.sign({0})", ufunc="sign", methods="sign", numpy="sign", inplace=True)
+             methods="sign", numpy="sign", inplace=True)
 for _name, _methods in [("floor", ()), ("ceil", ()), ("trunc", ("fix",))]:
     defop(_name, kind="unary", impl=_ufunc(_name), grad=_zero_grad, dtype_rule="same",
-          scalar="np.%s({0})" % _name, ufunc=_name, methods=(_name,) + _methods,
+          methods=(_name,) + _methods,
           numpy=_name, inplace=True)
 
 
@@ -298,14 +290,13 @@ def _round_front(x, decimals=0, out=None):
 
 
 round_ = defop("round", kind="unary", impl=_ufunc("round"), grad=_zero_grad, dtype_rule="nobool",
-               scalar="np.rint({0})", ufunc="round", front=_round_front,
+               front=_round_front,
                methods=("round", "__round__"), numpy=("round", "around"), inplace=True)
 
 
-def _float_unary(name, np_name, grad, scalar, methods=()):
+def _float_unary(name, np_name, grad, methods=()):
     """A float function (exp, sin, ...): NumPy's float loops decide the result dtype."""
-    return defop(name, kind="unary", impl=_ufunc(np_name), grad=grad, scalar=scalar,
-                 ufunc=np_name, methods=(name,) + tuple(methods),
+    return defop(name, kind="unary", impl=_ufunc(np_name), grad=grad, methods=(name,) + tuple(methods),
                  numpy=tuple(dict.fromkeys((np_name, name))), dtype_rule="ufloat", inplace=True)
 
 
@@ -313,28 +304,25 @@ def _sqrt1m(x):
     return _ops().sqrt(1 - x * x)
 
 
-exp = _float_unary("exp", "exp", lambda g, out, x: (g * out,), "fexp({0})")
-expm1 = _float_unary("expm1", "expm1", lambda g, out, x: (g * (out + 1),), "fexpm1({0})")
-log = _float_unary("log", "log", lambda g, out, x: (g / x,), "flog({0})")
-log1p = _float_unary("log1p", "log1p", lambda g, out, x: (g / (x + 1),), "flog1p({0})")
-sqrt = _float_unary("sqrt", "sqrt", lambda g, out, x: (g / (2 * out),), "math.sqrt({0})")
-sin = _float_unary("sin", "sin", lambda g, out, x: (g * _ops().cos(x),), "math.sin({0})")
-cos = _float_unary("cos", "cos", lambda g, out, x: (-g * _ops().sin(x),), "math.cos({0})")
-tan = _float_unary("tan", "tan", lambda g, out, x: (g * (1 + out * out),), "math.tan({0})")
-asin = _float_unary("asin", "arcsin", lambda g, out, x: (g / _sqrt1m(x),), "math.asin({0})",
+exp = _float_unary("exp", "exp", lambda g, out, x: (g * out,))
+expm1 = _float_unary("expm1", "expm1", lambda g, out, x: (g * (out + 1),))
+log = _float_unary("log", "log", lambda g, out, x: (g / x,))
+log1p = _float_unary("log1p", "log1p", lambda g, out, x: (g / (x + 1),))
+sqrt = _float_unary("sqrt", "sqrt", lambda g, out, x: (g / (2 * out),))
+sin = _float_unary("sin", "sin", lambda g, out, x: (g * _ops().cos(x),))
+cos = _float_unary("cos", "cos", lambda g, out, x: (-g * _ops().sin(x),))
+tan = _float_unary("tan", "tan", lambda g, out, x: (g * (1 + out * out),))
+asin = _float_unary("asin", "arcsin", lambda g, out, x: (g / _sqrt1m(x),),
                     ("arcsin",))
-acos = _float_unary("acos", "arccos", lambda g, out, x: (-g / _sqrt1m(x),), "math.acos({0})",
+acos = _float_unary("acos", "arccos", lambda g, out, x: (-g / _sqrt1m(x),),
                     ("arccos",))
-atan = _float_unary("atan", "arctan", lambda g, out, x: (g / (1 + x * x),), "math.atan({0})",
+atan = _float_unary("atan", "arctan", lambda g, out, x: (g / (1 + x * x),),
                     ("arctan",))
-tanh = _float_unary("tanh", "tanh", lambda g, out, x: (g * (1 - out * out),), "ftanh({0})")
-asinh = _float_unary("asinh", "arcsinh", lambda g, out, x: (g / _ops().sqrt(x * x + 1),),
-                     "math.asinh({0})", ("arcsinh",))
+tanh = _float_unary("tanh", "tanh", lambda g, out, x: (g * (1 - out * out),))
+asinh = _float_unary("asinh", "arcsinh", lambda g, out, x: (g / _ops().sqrt(x * x + 1),), ("arcsinh",))
 acosh = _float_unary("acosh", "arccosh",
-                     lambda g, out, x: (g / (_ops().sqrt(x - 1) * _ops().sqrt(x + 1)),),
-                     "math.acosh({0})", ("arccosh",))
-atanh = _float_unary("atanh", "arctanh", lambda g, out, x: (g / (1 - x * x),),
-                     "math.atanh({0})", ("arctanh",))
+                     lambda g, out, x: (g / (_ops().sqrt(x - 1) * _ops().sqrt(x + 1)),), ("arccosh",))
+atanh = _float_unary("atanh", "arctanh", lambda g, out, x: (g / (1 - x * x),), ("arctanh",))
 
 # ---- erf: NumPy has none, so it is built from xp operations --------------------------------
 
@@ -373,7 +361,7 @@ def erf_xp(xp, x):
 
 erf = defop("erf", kind="unary", impl=erf_xp, dtype_rule="ufloat", inplace=True,
             grad=lambda g, out, x: (g * _TWO_OVER_SQRT_PI * _ops().exp(-(x * x)),),
-            scalar="ferf({0})", ufunc=None, methods="erf",
+            methods="erf",
             doc="The error function (float64-accurate to ~1e-15; see erf_xp).")
 
 # ---- unary composites: a decomposition for the compiler, a fast impl and a grad -------------

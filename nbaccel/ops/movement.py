@@ -115,7 +115,7 @@ astype = defop(
     impl=lambda xp, x, dtype: x.astype(dtype.np),
     infer=lambda args, p: (args[0].shape, p["dtype"]),
     grad=lambda g, out, x, dtype: (g.astype(x.dtype) if x.dtype.kind == "f" else None,),
-    scalar="CAST", ufunc="astype", front=_astype_front, methods="astype", numpy="astype")
+    front=_astype_front, methods="astype", numpy="astype")
 
 
 def _to_device_impl(xp, x, device):
@@ -134,7 +134,6 @@ to_device = defop(
 
 detach = defop(
     "detach", kind="unary", impl=lambda xp, x: x, differentiable=False, view=True,
-    scalar="{0}", ufunc="positive",
     front=lambda x: apply(detach, (as_tensor(x),), {}))
 
 
@@ -144,7 +143,7 @@ def _clone_front(x, *, memory_format=None):
 
 clone = defop(
     "clone", kind="unary", impl=lambda xp, x: xp.array(x, copy=True, order="C"),
-    grad=lambda g, out, x: (g,), scalar="{0}", ufunc="positive",
+    grad=lambda g, out, x: (g,), 
     front=_clone_front, methods=("clone", "copy"), numpy="copy")
 
 

@@ -52,7 +52,7 @@ sum_ = defop("sum", kind="reduce", dtype_rule="sum",
              impl=lambda xp, x, axis, keepdims, dtype=None: xp.sum(
                  x, axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype)),
              grad=lambda g, out, x, axis, keepdims, dtype=None: (_expand_back(g, x, axis, keepdims),),
-             methods="sum", numpy="sum", scalar="+")
+             methods="sum", numpy="sum")
 
 
 def _prod_grad(g, out, x, axis, keepdims, dtype=None):
@@ -71,7 +71,7 @@ def _prod_grad(g, out, x, axis, keepdims, dtype=None):
 prod = defop("prod", kind="reduce", dtype_rule="sum", grad=_prod_grad,
              impl=lambda xp, x, axis, keepdims, dtype=None: xp.prod(
                  x, axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype)),
-             methods="prod", numpy="prod", scalar="*")
+             methods="prod", numpy="prod")
 
 # ---- max, min and their indices ---------------------------------------------------------------
 
@@ -99,9 +99,9 @@ def _reducer(name):
 
 
 amax = defop("amax", kind="reduce", impl=_reducer("max"), grad=_minmax_grad, dtype_rule="same",
-             methods="amax", numpy="amax", scalar="max")
+             methods="amax", numpy="amax")
 amin = defop("amin", kind="reduce", impl=_reducer("min"), grad=_minmax_grad, dtype_rule="same",
-             methods="amin", numpy="amin", scalar="min")
+             methods="amin", numpy="amin")
 
 
 def _arg_front(name):
@@ -128,7 +128,7 @@ def _arg_impl(name):
 
 
 ARGS = {name: defop(name, kind="reduce", impl=_arg_impl(name), dtype_rule="int64",
-                    differentiable=False, methods=name, numpy=name, scalar=name,
+                    differentiable=False, methods=name, numpy=name, 
                     front=_arg_front(name))
         for name in ("argmax", "argmin")}
 argmax, argmin = ARGS["argmax"], ARGS["argmin"]
@@ -173,10 +173,10 @@ defalias("min", _values_or_pair("min", amin, argmin, lambda a, b: _ops().minimum
 
 # ---- any, all, count_nonzero --------------------------------------------------------------------
 
-any_ = defop("any", kind="reduce", dtype_rule="bool", differentiable=False, scalar="or",
+any_ = defop("any", kind="reduce", dtype_rule="bool", differentiable=False, 
              impl=lambda xp, x, axis, keepdims: xp.any(x, axis=axis, keepdims=keepdims),
              methods="any", numpy="any")
-all_ = defop("all", kind="reduce", dtype_rule="bool", differentiable=False, scalar="and",
+all_ = defop("all", kind="reduce", dtype_rule="bool", differentiable=False, 
              impl=lambda xp, x, axis, keepdims: xp.all(x, axis=axis, keepdims=keepdims),
              methods="all", numpy="all")
 
@@ -374,5 +374,5 @@ def _cumprod_grad(g, out, x, axis, dtype):
 SCANS = {}
 for _name, _grad, _sym in (("cumsum", _cumsum_grad, "+"), ("cumprod", _cumprod_grad, "*")):
     SCANS[_name] = defop(_name, kind="other", impl=_scan_impl(_name), infer=_scan_infer,
-                         grad=_grad, front=_scan_front(_name), scalar=_sym,
+                         grad=_grad, front=_scan_front(_name), 
                          methods=_name, numpy=(_name, _name.replace("cum", "cumulative_")))

@@ -10,9 +10,9 @@ An :class:`OpDef` holds everything the engine and the compiler need to know:
                None where there is none), written with nbaccel ops so it runs eagerly *and*
                traces (that is how the compiler derives backward graphs)
 * ``decomp``   for a composite op: its definition in terms of other ops (``decomp(*args, **params)``);
-               primitives have none and carry a rendering per backend instead (``scalar``: a
-               per-element expression template used by loop code generators, e.g. ``"({0} + {1})"``;
-               ``ufunc``: the NumPy function the fused NumPy tier calls with ``out=``)
+               primitives have none. The table holds semantics only: how each backend spells a
+               primitive is that renderer's own table (``compiler/codegen/numpy.py: UFUNC``,
+               ``numba.py: SCALAR``), and a test checks that every table covers its group
 * ``extern_backend``  for an op the compiler runs whole (an extern kernel: attention, quantized
                or sparse matmul): ``extern_backend(params) -> str``, the backend label the
                report shows for it (``"flash"``, ``"int4"``, ``"sparse24"``)
@@ -41,11 +41,11 @@ KINDS = ("unary", "binary", "ternary", "reduce", "movement", "index", "creation"
 
 class OpDef:
     __slots__ = ("name", "kind", "impl", "infer", "grad", "decomp", "primitive",
-                 "differentiable", "front", "methods", "numpy", "scalar", "ufunc",
+                 "differentiable", "front", "methods", "numpy",
                  "view", "inplace", "doc", "dtype_rule", "extern_backend")
 
     def __init__(self, name, kind, impl, infer, grad, decomp, primitive, differentiable,
-                 methods, numpy, scalar, ufunc, view, inplace, doc, dtype_rule):
+                 methods, numpy, view, inplace, doc, dtype_rule):
         self.name = name
         self.kind = kind
         self.impl = impl
@@ -56,8 +56,6 @@ class OpDef:
         self.differentiable = differentiable
         self.methods = methods
         self.numpy = numpy
-        self.scalar = scalar
-        self.ufunc = ufunc
         self.view = view
         self.inplace = inplace
         self.doc = doc
@@ -71,8 +69,7 @@ class OpDef:
 
 def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable | None = None,
           grad: Callable | None = None, decomp: Callable | None = None,
-          differentiable: bool = True, methods=(), numpy=(), scalar: str | None = None,
-          ufunc: str | None = None, view: bool = False, inplace: bool = False,
+          differentiable: bool = True, methods=(), numpy=(), view: bool = False, inplace: bool = False,
           dtype_rule: str = "promote", front: Callable | None = None, doc: str = "",
           extern_backend: Callable | None = None):
     """Register one op. Returns the OpDef; ``front`` (or a default one for the kind) is
@@ -89,7 +86,7 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
     op = OpDef(name, kind, impl, infer, grad, decomp, decomp is None, differentiable,
                tuple(methods) if not isinstance(methods, str) else (methods,),
                tuple(numpy) if not isinstance(numpy, str) else (numpy,),
-               scalar, ufunc, view, inplace, doc, dtype_rule)
+               view, inplace, doc, dtype_rule)
     if front is None:
         from .fronts import default_front
         front = default_front(op)
