@@ -90,3 +90,18 @@ def test_layout_algebra():
     assert lay.permute((1, 0)).reshape((24,)) is None      # a transpose cannot flatten
     assert lay.broadcast_to((3, 4, 6)).strides == (0, 6, 1)
     assert lay.slice(((0, 4, 1), (0, 6, 2))).reshape((2, 2, 3)).strides == (12, 6, 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool"])
+def test_argmax_and_argmin_fuse_and_match_numpy_ties_and_nans(backend, dtype):
+    x = rng.integers(0, 3, (7, 9, 5)).astype(dtype)
+    if dtype == "float32":
+        x[2, 3, 1] = np.nan
+    fns = [lambda x: np.argmax(x, axis=0), lambda x: np.argmin(x, axis=1), lambda x: np.argmax(x),
+           lambda x: np.argmin(x * 2, axis=-1) + 1, lambda x: x.argmax(axis=1, keepdims=True)]
+    for fn in fns:
+        cf = nb.compile(fn, backend=backend)
+        out, ref = cf(x), fn(x)
+        assert out.dtype == ref.dtype and out.shape == ref.shape and np.array_equal(out, ref)
+        assert len(cf.report.kernels) == 1

@@ -29,7 +29,8 @@ from .loops import Expr, Kernel, Layout, Reduction, Store, const, load
 from .passes import prune
 
 MOVEMENT_OPS = {"reshape", "permute", "broadcast_to", "strided_slice", "detach"}
-REDUCTION_OPS = {"sum", "prod", "amax", "amin", "any", "all"}
+REDUCTION_OPS = {"sum", "prod", "amax", "amin", "any", "all", "argmax", "argmin"}
+ARG_REDUCTIONS = {"argmax", "argmin"}
 POINTWISE_KINDS = {"unary", "binary", "ternary"}
 NOT_POINTWISE = {"to_device"}
 SHARE_LIMIT = 24        # a value with several consumers is recomputed while this cheap
@@ -43,7 +44,10 @@ def is_pointwise(n: Node) -> bool:
 
 
 def is_fusable_reduction(n: Node) -> bool:
-    return n.op.name in REDUCTION_OPS and len(n.args[0].shape) > 0
+    if n.op.name not in REDUCTION_OPS or len(n.args[0].shape) == 0:
+        return False
+    # argmax/argmin: over one axis, or over all of them (the flat index), as NumPy allows
+    return n.op.name not in ARG_REDUCTIONS or n.params.get("axis") is None or len(n.params["axis"]) == 1
 
 
 class ExternStep:

@@ -99,7 +99,7 @@ def unsupported_reason(k: Kernel):
             if name in _COMPLEX_UNSUPPORTED:
                 return f"numba orders or rounds complex {name} differently"
     for r in k.reductions:
-        if r.dtype.kind == "c" and r.op in ("amax", "amin"):
+        if (r.dtype.kind == "c" or r.src.dtype.kind == "c") and r.op in ("amax", "amin", "argmax", "argmin"):
             return "numba has no complex max/min"
     return None
 
@@ -289,6 +289,8 @@ class _Renderer:
         acc = f"acc{r.index}"
         k = self.k
         kind = r.op
+        if kind in ("argmax", "argmin"):
+            return self.arg_pass(r, var, pad, accs, block)
         floaty = r.dtype.kind == "f"
         if kind in ("amax", "amin"):
             big = float("inf") if floaty else _int_limit(r.dtype, kind == "amin")
@@ -326,6 +328,43 @@ class _Renderer:
         accs[id(r)] = f"{cast}({acc}[jj])" if block else f"r{r.index}"
         if not block:
             self.lines.append(f"{pad}r{r.index} = {cast}({acc})")
+
+    def arg_pass(self, r, var, pad, accs, block):
+        """argmax/argmin: the best value and its flat index over the reduction ranges; the
+        first occurrence wins, and the first NaN, as in NumPy."""
+        k = self.k
+        src_t = r.src.dtype
+        floaty = src_t.kind == "f"
+        big = float("inf") if floaty else _int_limit(src_t, r.op == "argmin")
+        init = ("-" if r.op == "argmax" and floaty else "") + self.const(big, src_t)
+        best, idx = f"best{r.index}", f"acc{r.index}"
+        if block:
+            self.lines.append(f"{pad}{best} = np.empty({BLOCK}, {_np_type(src_t)})")
+            self.lines.append(f"{pad}{idx} = np.zeros({BLOCK}, np.int64)")
+            self.lines.append(f"{pad}for jj in range(jn):")
+            self.lines.append(f"{pad}    {best}[jj] = {init}")
+        else:
+            self.lines.append(f"{pad}{best} = {init}")
+            self.lines.append(f"{pad}{idx} = np.int64(0)")
+        inner = self.loops(k.axes, var, pad)
+        if block:
+            self.lines.append(f"{inner}for jj in range(jn):")
+            inner += "    "
+        memo = dict(self.stashed)
+        v = self.expr(r.src, var, memo, inner, accs)
+        flat = var[k.axes[0]]
+        for a in k.axes[1:]:
+            flat = f"({flat}) * n{a} + {var[a]}"
+        b, i = (f"{best}[jj]", f"{idx}[jj]") if block else (best, idx)
+        cmp = ">" if r.op == "argmax" else "<"
+        nan_ok = f" or {v} != {v}" if floaty else ""
+        first = f"{b} == {b} and " if floaty else ""
+        self.lines.append(f"{inner}if {first}({v} {cmp} {b}{nan_ok}):")
+        self.lines.append(f"{inner}    {b} = {v}")
+        self.lines.append(f"{inner}    {i} = {flat}")
+        accs[id(r)] = f"{idx}[jj]" if block else f"r{r.index}"
+        if not block:
+            self.lines.append(f"{pad}r{r.index} = {idx}")
 
     def stash(self, r, var, memo, pad):
         """Keep a value this pass computed in the kernel's single element output, so later

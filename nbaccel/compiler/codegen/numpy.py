@@ -36,7 +36,8 @@ UFUNC = {
     "atanh": "arctanh",
 }
 REDUCE = {"sum": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum",
-          "any": "logical_or", "all": "logical_and"}
+          "any": "logical_or", "all": "logical_and", "argmax": "argmax", "argmin": "argmin"}
+ARG_REDUCE = {"argmax", "argmin"}
 _POOL = None
 THREADS = max(1, min(2, os.cpu_count() or 1))
 CHUNK_ELEMS = 1 << 15          # elements per chunk buffer: 128 KiB of float32, stays in L2
@@ -179,7 +180,12 @@ class _Renderer:
             t = self.temp(out_shape, r.dtype)
             dst = self.tslice(t, out_shape)
             extra = f", dtype=np.{r.dtype.np.name}" if r.dtype.kind in "iub" and r.op in ("sum", "prod") else ""
-            self.body.append(f"np.{REDUCE[r.op]}.reduce({src}, axis={k.axes!r}, keepdims=True, out={dst}{extra})")
+            if r.op in ARG_REDUCE and len(k.axes) == 1:
+                self.body.append(f"np.{r.op}({src}, axis={k.axes[0]}, keepdims=True, out={dst})")
+            elif r.op in ARG_REDUCE:       # over every axis: the flat index
+                self.body.append(f"np.copyto({dst}, np.{r.op}({src}), casting='unsafe')")
+            else:
+                self.body.append(f"np.{REDUCE[r.op]}.reduce({src}, axis={k.axes!r}, keepdims=True, out={dst}{extra})")
             accs[id(r)] = (dst, out_shape)
         for r in k.reductions:
             if r.stored:
