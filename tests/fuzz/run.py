@@ -1,0 +1,126 @@
+"""Fuzz the compiler from the command line and summarise the failures by class.
+
+    python -m tests.fuzz.run --n 500 --seed 0 --backend numba
+    python -m tests.fuzz.run --n 2000 --backend numpy --backend numba --markdown out.md
+    python -m tests.fuzz.run --seed 1234 --n 1 --show      # one program, its source and outcome
+    python -m tests.fuzz.run --n 500 --only reduce,slice     # only these constructs
+
+Program i of a run is ``generate(seed + i)``, so any program is reproduced by its seed alone.
+For each failure class it prints the count, the seeds, and one reproducer: the shortest
+failing program of that class, shrunk further (``--no-shrink`` to skip).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+os.environ.setdefault("NBACCEL_CACHE_DIR", str(ROOT / ".nbaccel-cache" / "fuzz"))
+
+from .check import BACKENDS, backend_supported, check   # noqa: E402
+from .programs import generate                          # noqa: E402
+from .rules import WEIGHTS                              # noqa: E402
+from .shrink import shrink                              # noqa: E402
+
+
+def fuzz(n, seed, backends, weights=None, progress=None):
+    """Run n programs on each backend: {backend: {class: [(program, outcome), ...]}}, timings."""
+    failures = {b: collections.defaultdict(list) for b in backends}
+    seconds = dict.fromkeys(backends, 0.0)
+    for i in range(n):
+        program = generate(seed + i, weights)
+        for b in backends:
+            t0 = time.perf_counter()
+            outcome = check(program, b)
+            seconds[b] += time.perf_counter() - t0
+            if not outcome.ok:
+                failures[b][outcome.klass].append((program, outcome))
+        if progress and (i + 1) % progress == 0:
+            print(f"  {i + 1}/{n} programs", file=sys.stderr, flush=True)
+    return failures, seconds
+
+
+def reproducers(failures, do_shrink=True) -> dict:
+    """{backend: [(class, count, seeds, shrunk program, its outcome)]}, biggest class first."""
+    out = {}
+    for b, classes in failures.items():
+        rows = []
+        for klass, items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
+            smallest, outcome = min(items, key=lambda it: it[0].size())
+            if do_shrink:
+                smallest = shrink(smallest, b, klass)
+                outcome = check(smallest, b)
+            rows.append((klass, len(items), [p.seed for p, _ in items], smallest, outcome))
+        out[b] = rows
+    return out
+
+
+def summary(n, seed, failures, seconds, rows, markdown=False) -> str:
+    out = []
+    for b, classes in failures.items():
+        failed = len({p.seed for items in classes.values() for p, _ in items})
+        out.append(f"{'## ' if markdown else ''}backend {b}: {failed}/{n} programs fail "
+                   f"(seeds {seed}..{seed + n - 1}, {seconds[b]:.1f} s), {len(classes)} classes")
+        out.append("")
+        for rank, (klass, count, seeds, program, outcome) in enumerate(rows[b], 1):
+            shown = ", ".join(map(str, seeds[:8])) + (" ..." if len(seeds) > 8 else "")
+            out.append(f"{'### ' if markdown else ''}{rank}. [{count}] {klass}")
+            out.append(f"seeds: {shown}")
+            out.append("```python" if markdown else "")
+            out.append(program.reproducer(b).rstrip())
+            out.append("```" if markdown else "")
+            detail = outcome.detail if not outcome.ok else "(the shrunk program passed)"
+            prefix = "    " if markdown else "# "
+            out.append(prefix + detail.replace("\n", "\n" + prefix))
+            out.append("")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m tests.fuzz.run", description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=500, help="number of programs")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the first program")
+    ap.add_argument("--backend", action="append", help=f"backend(s) to run (default {BACKENDS})")
+    ap.add_argument("--only", help="comma-separated rules to enable (the others get weight 0)")
+    ap.add_argument("--disable", help="comma-separated rules to switch off")
+    ap.add_argument("--show", action="store_true", help="print every program and its outcome")
+    ap.add_argument("--no-shrink", action="store_true", help="print reproducers unshrunk")
+    ap.add_argument("--markdown", help="also write the summary as Markdown to this file")
+    args = ap.parse_args(argv)
+
+    weights = dict(WEIGHTS)
+    if args.only:
+        keep = set(args.only.split(","))
+        weights = {k: (w if k in keep else 0) for k, w in weights.items()}
+    for k in (args.disable.split(",") if args.disable else []):
+        weights[k] = 0
+    unknown = set(weights) - set(WEIGHTS)
+    if unknown:
+        ap.error(f"unknown rules {sorted(unknown)}; rules are {sorted(WEIGHTS)}")
+    backends = args.backend or list(BACKENDS)
+    for b in backends:
+        if not backend_supported(b):
+            ap.error(f"nb.compile does not accept backend {b!r} yet")
+
+    if args.show:
+        for i in range(args.n):
+            p = generate(args.seed + i, weights)
+            print(f"# seed {p.seed}\n{p.source()}")
+            for b in backends:
+                print(f"# {b}: {check(p, b)}\n")
+        return 0
+    failures, seconds = fuzz(args.n, args.seed, backends, weights, progress=max(50, args.n // 10))
+    rows = reproducers(failures, do_shrink=not args.no_shrink)
+    print(summary(args.n, args.seed, failures, seconds, rows))
+    if args.markdown:
+        md = summary(args.n, args.seed, failures, seconds, rows, markdown=True)
+        pathlib.Path(args.markdown).write_text(md + "\n")
+    return 1 if any(failures.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
