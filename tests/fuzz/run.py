@@ -50,13 +50,29 @@ def reproducers(failures, do_shrink=True) -> dict:
     for b, classes in failures.items():
         rows = []
         for klass, items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
-            smallest, outcome = min(items, key=lambda it: it[0].size())
-            if do_shrink:
-                smallest = shrink(smallest, b, klass)
-                outcome = check(smallest, b)
-            rows.append((klass, len(items), [p.seed for p, _ in items], smallest, outcome))
+            examples = []
+            for program, outcome in _distinct(items, 3 if klass.startswith("wrong value") else 1):
+                if do_shrink:
+                    program = shrink(program, b, klass)
+                    outcome = check(program, b)
+                examples.append((program, outcome))
+            rows.append((klass, len(items), [p.seed for p, _ in items], examples))
         out[b] = rows
     return out
+
+
+def _distinct(items, k):
+    """The k smallest failing programs whose sets of rules differ: a wrong value has no
+    message to group by, so a class of them may hold several bugs."""
+    chosen, seen = [], set()
+    for program, outcome in sorted(items, key=lambda it: it[0].size()):
+        rules = frozenset(s.rule for s in program.statements)
+        if rules not in seen:
+            seen.add(rules)
+            chosen.append((program, outcome))
+        if len(chosen) == k:
+            break
+    return chosen
 
 
 def summary(n, seed, failures, seconds, rows, markdown=False) -> str:
@@ -66,16 +82,17 @@ def summary(n, seed, failures, seconds, rows, markdown=False) -> str:
         out.append(f"{'## ' if markdown else ''}backend {b}: {failed}/{n} programs fail "
                    f"(seeds {seed}..{seed + n - 1}, {seconds[b]:.1f} s), {len(classes)} classes")
         out.append("")
-        for rank, (klass, count, seeds, program, outcome) in enumerate(rows[b], 1):
+        for rank, (klass, count, seeds, examples) in enumerate(rows[b], 1):
             shown = ", ".join(map(str, seeds[:8])) + (" ..." if len(seeds) > 8 else "")
             out.append(f"{'### ' if markdown else ''}{rank}. [{count}] {klass}")
             out.append(f"seeds: {shown}")
-            out.append("```python" if markdown else "")
-            out.append(program.reproducer(b).rstrip())
-            out.append("```" if markdown else "")
-            detail = outcome.detail if not outcome.ok else "(the shrunk program passed)"
-            prefix = "    " if markdown else "# "
-            out.append(prefix + detail.replace("\n", "\n" + prefix))
+            for program, outcome in examples:
+                out.append("```python" if markdown else "")
+                out.append(program.reproducer(b).rstrip())
+                out.append("```" if markdown else "")
+                detail = outcome.detail if not outcome.ok else "(the shrunk program passed)"
+                prefix = "    " if markdown else "# "
+                out.append(prefix + detail.replace("\n", "\n" + prefix))
             out.append("")
     return "\n".join(out)
 

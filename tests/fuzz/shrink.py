@@ -51,7 +51,9 @@ def _candidates(p):
                 if 0 < smaller < size:
                     shape = inp.shape[:d] + (smaller,) + inp.shape[d + 1:]
                     inputs = p.inputs[:k] + (inp.__class__(inp.name, shape, inp.dtype, inp.seed),) + p.inputs[k + 1:]
-                    yield p.replace(inputs=inputs)
+                    # notes name the shapes seen when generating: they no longer hold
+                    stmts = tuple(s.__class__(s.code, s.rule) for s in p.statements)
+                    yield p.replace(inputs=inputs, statements=stmts)
 
 
 def _defined(name, statements, p) -> bool:
