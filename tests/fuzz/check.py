@@ -11,13 +11,14 @@ unchanged.
 """
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-BACKENDS = ["numpy", "numba"]
+BACKENDS = os.environ.get("NBACCEL_FUZZ_BACKENDS", "numpy,numba").split(",")
 # relative tolerance by result dtype; the absolute one is that times the largest |value|
 # (a fused kernel may add in another order, with fastmath's reassociation)
 RTOL = {np.dtype("float32"): 2e-4, np.dtype("float64"): 1e-9}
@@ -51,17 +52,29 @@ def _call(fn, arrays):
             return None, e
 
 
-def check(program, backend: str) -> Outcome:
-    """Run program with NumPy and under nb.compile(backend=backend); compare."""
+def check(program, backend: str, calls: int = 2) -> Outcome:
+    """Run program with NumPy and under nb.compile(backend=backend); compare. The compiled
+    function is called ``calls`` times on fresh inputs: the first call compiles, the next
+    ones take the cached entry."""
     import nbaccel as nb
 
     fn = program.function()
     want, want_exc = _call(fn, program.arrays())
-    arrays = program.arrays()
     try:
         compiled = nb.compile(fn, backend=backend)
     except Exception as e:          # noqa: BLE001
         return _failure(f"nb.compile raised {type(e).__name__}", str(e))
+    for call in range(calls):
+        outcome = _check_call(program, compiled, want, want_exc)
+        if not outcome.ok:
+            if call:
+                return _failure(f"call {call + 1} (cached): {outcome.klass}", outcome.detail)
+            return outcome
+    return OK
+
+
+def _check_call(program, compiled, want, want_exc) -> Outcome:
+    arrays = program.arrays()
     got, got_exc = _call(compiled, arrays)
     for inp, before, after in zip(program.inputs, program.arrays(), arrays):
         if not _same_array(before, after):
@@ -99,7 +112,8 @@ def compare(got, want, where="result") -> Outcome:
     if isinstance(want, (np.ndarray, np.generic)):
         g, w = np.asarray(got), np.asarray(want)
         if g.dtype != w.dtype:
-            return _failure(f"wrong dtype: {g.dtype} where NumPy gives {w.dtype}", where)
+            return _failure(f"wrong dtype: {g.dtype} where NumPy gives {w.dtype}",
+                            f"{where}: compiled {g.dtype} {g.shape}, NumPy {w.dtype} {w.shape}")
         if g.shape != w.shape:
             return _failure("wrong shape", f"{where}: {g.shape} vs {w.shape}")
         if not _close(g, w):

@@ -75,8 +75,24 @@ def _distinct(items, k):
     return chosen
 
 
+def overview(n, failures) -> list:
+    """A Markdown table: each failure class with its count per backend."""
+    backends = list(failures)
+    classes = sorted({k for c in failures.values() for k in c},
+                     key=lambda k: -sum(len(failures[b].get(k, ())) for b in backends))
+    lines = ["| failure class | " + " | ".join(backends) + " |",
+             "|---|" + "---:|" * len(backends)]
+    for k in classes:
+        counts = " | ".join(str(len(failures[b].get(k, ()))) for b in backends)
+        lines.append(f"| {k.replace('|', '/')} | {counts} |")
+    failed = " | ".join(str(len({p.seed for items in failures[b].values() for p, _ in items}))
+                        for b in backends)
+    lines.append(f"| **programs failing (of {n})** | {failed} |")
+    return lines + [""]
+
+
 def summary(n, seed, failures, seconds, rows, markdown=False) -> str:
-    out = []
+    out = overview(n, failures) if markdown else []
     for b, classes in failures.items():
         failed = len({p.seed for items in classes.values() for p, _ in items})
         out.append(f"{'## ' if markdown else ''}backend {b}: {failed}/{n} programs fail "
