@@ -235,8 +235,9 @@ class Builder:
         del self.inputs[n_inputs:]
 
 
-def generate(seed: int, weights: dict | None = None) -> Program:
-    """The program of this seed; weights (rule name -> weight) choose which constructs appear."""
+def generate(seed: int, weights: dict | None = None, return_all: bool = False) -> Program:
+    """The program of this seed; weights (rule name -> weight) choose which constructs appear.
+    return_all returns every intermediate (no unused ones)."""
     weights = rules.WEIGHTS if weights is None else weights
     names = [n for n, w in weights.items() if w > 0]
     if not names:
@@ -261,6 +262,8 @@ def generate(seed: int, weights: dict | None = None) -> Program:
     k = b.rng.randint(1, min(3, len(temps)))
     outputs = [temps[-1]] + b.rng.sample(temps[:-1], k - 1)
     b.rng.shuffle(outputs)
+    if return_all:
+        outputs, k = temps, len(temps)
     single = k == 1 and b.rng.random() < 0.4
     used = [i for i in b.inputs if _mentions(b.statements, outputs, i.name)] or b.inputs[:1]
     return Program(seed, tuple(used), tuple(b.statements), tuple(outputs), single)

@@ -38,12 +38,18 @@ def _assign(b, expr, note=""):
     return f"{b.temp()} = {expr}", note
 
 
-# -- broadcasting -----------------------------------------------------------------------------
+# -- broadcasting ---------------------------------------------------------------------------
+# How often each pattern relates a second operand's shape to the first's (0 switches it off).
+PATTERN_WEIGHTS = {"same": 4, "scalar": 2, "suffix": 3, "ones": 3, "cross": 3, "prepend": 2,
+                   "mismatch": 1}
+
+
+# -- --------------------------------------------------------------------------
 def _partner_shape(b, shape):
     """A second operand's shape for shape, and the broadcasting pattern's name."""
     rng = b.rng
-    pattern = rng.choices(["same", "scalar", "suffix", "ones", "cross", "prepend", "mismatch"],
-                          [4, 2, 3, 3, 3, 2, 1])[0]
+    names = [k for k, w in PATTERN_WEIGHTS.items() if w > 0]
+    pattern = rng.choices(names, [PATTERN_WEIGHTS[k] for k in names])[0]
     if pattern == "same":
         other = shape
     elif pattern == "scalar":

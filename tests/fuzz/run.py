@@ -23,16 +23,16 @@ os.environ.setdefault("NBACCEL_CACHE_DIR", str(ROOT / ".nbaccel-cache" / "fuzz")
 
 from .check import BACKENDS, backend_supported, check   # noqa: E402
 from .programs import generate                          # noqa: E402
-from .rules import WEIGHTS                              # noqa: E402
+from .rules import PATTERN_WEIGHTS, WEIGHTS             # noqa: E402
 from .shrink import shrink                              # noqa: E402
 
 
-def fuzz(n, seed, backends, weights=None, progress=None):
+def fuzz(n, seed, backends, weights=None, progress=None, return_all=False):
     """Run n programs on each backend: {backend: {class: [(program, outcome), ...]}}, timings."""
     failures = {b: collections.defaultdict(list) for b in backends}
     seconds = dict.fromkeys(backends, 0.0)
     for i in range(n):
-        program = generate(seed + i, weights)
+        program = generate(seed + i, weights, return_all)
         for b in backends:
             t0 = time.perf_counter()
             outcome = check(program, b)
@@ -93,15 +93,21 @@ def overview(n, failures) -> list:
 
 def summary(n, seed, failures, seconds, rows, markdown=False) -> str:
     out = overview(n, failures) if markdown else []
+    shown = {}                      # class -> the backend whose section shows its reproducer
     for b, classes in failures.items():
         failed = len({p.seed for items in classes.values() for p, _ in items})
         out.append(f"{'## ' if markdown else ''}backend {b}: {failed}/{n} programs fail "
                    f"(seeds {seed}..{seed + n - 1}, {seconds[b]:.1f} s), {len(classes)} classes")
         out.append("")
         for rank, (klass, count, seeds, examples) in enumerate(rows[b], 1):
-            shown = ", ".join(map(str, seeds[:8])) + (" ..." if len(seeds) > 8 else "")
+            seeds_text = ", ".join(map(str, seeds[:8])) + (" ..." if len(seeds) > 8 else "")
             out.append(f"{'### ' if markdown else ''}{rank}. [{count}] {klass}")
-            out.append(f"seeds: {shown}")
+            out.append(f"seeds: {seeds_text}")
+            if klass in shown and not klass.startswith("wrong value"):
+                out.append(f"(the same class as under {shown[klass]}: reproducer there)")
+                out.append("")
+                continue
+            shown.setdefault(klass, b)
             for program, outcome in examples:
                 out.append("```python" if markdown else "")
                 out.append(program.reproducer(b).rstrip())
@@ -120,6 +126,9 @@ def main(argv=None):
     ap.add_argument("--backend", action="append", help=f"backend(s) to run (default {BACKENDS})")
     ap.add_argument("--only", help="comma-separated rules to enable (the others get weight 0)")
     ap.add_argument("--disable", help="comma-separated rules to switch off")
+    ap.add_argument("--patterns", help="comma-separated broadcasting patterns to enable "
+                    f"(of {','.join(PATTERN_WEIGHTS)})")
+    ap.add_argument("--return-all", action="store_true", help="return every intermediate")
     ap.add_argument("--show", action="store_true", help="print every program and its outcome")
     ap.add_argument("--no-shrink", action="store_true", help="print reproducers unshrunk")
     ap.add_argument("--markdown", help="also write the summary as Markdown to this file")
@@ -134,6 +143,12 @@ def main(argv=None):
     unknown = set(weights) - set(WEIGHTS)
     if unknown:
         ap.error(f"unknown rules {sorted(unknown)}; rules are {sorted(WEIGHTS)}")
+    if args.patterns:
+        keep = set(args.patterns.split(","))
+        if keep - set(PATTERN_WEIGHTS):
+            ap.error(f"patterns are {sorted(PATTERN_WEIGHTS)}")
+        for k in PATTERN_WEIGHTS:
+            PATTERN_WEIGHTS[k] = PATTERN_WEIGHTS[k] if k in keep else 0
     backends = args.backend or list(BACKENDS)
     for b in backends:
         if not backend_supported(b):
@@ -141,12 +156,13 @@ def main(argv=None):
 
     if args.show:
         for i in range(args.n):
-            p = generate(args.seed + i, weights)
+            p = generate(args.seed + i, weights, args.return_all)
             print(f"# seed {p.seed}\n{p.source()}")
             for b in backends:
                 print(f"# {b}: {check(p, b)}\n")
         return 0
-    failures, seconds = fuzz(args.n, args.seed, backends, weights, progress=max(50, args.n // 10))
+    failures, seconds = fuzz(args.n, args.seed, backends, weights, progress=max(50, args.n // 10),
+                             return_all=args.return_all)
     rows = reproducers(failures, do_shrink=not args.no_shrink)
     print(summary(args.n, args.seed, failures, seconds, rows))
     if args.markdown:
