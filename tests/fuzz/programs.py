@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import linecache
 import random
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -147,9 +148,6 @@ class Builder:
         self._next_temp = 0
 
     # -- what rules use --------------------------------------------------------------------
-    def value(self, name):
-        return self.env[name]
-
     def shape(self, name) -> tuple:
         return tuple(np.shape(self.env[name]))
 
@@ -270,6 +268,5 @@ def generate(seed: int, weights: dict | None = None, return_all: bool = False) -
 
 
 def _mentions(statements, outputs, name) -> bool:
-    import re
     pattern = re.compile(rf"\b{name}\b")
     return name in outputs or any(pattern.search(s.code) for s in statements)

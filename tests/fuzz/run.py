@@ -4,6 +4,8 @@
     python -m tests.fuzz.run --n 2000 --backend numpy --backend numba --markdown out.md
     python -m tests.fuzz.run --seed 1234 --n 1 --show      # one program, its source and outcome
     python -m tests.fuzz.run --n 500 --only reduce,slice     # only these constructs
+    python -m tests.fuzz.run --n 1000 --backend numpy --backend numba --compare tests/fuzz/FAILURES-baseline.json
+                                                             # fixed / still failing / new, against the baseline
 
 Program i of a run is ``generate(seed + i)``, so any program is reproduced by its seed alone.
 For each failure class it prints the count, the seeds, and one reproducer: the shortest
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
+import json
 import os
 import pathlib
 import sys
@@ -119,6 +123,30 @@ def summary(n, seed, failures, seconds, rows, markdown=False) -> str:
     return "\n".join(out)
 
 
+def generator_fingerprint(seed, n, weights, return_all) -> str:
+    """A hash of the programs of these seeds: equal iff the generator made the same ones."""
+    h = hashlib.sha1()
+    for i in range(n):
+        h.update(generate(seed + i, weights, return_all).source().encode())
+    return h.hexdigest()[:16]
+
+
+def compare_runs(before: dict, after: dict, seeds) -> str:
+    """Fixed / still failing / newly failing programs per backend, against an earlier run."""
+    out = []
+    for b, now in after.items():
+        then = {int(s): k for s, k in before.get(b, {}).items() if int(s) in seeds}
+        fixed = [s for s in then if s not in now]
+        new = collections.Counter(now[s] for s in now if s not in then)
+        changed = sum(1 for s in now if s in then and now[s] != then[s])
+        out.append(f"backend {b} against the earlier run: {len(fixed)} fixed, "
+                   f"{sum(1 for s in now if s in then)} still failing ({changed} in another class), "
+                   f"{sum(new.values())} newly failing")
+        for k, count in new.most_common():
+            out.append(f"  new [{count}] {k}: seeds {', '.join(str(s) for s in now if now[s] == k and s not in then)[:120]}")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz.run", description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=500, help="number of programs")
@@ -132,6 +160,9 @@ def main(argv=None):
     ap.add_argument("--show", action="store_true", help="print every program and its outcome")
     ap.add_argument("--no-shrink", action="store_true", help="print reproducers unshrunk")
     ap.add_argument("--markdown", help="also write the summary as Markdown to this file")
+    ap.add_argument("--json", help="write {backend: {seed: failure class}} to this file")
+    ap.add_argument("--compare", help="a --json file of an earlier run: say what was fixed, "
+                    "what still fails and what newly fails")
     args = ap.parse_args(argv)
 
     weights = dict(WEIGHTS)
@@ -163,6 +194,23 @@ def main(argv=None):
         return 0
     failures, seconds = fuzz(args.n, args.seed, backends, weights, progress=max(50, args.n // 10),
                              return_all=args.return_all)
+    classes = {b: {p.seed: k for k, items in c.items() for p, _ in items} for b, c in failures.items()}
+    fingerprint = generator_fingerprint(args.seed, args.n, weights, args.return_all)
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({
+            "seeds": [args.seed, args.n], "generator": fingerprint,
+            "failures": {b: {str(s): k for s, k in sorted(c.items())} for b, c in classes.items()},
+        }, indent=0) + "\n")
+    if args.compare:
+        before = json.loads(pathlib.Path(args.compare).read_text())
+        start, count = before["seeds"]
+        if [start, count] == [args.seed, args.n] and before["generator"] != fingerprint:
+            print("warning: the earlier run had another generator or weights: the same seed "
+                  "is another program now, so the comparison means little\n")
+        elif [start, count] != [args.seed, args.n]:
+            print(f"note: the earlier run had seeds {start}..{start + count - 1}; only those "
+                  "are compared, and the generator is not checked to be the same\n")
+        print(compare_runs(before["failures"], classes, range(args.seed, args.seed + args.n)))
     rows = reproducers(failures, do_shrink=not args.no_shrink)
     print(summary(args.n, args.seed, failures, seconds, rows))
     if args.markdown:
