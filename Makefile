@@ -37,7 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
 fuzz: $(STAMP)
-	NBACCEL_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -m fuzz tests -p no:randomly
+	NBACCEL_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest -m fuzz tests -p no:randomly
 
 # re-execute the tutorials and save their outputs the way nbval checks them: stable report
 # text (no timings, no machine paths) and no stored widget state (reopened notebooks show the

@@ -1,0 +1,192 @@
+"""Run one generated program plainly and compiled, and say how they differ.
+
+The contract checked is the one a ``%%compile`` cell promises: the same result structure,
+types, shapes, dtypes and values (tolerance by dtype, NaN and infinity positions equal), and
+where NumPy raises, an exception of the same type (or a subclass). Inputs must come back
+unchanged.
+
+``BACKENDS`` lists the backends every program runs on; add "triton" there when
+``nb.compile(..., backend="triton")`` exists (the fuzz test skips a backend that
+``nb.compile`` does not accept yet, and says so).
+"""
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+BACKENDS = os.environ.get("NBACCEL_FUZZ_BACKENDS", "numpy,numba").split(",")
+# relative tolerance by result dtype; the absolute one is that times the largest |value|
+# (a fused kernel may add in another order, with fastmath's reassociation)
+RTOL = {np.dtype("float32"): 2e-4, np.dtype("float64"): 1e-9}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one run went: ok, or a failure with a class (for grouping) and details."""
+    ok: bool
+    klass: str = ""        # normalised: the same bug in two programs gives the same class
+    detail: str = ""       # the full message, with shapes and values
+
+    def __str__(self):
+        return "ok" if self.ok else f"{self.klass}\n{self.detail}"
+
+
+OK = Outcome(True)
+
+
+def backend_supported(backend: str) -> bool:
+    from nbaccel.compiler.api import BACKENDS as accepted
+    return backend in accepted
+
+
+def _call(fn, arrays):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return fn(*arrays), None
+        except Exception as e:      # noqa: BLE001 - the exception is what we compare
+            return None, e
+
+
+def check(program, backend: str, calls: int = 2) -> Outcome:
+    """Run program with NumPy and under nb.compile(backend=backend); compare. The compiled
+    function is called ``calls`` times on fresh inputs: the first call compiles, the next
+    ones take the cached entry."""
+    import nbaccel as nb
+
+    fn = program.function()
+    want, want_exc = _call(fn, program.arrays())
+    try:
+        compiled = nb.compile(fn, backend=backend)
+    except Exception as e:          # noqa: BLE001
+        return _failure(f"nb.compile raised {type(e).__name__}", str(e))
+    for call in range(calls):
+        outcome = _check_call(program, compiled, want, want_exc)
+        if not outcome.ok:
+            if call:
+                return _failure(f"call {call + 1} (cached): {outcome.klass}", outcome.detail)
+            return outcome
+    return OK
+
+
+def _check_call(program, compiled, want, want_exc) -> Outcome:
+    arrays = program.arrays()
+    got, got_exc = _call(compiled, arrays)
+    for inp, before, after in zip(program.inputs, program.arrays(), arrays):
+        if not _same_array(before, after):
+            return _failure("mutated an input", f"{inp.name} changed")
+    if want_exc is not None:
+        if got_exc is None:
+            return _failure(f"returned where NumPy raised {type(want_exc).__name__}",
+                            f"NumPy: {type(want_exc).__name__}: {want_exc}")
+        if not isinstance(got_exc, type(want_exc)):
+            return _failure(f"raised {type(got_exc).__name__} where NumPy raised "
+                            f"{type(want_exc).__name__}: {normalise(got_exc)}",
+                            f"compiled: {type(got_exc).__name__}: {got_exc}\n"
+                            f"NumPy: {type(want_exc).__name__}: {want_exc}")
+        return OK
+    if got_exc is not None:
+        return _failure(f"{type(got_exc).__name__}: {normalise(got_exc)}",
+                        f"{type(got_exc).__name__}: {got_exc}")
+    return compare(got, want)
+
+
+def compare(got, want, where="result") -> Outcome:
+    """Compare a compiled result with NumPy's, recursively through tuples and lists."""
+    both_scalars = isinstance(got, np.generic) and isinstance(want, np.generic)
+    if type(got) is not type(want) and not both_scalars:   # two NumPy scalars: compare dtypes
+        return _failure(f"wrong type: {_tname(got)} where NumPy gives {_tname(want)}",
+                        f"{where}: {type(got)} vs {type(want)}")
+    if isinstance(want, (tuple, list)):
+        if len(got) != len(want):
+            return _failure("wrong number of results", f"{where}: {len(got)} vs {len(want)}")
+        for i, (g, w) in enumerate(zip(got, want)):
+            out = compare(g, w, f"{where}[{i}]")
+            if not out.ok:
+                return out
+        return OK
+    if isinstance(want, (np.ndarray, np.generic)):
+        g, w = np.asarray(got), np.asarray(want)
+        if g.dtype != w.dtype:
+            return _failure(f"wrong dtype: {g.dtype} where NumPy gives {w.dtype}",
+                            f"{where}: compiled {g.dtype} {g.shape}, NumPy {w.dtype} {w.shape}")
+        if g.shape != w.shape:
+            return _failure("wrong shape", f"{where}: {g.shape} vs {w.shape}")
+        if not _close(g, w):
+            return _failure(f"wrong value ({w.dtype})", f"{where}: {_diff(g, w)}")
+        return OK
+    if got != want and not (got != got and want != want):
+        return _failure("wrong value (Python scalar)", f"{where}: {got!r} vs {want!r}")
+    return OK
+
+
+def _close(g, w) -> bool:
+    if w.dtype.kind not in "fc":
+        return bool(np.array_equal(g, w))
+    if not np.array_equal(np.isnan(g), np.isnan(w)):
+        return False
+    inf = np.isinf(w) | np.isinf(g)
+    if not np.array_equal(g[inf], w[inf]):
+        return False
+    finite = ~(np.isnan(w) | inf)
+    if not finite.any():
+        return True
+    gf, wf = g[finite].astype(np.float64), w[finite].astype(np.float64)
+    rtol = RTOL.get(w.dtype, 1e-6)
+    return bool(np.all(np.abs(gf - wf) <= rtol * np.abs(wf) + rtol * max(1.0, np.abs(wf).max())))
+
+
+def _diff(g, w) -> str:
+    """Where two same-shaped arrays differ: how many elements, the first few, and both whole
+    when small."""
+    bad = ~((g == w) | ((g != g) & (w != w)))
+    idx = np.argwhere(bad)[:3]
+    first = "; ".join(f"at {tuple(int(i) for i in ix)}: compiled {g[tuple(ix)]!r}, NumPy {w[tuple(ix)]!r}"
+                      for ix in idx)
+    text = f"{int(bad.sum())} of {w.size} elements differ; {first}"
+    if w.size <= 24:
+        text += f"\ncompiled {g.tolist()!r}\nNumPy    {w.tolist()!r}"
+    return text
+
+
+def _same_array(a, b) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+
+
+def _tname(x) -> str:
+    t = type(x)
+    if isinstance(x, np.generic):
+        return "a NumPy scalar"
+    return f"{t.__module__.split('.')[0]}.{t.__name__}" if t.__module__ != "builtins" else t.__name__
+
+
+def _failure(klass, detail) -> Outcome:
+    return Outcome(False, klass, detail)
+
+
+# Messages name nodes, shapes, sizes and generated variables: strip those so one bug is one
+# class however many programs hit it.
+_NORMALISE = [
+    (re.compile(r"<Node [^>]*>"), "<node>"),
+    (re.compile(r"`[^`]*`"), "`...`"),
+    (re.compile(r"<fuzz program \d+>:\d+:?"), "<program>:"),
+    (re.compile(r"%\d+"), "NAME"),
+    (re.compile(r"\b(?:u?int|float|complex)\d+\b|\bbool\b"), "<dtype>"),
+    (re.compile(r"\b[fiub]\d+\[[^\]]*\]"), "T[...]"),
+    (re.compile(r"\((?:-?\d+,\s*)*-?\d*,?\)"), "(...)"),
+    (re.compile(r"\[(?:-?\d+,\s*)*-?\d+\]"), "[...]"),
+    (re.compile(r"'[a-z]\d+'"), "'NAME'"),
+    (re.compile(r"\b[a-z]\d+\b"), "NAME"),
+    (re.compile(r"-?\d+"), "N"),
+]
+
+
+def normalise(exc) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    for pattern, repl in _NORMALISE:
+        text = pattern.sub(repl, text)
+    return text[:160]
