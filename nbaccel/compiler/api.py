@@ -25,7 +25,8 @@ from .report import CompileReport
 MODES = ("default", "reduce-overhead", "max-autotune")
 BACKENDS = ("auto", "numba", "numpy", "eager")
 
-config = {"recompile_limit": 8, "history": 5}
+config = {"recompile_limit": 8, "history": 5,
+          "cache_size_limit": None}   # disk cache bytes or "500M"; None: $NBACCEL_CACHE_SIZE_LIMIT or 1G
 _marked: dict[int, tuple] = {}               # id(tensor or array) -> (weakref, dims marked dynamic)
 _all_functions: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 
