@@ -20,6 +20,7 @@ import numpy as np
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from .capture import TraceSession
 from .entries import GraphCache
+from . import cache
 from .report import CompileReport
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -238,6 +239,7 @@ class CompiledFunction:
         self.history = self.history[-config["history"]:]
         rep.history = list(self.history)
         rep.stats = dict(self.stats)
+        rep.cache_problem = cache.problem() if self.backend in ("auto", "numba") else None
         self._report = rep
 
     @property

@@ -83,12 +83,20 @@ def version_name() -> str:
     return _versions()
 
 
-def root_dir() -> str:
-    d = os.environ.get("NBACCEL_CACHE_DIR")
-    if not d:
-        import platformdirs
-        d = platformdirs.user_cache_dir("nbaccel")
+@functools.lru_cache(maxsize=None)
+def _default_root():
+    import platformdirs
+    return platformdirs.user_cache_dir("nbaccel")
+
+
+@functools.lru_cache(maxsize=16)
+def _absolute(d):
     return os.path.abspath(os.path.expanduser(d))
+
+
+def root_dir() -> str:
+    """The cache root: ``$NBACCEL_CACHE_DIR``, else the user cache directory."""
+    return _absolute(os.environ.get("NBACCEL_CACHE_DIR") or _default_root())
 
 
 def _session() -> _Session:
