@@ -82,11 +82,16 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def _create(path: str) -> int:
+    # the one place a cache file is created (tests inject EROFS / ENAMETOOLONG here)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+
+
 def atomic_write(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` through a private temporary file and a rename (mode 0600).
     Raises OSError (a full disk, a read-only directory...); nothing is left behind then."""
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    fd = _create(tmp)
     try:
         try:
             _write_all(fd, data)

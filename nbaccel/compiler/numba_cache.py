@@ -9,7 +9,7 @@ kernels (and only those) this module replaces that with one self-contained file 
 
     <version dir>/numba/<module>.<function>.<hash of numba's key>.nbc
         b"NBACCEL-NUMBA-1\\n" + b"<numba version> <llvmlite version>\\n" + sha256(body) + body
-        body = pickle((numba's key, numba's reduced CompileResult))
+        body = pickle(((module content hash, numba's key), numba's reduced CompileResult))
 
 A file is written once through a temporary file and a rename, so there is no
 read-modify-write to race on. On load its versions, digest and key are checked before
@@ -117,6 +117,9 @@ class KernelDiskCache(caching.FunctionCache):
         self._name = repr(py_func)
         self._py_func = py_func
         self._impl = self._impl_class(py_func)     # reduce / rebuild / check_cachable
+        # numba's key hashes the bytecode, not the constants: the module's content hash
+        # (the source stamp) is what tells two kernels apart
+        self._stamp = self._impl.locator.get_source_stamp()
         self._cache_path = ""
         self._base = base
         self.enable()
@@ -142,7 +145,7 @@ class KernelDiskCache(caching.FunctionCache):
         path = None
         try:
             target_context.refresh()
-            key = self._index_key(sig, target_context.codegen())
+            key = (self._stamp, self._index_key(sig, target_context.codegen()))
             path = self._file(directory, key)
             data = cache_fs.read_bytes(path)
             if data is None:
@@ -165,7 +168,7 @@ class KernelDiskCache(caching.FunctionCache):
         try:
             if not self._impl.check_cachable(data):
                 return
-            key = self._index_key(sig, data.codegen)
+            key = (self._stamp, self._index_key(sig, data.codegen))
             blob = encode(key, self._impl.reduce(data))
             cache_fs.atomic_write(self._file(directory, key), blob)
             cache.note_written(len(blob))
