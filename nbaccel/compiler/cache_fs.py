@@ -150,7 +150,7 @@ class FileLock:
     _local: dict[str, threading.Lock] = {}
     _local_guard = threading.Lock()
 
-    def __init__(self, path: str, timeout: float = 60.0, stale_after: float = 600.0, poll: float = 0.02):
+    def __init__(self, path: str, timeout: float = 30.0, stale_after: float = 120.0, poll: float = 0.02):
         self.path = path
         self.timeout = timeout
         self.stale_after = stale_after

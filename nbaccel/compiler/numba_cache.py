@@ -190,9 +190,9 @@ def _locked_compile(disp, compile_fn, lock_path):
 
 def _lock_timeout():
     try:
-        return float(os.environ.get("NBACCEL_CACHE_LOCK_TIMEOUT", "60"))
+        return float(os.environ.get("NBACCEL_CACHE_LOCK_TIMEOUT", "30"))
     except ValueError:
-        return 60.0
+        return 30.0
 
 
 def guard_module(mod, filename: str, lock_path: str | None):
