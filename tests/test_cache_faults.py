@@ -58,12 +58,19 @@ def new_session():
 @pytest.fixture
 def root(tmp_path, monkeypatch):
     r = tmp_path / "cache"
+    drain_background_compiles()
     monkeypatch.setenv("NBACCEL_CACHE_DIR", str(r))
     monkeypatch.delenv("NBACCEL_CACHE_SIZE_LIMIT", raising=False)
     monkeypatch.delenv("NBACCEL_CACHE_LOCK_TIMEOUT", raising=False)
     new_session()
     yield r
+    drain_background_compiles()
     new_session()
+
+
+def drain_background_compiles():
+    """Background numba compiles (of earlier tests) write wherever the environment points."""
+    runtime._COMPILER.submit(lambda: None).result(120)
 
 
 @pytest.fixture

@@ -16,9 +16,11 @@ CELL = "y = x * 2.0 + 1.0\n"
 
 @pytest.fixture
 def ip(tmp_path, monkeypatch):
+    from nbaccel.compiler import runtime
+    drain = lambda: runtime._COMPILER.submit(lambda: None).result(120)   # noqa: E731
+    drain()          # background numba compiles of earlier tests write where the env points
     monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path / "cache"))
     cache._reset_session_for_tests()
-    from nbaccel.compiler import runtime
     monkeypatch.setattr(runtime, "_NUMBA_KERNELS", {})    # kernels reach the disk cache again
     shell = start_ipython() or get_ipython()
     shell.run_line_magic("load_ext", "nbaccel")
@@ -27,6 +29,7 @@ def ip(tmp_path, monkeypatch):
     config = dict(magics.config_)
     shell.user_ns.update(np=np, x=np.arange(6, dtype=np.float32).reshape(2, 3))
     yield shell
+    drain()
     magics.config_.update(config)
     for k in ("y", "rep", "r"):
         shell.user_ns.pop(k, None)
