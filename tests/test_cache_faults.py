@@ -611,6 +611,34 @@ def test_old_versions_are_removed_after_the_grace_period(root):
     assert not (root / "v0.0.1-old").exists() and (root / "v0.0.2-recent").exists()
 
 
+def test_interrupted_write_leaves_no_file(root, monkeypatch):
+    real = cache_fs._write_all
+
+    def half_then_interrupt(fd, data):
+        real(fd, data[: len(data) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cache_fs, "_write_all", half_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        cache_fs.atomic_write(str(root.parent / "f.py"), b"x = 1\n" * 100)
+    assert sorted(os.listdir(root.parent)) == []
+
+
+def test_temporaries_of_a_killed_writer_are_removed(root):
+    build(kernel_source(51), 51)
+    kdir = os.path.join(vdir(root), "kernels")
+    old, fresh = os.path.join(kdir, "nbk_x.py.tmp-aaaa"), os.path.join(kdir, "nbk_y.py.tmp-bbbb")
+    for p in (old, fresh):
+        with open(p, "w") as fh:
+            fh.write("half a mod")
+    t = time.time() - 7200
+    os.utime(old, (t, t))
+    new_session()
+    build(kernel_source(51), 51)              # the session's first use cleans up
+    assert not os.path.exists(old) and os.path.exists(fresh)   # a live writer's file stays
+    os.unlink(fresh)
+
+
 def test_parse_size():
     assert hk.parse_size("1G") == 1 << 30 and hk.parse_size("1.5k") == 1536 and hk.parse_size(10) == 10
     for bad in ("-1", "x", "1Q", True, -5):

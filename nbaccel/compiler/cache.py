@@ -135,6 +135,7 @@ def _check(s: _Session) -> str | None:
 def _housekeeping(s, vdir):
     try:
         hk.mark_used(vdir)
+        hk.remove_stale_temporaries(vdir)
         hk.remove_old_versions(s.root, _versions(), grace_seconds())
         hk.evict(s.root, _versions(), size_limit())
     except Exception as e:       # housekeeping never blocks a kernel

@@ -116,6 +116,30 @@ def versions(root: str, current: str) -> list[dict]:
     return rows
 
 
+def remove_stale_temporaries(vdir: str, age: float = 3600.0) -> int:
+    """Remove temporary files a killed writer left behind (a live writer renames its own
+    within milliseconds; an hour is far beyond that). Returns how many went."""
+    gone = 0
+    now = time.time()
+    for sub in ("kernels", "numba", "locks"):
+        d = os.path.join(vdir, sub)
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for n in names:
+            if ".tmp-" not in n and ".stale-" not in n:
+                continue
+            p = os.path.join(d, n)
+            try:
+                if now - os.lstat(p).st_mtime > age:
+                    os.unlink(p)
+                    gone += 1
+            except OSError:
+                pass
+    return gone
+
+
 def remove_old_versions(root: str, current: str, grace_seconds: float) -> list[str]:
     """Remove version directories (other than ``current``) unused for ``grace_seconds``."""
     gone = []
