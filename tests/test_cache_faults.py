@@ -250,7 +250,7 @@ def _start_together(tmp_path, script, argsets, env):
 
 
 def test_processes_compiling_the_same_graph_on_a_cold_cache(tmp_path):
-    env = dict(ENV, NBACCEL_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(ENV, NBACCEL_CACHE_DIR=str(tmp_path / "cache"), NBACCEL_CACHE_LOCK_TIMEOUT="120")
     results = _start_together(tmp_path, RACE, [[]] * 4, env)
     assert all(r["ok"] and r["tier"] == "numba" and r["problem"] is None for r in results), results
     # the lock file let one process compile while the others waited and loaded its code
