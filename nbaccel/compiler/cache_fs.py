@@ -59,9 +59,10 @@ def check_dir(path: str, create: bool) -> None:
                         "plant code in it. Use a directory of your own (unset NBACCEL_CACHE_DIR or point "
                         "it at one), or `chown` it")
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise Untrusted(f"{path} is writable by {'group and others' if st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_IWGRP else 'others' if st.st_mode & stat.S_IWOTH else 'its group'} "
-                        f"(mode {stat.S_IMODE(st.st_mode):o}): another user could plant code in it. "
-                        f"Fix it with `chmod go-w {path}` (or `chmod 700 {path}`)")
+        who = " and ".join(w for bit, w in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others"))
+                           if st.st_mode & bit)
+        raise Untrusted(f"{path} is writable by {who} (mode {stat.S_IMODE(st.st_mode):o}): another user could "
+                        f"plant code in it. Fix it with `chmod go-w {path}` (or `chmod 700 {path}`)")
 
 
 def _os_reason(e: OSError) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import keyword
-import re
 import os
 import types
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import cellfunc
+from . import cellfunc, options
 from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
@@ -30,11 +29,7 @@ MODES = capi.MODES
 BACKENDS = capi.BACKENDS
 DEVICES = ("auto", "cpu", "cuda")
 REPORTS = ("auto", "widget", "text", "none")
-_CHOICES = {"--mode": MODES, "--backend": BACKENDS, "--device": DEVICES, "--report": REPORTS}
-_FLAGS = ("--dynamic", "--static", "--fullgraph", "--explain", "-o/--output NAME")
-OPTIONS_HELP = ", ".join([f"{k} {{{','.join(v)}}}" for k, v in _CHOICES.items()] + list(_FLAGS))
-COMMANDS_HELP = ("status, report [N], explain, config [key=value ...], "
-                 "cache [info | clear [all | current | VERSION]], reset")
+OPTIONS_HELP, COMMANDS_HELP = options.help_texts(MODES, BACKENDS, DEVICES, REPORTS)
 
 
 class _Env:
@@ -191,7 +186,7 @@ class NbaccelMagics(Magics):
         try:
             opts = parse_argstring(self.compile, line)
         except UsageError as e:
-            raise UsageError(f"%%compile: {_parse_error(str(e).splitlines()[-1] if str(e) else '')}") from None
+            raise UsageError(f"%%compile: {options.parse_error(str(e).splitlines()[-1] if str(e) else '', OPTIONS_HELP)}") from None
         except ValueError as e:           # shlex: an unbalanced quote
             raise UsageError(f"%%compile: cannot read the options ({e}); the options are {OPTIONS_HELP}") from None
         for key, allowed in (("mode", MODES), ("backend", BACKENDS), ("device", DEVICES),
@@ -483,17 +478,6 @@ def _from_cell(exc, filename):
         cur = cur.tb_next
     last_user.tb_next = None          # what follows is nbaccel's own frames only
     return exc.with_traceback(tb)
-
-
-def _parse_error(msg: str) -> str:
-    """argparse's message plus the valid choices: a user should not need --help to fix it."""
-    m = re.search(r"argument (-\w|--[\w-]+)(?:/(--[\w-]+))?: expected one argument", msg)
-    if m:
-        opt = m.group(2) or m.group(1)
-        if opt in _CHOICES:
-            return f"{opt} needs a value: one of {', '.join(_CHOICES[opt])}"
-        return f"{opt} needs a value"
-    return f"{msg}; the options are {OPTIONS_HELP}"
 
 
 def _in_notebook(shell) -> bool:
