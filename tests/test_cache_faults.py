@@ -644,3 +644,13 @@ def test_parse_size():
     for bad in ("-1", "x", "1Q", True, -5):
         with pytest.raises(ValueError):
             hk.parse_size(bad)
+
+
+def test_user_locator_override_keeps_kernels_working(root, monkeypatch):
+    import numba
+    monkeypatch.setattr(numba.config, "CACHE_LOCATOR_CLASSES", "InTreeCacheLocator")
+    src = kernel_source(52)
+    assert build(src, 52) == ("new", 0)
+    new_session()
+    assert build(src, 52) == ("disk", 1)
+    assert numba.config.CACHE_LOCATOR_CLASSES.startswith("nbaccel.compiler.numba_cache._KernelLocator,")

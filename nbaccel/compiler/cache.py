@@ -339,7 +339,7 @@ def load_module(path: str):
             exec(code, mod.__dict__)         # noqa: S102 - our own generated, verified code
             lock = None if in_memory else os.path.join(os.path.dirname(os.path.dirname(path)), "locks",
                                                        f"{name}.lock")
-            numba_cache.guard_module(mod, path, lock)
+            numba_cache.guard_module(mod, path, h, lock)
         finally:
             numba_cache._expected.pop(path, None)
         _loaded[path] = mod

@@ -77,9 +77,14 @@ class _KernelLocator(_CacheLocator):
 
 
 def install():
-    """Put the kernel locator first in numba's list (idempotent; other functions fall through)."""
+    """Put the kernel locator first in numba's list (idempotent; other functions fall through),
+    and first in ``$NUMBA_CACHE_LOCATOR_CLASSES`` when a user set that override."""
     if _KernelLocator not in _CacheImpl._locator_classes:
         _CacheImpl._locator_classes.insert(0, _KernelLocator)
+    override = getattr(numba.config, "CACHE_LOCATOR_CLASSES", None)
+    ours = f"{__name__}._KernelLocator"
+    if override and ours not in override:
+        numba.config.CACHE_LOCATOR_CLASSES = f"{ours},{override}"
 
 
 def expect(filename: str, stamp: str):
@@ -113,13 +118,13 @@ def decode(data: bytes, key):
 class KernelDiskCache(caching.FunctionCache):
     """numba's per-function cache, one verified file per key, never raising."""
 
-    def __init__(self, py_func, base: str):
+    def __init__(self, py_func, base: str, stamp: str):
         self._name = repr(py_func)
         self._py_func = py_func
         self._impl = self._impl_class(py_func)     # reduce / rebuild / check_cachable
         # numba's key hashes the bytecode, not the constants: the module's content hash
-        # (the source stamp) is what tells two kernels apart
-        self._stamp = self._impl.locator.get_source_stamp()
+        # is what tells two kernels apart
+        self._stamp = stamp
         self._cache_path = ""
         self._base = base
         self.enable()
@@ -195,7 +200,7 @@ def _lock_timeout():
         return 30.0
 
 
-def guard_module(mod, filename: str, lock_path: str | None):
+def guard_module(mod, filename: str, stamp: str, lock_path: str | None):
     """Give every numba dispatcher of a generated module the safe disk cache (``lock_path``
     given) or no disk cache at all (None), and forget the announcement."""
     try:
@@ -205,7 +210,7 @@ def guard_module(mod, filename: str, lock_path: str | None):
                     obj._cache = caching.NullCache()
                 else:
                     try:
-                        obj._cache = KernelDiskCache(obj.py_func, f"{mod.__name__}.{name}")
+                        obj._cache = KernelDiskCache(obj.py_func, f"{mod.__name__}.{name}", stamp)
                     except Exception:   # numba internals moved: run uncached rather than fail
                         obj._cache = caching.NullCache()
                         continue
