@@ -226,6 +226,8 @@ def render_text(report: dict, stable: bool = False) -> str:
     dyn = _strs(r.get("dynamic_dims"))
     if dyn:
         lines.append(f"dynamic dims: {', '.join(dyn)}")
+    if r.get("cache_problem"):
+        lines.append(f"disk cache: {_str(r['cache_problem'])}")
 
     breaks = _items(r, "graph_breaks")
     if breaks:
@@ -344,6 +346,8 @@ def render_html(report: dict, stable: bool = False) -> str:
     dyn = _strs(r.get("dynamic_dims"))
     if dyn:
         out.append(f'<div>dynamic dims: <code style="font-family:{_CODE}">{_e(", ".join(dyn))}</code></div>')
+    if r.get("cache_problem"):
+        out.append(f"<div><b>disk cache:</b> {_e(r['cache_problem'])}</div>")
 
     breaks = _items(r, "graph_breaks")
     if breaks:

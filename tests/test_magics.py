@@ -253,7 +253,7 @@ def test_nbaccel_line_magic(ip, capsys):
     ip.run_line_magic("nbaccel", "config backend=numpy recompile_limit=4 report=none")
     assert nbaccel.compiler.config["recompile_limit"] == 4
     nbaccel.compiler.config["recompile_limit"] = 8
-    for bad in ("config backend=gpu", "config nope=1", "report 99999", "frobnicate", "cache"):
+    for bad in ("config backend=gpu", "config nope=1", "report 99999", "frobnicate", "cache bogus"):
         with pytest.raises(UsageError):
             ip.run_line_magic("nbaccel", bad)
     ip.run_line_magic("nbaccel", "cache clear")

@@ -22,6 +22,7 @@ import numpy as np
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from .capture import TraceSession
 from .entries import GraphCache
+from . import cache
 from .report import CompileReport
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -30,7 +31,8 @@ BACKENDS = ("auto", "numba", "numpy", "eager")
 config = {"recompile_limit": 8, "history": 5,
           # a failure inside the compiler runs the graph eagerly (the report says why); tests
           # and bug reports raise it instead
-          "raise_compiler_errors": os.environ.get("NBACCEL_RAISE_COMPILER_ERRORS", "") not in ("", "0")}
+          "raise_compiler_errors": os.environ.get("NBACCEL_RAISE_COMPILER_ERRORS", "") not in ("", "0"),
+          "cache_size_limit": None}   # disk cache bytes or "500M"; None: $NBACCEL_CACHE_SIZE_LIMIT or 1G
 _marked: dict[int, tuple] = {}               # id(tensor or array) -> (weakref, dims marked dynamic)
 _all_functions: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 
@@ -242,6 +244,7 @@ class CompiledFunction:
         self.history = self.history[-config["history"]:]
         rep.history = list(self.history)
         rep.stats = dict(self.stats)
+        rep.cache_problem = cache.problem() if self.backend in ("auto", "numba") else None
         self._report = rep
 
     @property

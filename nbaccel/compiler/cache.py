@@ -1,144 +1,390 @@
-"""The disk cache: generated kernel modules, content-addressed.
+"""The disk cache: generated kernel modules and their machine code, content-addressed.
 
-Layout: ``$NBACCEL_CACHE_DIR`` (default: the user cache directory) / ``v<versions>`` /
-``kernels/nbk_<sha256 of source>.py``. The version directory names the versions of nbaccel,
-numba and NumPy, so entries written by another version are never read. A module is written
-once, atomically (temporary file + rename); on load its content is hashed again and a
-mismatch (a truncated or edited file) is rewritten, never trusted. numba keeps its compiled
-machine code beside the module (its own ``cache=True``), keyed on the file path and mtime,
-which stay stable because the file is never rewritten while valid. Nothing here is pickled.
+Layout under the root (``$NBACCEL_CACHE_DIR``, default the user cache directory)::
+
+    <root>/v<nbaccel>-numba<>-llvmlite<>-np<>-py<>-fm<helpers>-c2/   one directory per versions
+        kernels/nbk_<sha256 of source>.py    generated module (verified by hash on load)
+        numba/nbk_<hash>.kernel.<key>.nbc    machine code, see numba_cache.py
+        locks/nbk_<hash>.lock                 "compiling now" (advisory, see cache_fs.FileLock)
+        .last-used                            touched once per session (old versions expire)
+
+Rules (docs/compiler.md, "Disk cache"):
+
+* **Trust.** Before anything is read, the root and the version directories must be owned by
+  the current user and not writable by group or others (``cache_fs.check_dir``). Otherwise
+  the disk cache is off for the session: kernels compile in memory, one warning says why
+  and how to fix it, and ``problem()`` (shown by reports and ``%nbaccel status``) keeps it.
+* **Integrity.** A module whose content does not hash to its name is never imported: it is
+  rewritten. What is imported is the source nbaccel generated, compiled from memory.
+* **Faults degrade.** Any OS error while writing (a full disk, a read-only or deleted
+  directory, a path too long) turns writing off for the session with one warning; what is
+  already on disk stays usable. A damaged file is deleted and recompiled. Nothing raises.
+* **Housekeeping.** A size limit (default 1 GB: ``nbaccel.compiler.config["cache_size_limit"]``
+  or ``$NBACCEL_CACHE_SIZE_LIMIT``) with least-recently-used eviction, and version
+  directories unused for a grace period (7 days, ``$NBACCEL_CACHE_GRACE_DAYS``) removed.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
+import linecache
 import os
 import shutil
 import sys
-import tempfile
+import threading
+import types
+import warnings
 
 import numpy as np
 
-_loaded: dict[str, object] = {}
+from . import cache_fs, cache_housekeeping as hk
+
+_MEMORY_DIR = "<nbaccel memory>"
+_loaded: dict[str, object] = {}         # path -> module (once per process)
+_sources: dict[str, str] = {}           # path -> the verified source to import for it
+_load_lock = threading.RLock()
+_state_lock = threading.Lock()
+_sessions: dict[str, "_Session"] = {}   # root -> what this process learned about it
+_warned: set[str] = set()
+
+
+class NbaccelCacheWarning(UserWarning):
+    """The disk cache could not be used as usual; kernels still run (slower to start)."""
+
+
+class _Session:
+    def __init__(self, root):
+        self.root = root
+        self.untrusted: str | None = None     # why nothing may be read
+        self.no_write: str | None = None      # why nothing more is written
+        self.faults: list[str] = []
+        self.written = 0                      # bytes written since the last size check
+        self.started = False
 
 
 @functools.lru_cache(maxsize=None)
 def _versions():
     from .. import __version__
     try:
+        import llvmlite
         import numba
-        nb = numba.__version__
+        nb = f"{numba.__version__}-llvmlite{llvmlite.__version__}"
     except Exception:   # pragma: no cover
         nb = "none"
     # generated kernels inline the fastmath helpers, and numba's cache would not notice a change
     with open(os.path.join(os.path.dirname(__file__), "codegen", "fastmath.py"), "rb") as f:
         helpers = hashlib.sha256(f.read()).hexdigest()[:8]
-    return f"v{__version__}-numba{nb}-np{np.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-fm{helpers}"
+    py = f"{sys.version_info[0]}{sys.version_info[1]}"
+    return f"v{__version__}-numba{nb}-np{np.__version__}-py{py}-fm{helpers}-c2"
+
+
+def version_name() -> str:
+    """The name of this installation's version directory."""
+    return _versions()
+
+
+@functools.lru_cache(maxsize=None)
+def _default_root():
+    import platformdirs
+    return platformdirs.user_cache_dir("nbaccel")
+
+
+@functools.lru_cache(maxsize=16)
+def _absolute(d):
+    return os.path.abspath(os.path.expanduser(d))
 
 
 def root_dir() -> str:
-    d = os.environ.get("NBACCEL_CACHE_DIR")
-    if not d:
-        import platformdirs
-        d = platformdirs.user_cache_dir("nbaccel")
-    return d
+    """The cache root: ``$NBACCEL_CACHE_DIR``, else the user cache directory."""
+    return _absolute(os.environ.get("NBACCEL_CACHE_DIR") or _default_root())
+
+
+def _session() -> _Session:
+    root = root_dir()
+    with _state_lock:
+        s = _sessions.get(root)
+        if s is None:
+            s = _sessions[root] = _Session(root)
+    return s
+
+
+def _subdirs(vdir):
+    return [os.path.join(vdir, n) for n in ("kernels", "numba", "locks")]
+
+
+def _check(s: _Session) -> str | None:
+    """The version directory when it is trusted (creating what is missing), else None."""
+    if s.untrusted:
+        return None
+    vdir = os.path.join(s.root, _versions())
+    try:
+        for d in [s.root, vdir] + _subdirs(vdir):
+            cache_fs.check_dir(d, create=not s.no_write)
+    except cache_fs.Untrusted as e:
+        s.untrusted = f"the disk cache is not used: {e}. Kernels compile in memory this session"
+        _warn("untrusted", s.untrusted)
+        return None
+    except FileNotFoundError:     # deleted while writing is off: nothing to read either
+        return None
+    if not s.started:
+        s.started = True
+        _housekeeping(s, vdir)
+    return vdir
+
+
+def _housekeeping(s, vdir):
+    try:
+        hk.mark_used(vdir)
+        hk.remove_stale_temporaries(vdir)
+        hk.remove_old_versions(s.root, _versions(), grace_seconds())
+        hk.evict(s.root, _versions(), size_limit())
+    except Exception as e:       # housekeeping never blocks a kernel
+        note_fault("housekeeping", f"cache housekeeping failed ({cache_fs.describe(e)})")
 
 
 def cache_dir() -> str:
-    d = os.path.join(root_dir(), _versions())
-    os.makedirs(root_dir(), mode=0o700, exist_ok=True)
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    os.makedirs(os.path.join(d, "kernels"), mode=0o700, exist_ok=True)
-    return d
+    """The version directory, created (mode 0700) if missing. Raises OSError when unusable."""
+    s = _session()
+    vdir = _check(s)
+    if vdir is None:
+        raise OSError(problem() or f"the disk cache at {s.root} is not usable")
+    return vdir
+
+
+def numba_dir(for_write: bool) -> str | None:
+    """Where numba's machine code for kernels lives, or None when it must not be read
+    (untrusted) or written (writing is off)."""
+    s = _session()
+    vdir = _check(s)
+    if vdir is None or (for_write and s.no_write):
+        return None
+    return os.path.join(vdir, "numba")
+
+
+def problem() -> str | None:
+    """Why the disk cache is not (fully) used this session, with how to fix it; None if fine."""
+    s = _session()
+    return s.untrusted or s.no_write
+
+
+def faults() -> list[str]:
+    """Every cache fault seen this session (each was warned about once)."""
+    return list(_session().faults)
+
+
+def _warn(kind, message):
+    s = _session()
+    if message not in s.faults:
+        s.faults.append(message)
+    if kind in _warned:
+        return
+    _warned.add(kind)
+    try:
+        warnings.warn(f"nbaccel: {message}", NbaccelCacheWarning, stacklevel=3)
+    except Exception:     # warnings turned into errors must still not fail a cell
+        pass
+
+
+def note_fault(kind: str, message: str):
+    """A damaged entry was dropped (it is rebuilt): warn once per kind and session."""
+    _warn(kind, message)
+
+
+def note_write_failure(e: BaseException):
+    """Writing failed: turn writing off for the session (what is on disk stays usable)."""
+    s = _session()
+    if s.no_write is None:
+        s.no_write = (f"the disk cache at {s.root} cannot be written ({cache_fs.describe(e)}); new kernels "
+                      "compile in memory this session. Free space, fix the directory's permissions or set "
+                      "NBACCEL_CACHE_DIR elsewhere")
+    _warn("write", s.no_write)
+
+
+def note_written(nbytes: int):
+    """Count bytes written; past a twentieth of the size limit, check the limit."""
+    s = _session()
+    s.written += nbytes
+    limit = size_limit()
+    if s.written > limit // 20:
+        s.written = 0
+        try:
+            hk.evict(s.root, _versions(), limit)
+        except Exception as e:
+            note_fault("housekeeping", f"cache eviction failed ({cache_fs.describe(e)})")
+
+
+def size_limit() -> int:
+    """The cache size limit in bytes (config, then $NBACCEL_CACHE_SIZE_LIMIT, then 1 GB)."""
+    from . import api
+    val = api.config.get("cache_size_limit")
+    if val is None:
+        val = os.environ.get("NBACCEL_CACHE_SIZE_LIMIT")
+    if val is None:
+        return hk.DEFAULT_LIMIT
+    try:
+        return hk.parse_size(val)
+    except ValueError:
+        note_fault("config", f"cache size limit {val!r} is not a size (like 1G or 500M); using 1G")
+        return hk.DEFAULT_LIMIT
+
+
+def grace_seconds() -> float:
+    try:
+        return float(os.environ.get("NBACCEL_CACHE_GRACE_DAYS", "7")) * 86400
+    except ValueError:
+        return 7 * 86400.0
 
 
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:32]
 
 
-def _atomic_write(path: str, text: str):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def _memory(source, h):
+    path = os.path.join(_MEMORY_DIR, f"nbk_{h}.py")
+    _sources[path] = source
+    return path, "memory"
 
 
 def module_file(source: str) -> tuple[str, str]:
-    """Path of the module holding ``source`` and how it was found: 'disk', 'new' or 'rebuilt'."""
+    """Where the module holding ``source`` is and how it was found: 'disk' (verified),
+    'new' or 'rebuilt' (written now) or 'memory' (the disk cache is off: never written)."""
     h = source_hash(source)
-    path = os.path.join(cache_dir(), "kernels", f"nbk_{h}.py")
-    if os.path.exists(path):
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError:
-            text = None
-        if text is not None and source_hash(text) == h:
+    s = _session()
+    vdir = _check(s)
+    if vdir is None:
+        return _memory(source, h)
+    path = os.path.join(vdir, "kernels", f"nbk_{h}.py")
+    data = cache_fs.read_bytes(path)
+    how = "new"
+    if data is not None:
+        if hashlib.sha256(data).hexdigest()[:32] == h:
+            _sources[path] = source
+            hk.touch(path)
             return path, "disk"
-        # corrupt: drop the module and numba's cache for it, then rebuild
-        _remove_numba_cache(path)
-        _atomic_write(path, source)
-        return path, "rebuilt"
-    _atomic_write(path, source)
-    return path, "new"
+        # damaged or replaced: never imported; its machine code goes too, then it is rebuilt
+        note_fault("module", f"a cached kernel module did not match its hash ({os.path.basename(path)}); "
+                             "it was rebuilt")
+        for f in _numba_files(vdir, h):
+            cache_fs.remove(f)
+        how = "rebuilt"
+    if s.no_write:
+        return _memory(source, h)
+    try:
+        cache_fs.atomic_write(path, source.encode())
+    except OSError as e:
+        if isinstance(e, FileNotFoundError):     # the directory was deleted: recreate it once
+            try:
+                for d in [s.root, vdir] + _subdirs(vdir):
+                    cache_fs.check_dir(d, create=True)
+                cache_fs.atomic_write(path, source.encode())
+            except (OSError, cache_fs.Untrusted) as e2:
+                note_write_failure(e2)
+                return _memory(source, h)
+        else:
+            note_write_failure(e)
+            return _memory(source, h)
+    except Exception as e:                       # pragma: no cover - belt and braces
+        note_write_failure(e)
+        return _memory(source, h)
+    note_written(len(source))
+    _sources[path] = source
+    return path, how
+
+
+def _numba_files(vdir, h):
+    from . import numba_cache
+    return numba_cache.files_for(os.path.join(vdir, "numba"), f"nbk_{h}")
 
 
 def is_warm(source: str) -> bool:
-    """Is this kernel's machine code already on disk (its module and numba's index)?"""
+    """Is this kernel's machine code already on disk (its module and a numba file)?"""
     h = source_hash(source)
-    d = os.path.join(cache_dir(), "kernels")
-    if not os.path.exists(os.path.join(d, f"nbk_{h}.py")):
+    s = _session()
+    if s.untrusted:
         return False
-    pyc = os.path.join(d, "__pycache__")
-    return os.path.isdir(pyc) and any(f.startswith(f"nbk_{h}") and f.endswith(".nbi") for f in os.listdir(pyc))
-
-
-def _remove_numba_cache(path):
-    pyc = os.path.join(os.path.dirname(path), "__pycache__")
-    stem = os.path.splitext(os.path.basename(path))[0]
-    if os.path.isdir(pyc):
-        for f in os.listdir(pyc):
-            if f.startswith(stem):
-                try:
-                    os.unlink(os.path.join(pyc, f))
-                except OSError:
-                    pass
+    vdir = os.path.join(s.root, _versions())
+    if not os.path.exists(os.path.join(vdir, "kernels", f"nbk_{h}.py")):
+        return False
+    try:
+        return any(f.startswith(f"nbk_{h}.") and f.endswith(".nbc") for f in os.listdir(os.path.join(vdir, "numba")))
+    except OSError:
+        return False
 
 
 def load_module(path: str):
-    """Import a generated module (once per process)."""
-    mod = _loaded.get(path)
-    if mod is None:
+    """Import a generated module (once per process). What runs is the source nbaccel
+    generated, held in memory, never a file that failed its hash."""
+    with _load_lock:
+        mod = _loaded.get(path)
+        if mod is not None:
+            return mod
         name = os.path.splitext(os.path.basename(path))[0]   # nbk_<hash>: unique by content
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod          # numba's cache locator looks the module up by name
-        spec.loader.exec_module(mod)
+        h = name[len("nbk_"):]
+        text = _sources.get(path)
+        if text is None:                 # a path found some other way: verify it first
+            data = cache_fs.read_bytes(path)
+            if data is None or hashlib.sha256(data).hexdigest()[:32] != h:
+                raise ImportError(f"nbaccel: {path} does not match its content hash; not imported")
+            text = data.decode()
+        in_memory = path.startswith(_MEMORY_DIR)
+        from . import numba_cache
+        numba_cache.expect(path, h)
+        try:
+            mod = types.ModuleType(name)
+            mod.__file__ = path
+            if in_memory:   # tracebacks and numba's error messages can still show the source
+                linecache.cache[path] = (len(text), None, text.splitlines(True), path)
+            code = compile(text, path, "exec")
+            sys.modules[name] = mod          # numba's cache pickles name the module
+            exec(code, mod.__dict__)         # noqa: S102 - our own generated, verified code
+            lock = None if in_memory else os.path.join(os.path.dirname(os.path.dirname(path)), "locks",
+                                                       f"{name}.lock")
+            numba_cache.guard_module(mod, path, h, lock)
+        finally:
+            numba_cache._expected.pop(path, None)
         _loaded[path] = mod
-    return mod
+        return mod
 
 
 def size_bytes() -> int:
-    total = 0
-    for dirpath, _, files in os.walk(root_dir()):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(dirpath, f))
-            except OSError:
-                pass
-    return total
+    """Bytes used under the root (all versions)."""
+    return hk.dir_bytes(root_dir())
 
 
-def clear():
-    """Remove every cached kernel (all versions)."""
-    d = root_dir()
-    if os.path.isdir(d):
-        shutil.rmtree(d, ignore_errors=True)
-    _loaded.clear()
+def info() -> dict:
+    """What `%nbaccel cache` shows: location, size, entries, versions, limit and problems."""
+    root = root_dir()
+    versions = hk.versions(root, _versions())
+    return {"location": root, "current_version": _versions(), "bytes": sum(v["bytes"] for v in versions),
+            "entries": sum(v["entries"] for v in versions if v["current"]), "versions": versions,
+            "size_limit": size_limit(), "problem": problem(), "faults": faults()}
+
+
+def clear(version: str | None = None) -> int:
+    """Remove every cached kernel (all versions), or one version directory by name
+    ('current' for this installation's). Returns the bytes removed."""
+    root = root_dir()
+    if version == "current":
+        version = _versions()
+    if version is not None and (os.sep in version or version in ("", ".", "..") or not version.startswith("v")):
+        raise ValueError(f"not a cache version: {version!r}")
+    target = root if version is None else os.path.join(root, version)
+    if not os.path.isdir(target):
+        return 0
+    cache_fs.check_dir(root, create=False)       # never delete in a directory we do not own
+    before = hk.dir_bytes(target)
+    shutil.rmtree(target, ignore_errors=True)
+    with _load_lock:
+        _loaded.clear()
+    s = _session()
+    s.started = False
+    return before - hk.dir_bytes(target) if os.path.exists(target) else before
+
+
+def _reset_session_for_tests():
+    """Forget what this process learned about cache directories (tests only)."""
+    with _state_lock:
+        _sessions.clear()
+    _warned.clear()
+    with _load_lock:
+        _loaded.clear()

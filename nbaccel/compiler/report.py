@@ -30,6 +30,7 @@ class CompileReport:
     graphs: int = 1
     history: list = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    cache_problem: str | None = None    # why the disk cache is not (fully) used, and the fix
 
     def measure_eager(self):
         """Finish the report when it is first read: render the graph and code text, and run the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import keyword
 import os
 import types
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import cellfunc
+from . import cellfunc, options
 from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
@@ -28,6 +29,7 @@ MODES = capi.MODES
 BACKENDS = capi.BACKENDS
 DEVICES = ("auto", "cpu", "cuda")
 REPORTS = ("auto", "widget", "text", "none")
+OPTIONS_HELP, COMMANDS_HELP = options.help_texts(MODES, BACKENDS, DEVICES, REPORTS)
 
 
 class _Env:
@@ -184,7 +186,9 @@ class NbaccelMagics(Magics):
         try:
             opts = parse_argstring(self.compile, line)
         except UsageError as e:
-            raise UsageError(f"%%compile: {str(e).splitlines()[-1]}") from None
+            raise UsageError(f"%%compile: {options.parse_error(str(e).splitlines()[-1] if str(e) else '', OPTIONS_HELP)}") from None
+        except ValueError as e:           # shlex: an unbalanced quote
+            raise UsageError(f"%%compile: cannot read the options ({e}); the options are {OPTIONS_HELP}") from None
         for key, allowed in (("mode", MODES), ("backend", BACKENDS), ("device", DEVICES),
                              ("report", REPORTS)):
             val = getattr(opts, key)
@@ -194,7 +198,7 @@ class NbaccelMagics(Magics):
                 raise UsageError(f"%%compile: --{key} must be one of {', '.join(allowed)}, got {val!r}")
         if opts.dynamic and opts.static:
             raise UsageError("%%compile: give --dynamic or --static, not both")
-        if opts.output is not None and not opts.output.isidentifier():
+        if opts.output is not None and (not opts.output.isidentifier() or keyword.iskeyword(opts.output)):
             raise UsageError(f"%%compile: -o needs a variable name, got {opts.output!r}")
         if opts.device == "cuda":
             from ..devices import cuda_available, _cupy
@@ -313,14 +317,18 @@ class NbaccelMagics(Magics):
     # -- %nbaccel --------------------------------------------------------------------------------
     @line_magic
     def nbaccel(self, line):
-        """%nbaccel status | report [N] | explain | config [key=value ...] | cache clear | reset"""
+        """%nbaccel status | report [N] | explain | config [key=value ...] |
+        cache [info | clear [all | current | VERSION]] | reset"""
         parts = line.split()
         cmd, rest = (parts[0], parts[1:]) if parts else ("status", [])
         handler = {"status": self._status, "report": self._report_cmd, "explain": self._explain_cmd,
                    "config": self._config_cmd, "cache": self._cache_cmd, "reset": self._reset_cmd}.get(cmd)
         if handler is None:
-            raise UsageError(f"%nbaccel: unknown command {cmd!r} (status, report [N], explain, "
-                             "config key=value, cache clear, reset)")
+            raise UsageError(f"%nbaccel: unknown command {cmd!r}; the commands are {COMMANDS_HELP}")
+        if cmd in ("status", "explain", "reset") and rest:
+            raise UsageError(f"%nbaccel {cmd} takes no arguments, got {' '.join(rest)!r}")
+        if cmd == "report" and len(rest) > 1:
+            raise UsageError(f"%nbaccel report takes at most one argument (N), got {' '.join(rest)!r}")
         return handler(rest)
 
     def _cells(self):
@@ -356,16 +364,24 @@ class NbaccelMagics(Magics):
         except OSError:
             size = None
         cache_dir = cache.root_dir()
+        try:
+            cache.numba_dir(for_write=False)      # runs the trust check if nothing has yet
+        except Exception:   # pragma: no cover - status must not fail
+            pass
+        problem = cache.problem()
         import nbaccel_ext
         if nbaccel_ext.stable_output():     # saved notebooks carry no machine-specific paths
             cache_dir, size = "$NBACCEL_CACHE_DIR", None
+        if problem:      # the dashboard shows the directory line: say there that it is not used
+            cache_dir = f"{cache_dir} — {problem}"
         return {"cells": self._cells(), "backends": backends, "devices": devices,
-                "cache_dir": cache_dir, "cache_bytes": size}
+                "cache_dir": cache_dir, "cache_bytes": size, "cache_problem": problem}
 
     def _status(self, rest):
         import nbaccel_ext
         info = self.status_info()
         cells = info.pop("cells")
+        info.pop("cache_problem")
         if _in_notebook(self.shell):
             nbaccel_ext.display_dashboard(cells, **info)
         else:
@@ -408,10 +424,9 @@ class NbaccelMagics(Magics):
             if not sep:
                 raise UsageError(f"%nbaccel config: expected key=value, got {item!r}")
             if key == "recompile_limit":
-                try:
-                    capi.config["recompile_limit"] = int(val)
-                except ValueError:
-                    raise UsageError(f"%nbaccel config: recompile_limit must be an integer, got {val!r}") from None
+                if not val.isdigit():
+                    raise UsageError(f"%nbaccel config: recompile_limit must be a whole number >= 0, got {val!r}")
+                capi.config["recompile_limit"] = int(val)
             elif key in allowed:
                 if val not in allowed[key]:
                     raise UsageError(f"%nbaccel config: {key} must be one of {', '.join(allowed[key])}, got {val!r}")
@@ -421,12 +436,26 @@ class NbaccelMagics(Magics):
                                  "recompile_limit, report)")
 
     def _cache_cmd(self, rest):
-        if rest != ["clear"]:
-            raise UsageError("%nbaccel cache: the only command is `cache clear`")
+        """`cache` / `cache info`: location, size, entries, versions; `cache clear [all |
+        current | VERSION]`: remove every version (the default), this one, or a named one."""
+        from . import cache_text
         from ..compiler import cache
-        before = cache.size_bytes()
-        cache.clear()
-        print(f"nbaccel: cleared the disk cache at {cache.root_dir()} ({before} bytes)")
+        if not rest or rest == ["info"]:
+            print(cache_text.render_info(cache.info()))
+            return
+        if rest[0] != "clear" or len(rest) > 2:
+            raise UsageError(f"%nbaccel cache: expected `cache`, `cache info` or `cache clear [all | current | "
+                             f"VERSION]`, got {' '.join(rest)!r}")
+        which = rest[1] if len(rest) == 2 else "all"
+        names = [v["name"] for v in cache.info()["versions"]]
+        if which not in ("all", "current") and which not in names:
+            raise UsageError(f"%nbaccel cache clear: {which!r} is not a cached version; choose all, current"
+                             + (f" or one of {', '.join(names)}" if names else ""))
+        try:
+            removed = cache.clear(None if which == "all" else which)
+        except (cache.cache_fs.Untrusted, OSError) as e:
+            raise UsageError(f"%nbaccel cache clear: not clearing: {e}") from None
+        print(cache_text.render_cleared(which, cache.root_dir(), removed))
 
     def _reset_cmd(self, rest):
         capi.reset()

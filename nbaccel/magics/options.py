@@ -1,0 +1,28 @@
+"""Error messages for bad magic options that name the valid choices (no --help needed)."""
+from __future__ import annotations
+
+import re
+
+_CHOICES: dict[str, tuple] = {}
+_FLAGS = ("--dynamic", "--static", "--fullgraph", "--explain", "-o/--output NAME")
+
+
+def help_texts(modes, backends, devices, reports) -> tuple[str, str]:
+    """The one-line lists of ``%%compile`` options and ``%nbaccel`` commands."""
+    _CHOICES.update({"--mode": tuple(modes), "--backend": tuple(backends), "--device": tuple(devices),
+                     "--report": tuple(reports)})
+    opts = ", ".join([f"{k} {{{','.join(v)}}}" for k, v in _CHOICES.items()] + list(_FLAGS))
+    cmds = ("status, report [N], explain, config [key=value ...], "
+            "cache [info | clear [all | current | VERSION]], reset")
+    return opts, cmds
+
+
+def parse_error(msg: str, options_help: str) -> str:
+    """argparse's message plus the valid choices."""
+    m = re.search(r"argument (-\w|--[\w-]+)(?:/(--[\w-]+))?: expected one argument", msg)
+    if m:
+        opt = m.group(2) or m.group(1)
+        if opt in _CHOICES:
+            return f"{opt} needs a value: one of {', '.join(_CHOICES[opt])}"
+        return f"{opt} needs a value"
+    return f"{msg}; the options are {options_help}"
