@@ -175,7 +175,7 @@ class _Scheduler:
         ``keep_lazy`` (an output): consumers in the same kernel keep computing it inline, and
         a consumer that starts a new kernel reads the stored buffer instead of recomputing."""
         e = self.val[id(n)]
-        if e.kind == "load":
+        if e.kind == "load" and e.buf is n:
             return e
         if id(n) in self.realized:
             return load(n, Layout.contiguous(n.shape), n.dtype)
@@ -316,7 +316,7 @@ class _Scheduler:
             self.val[id(p)] = self.buffer_value(p)
         for n in self.nodes:
             self.val[id(n)] = self.visit(n)
-            if id(n) in self.outset:
+            if id(n) in self.outset and self.val[id(n)].kind != "load":   # a view stays a view
                 self.realize(n, keep_lazy=True)
         for o in g.outputs:
             o = self.rep.get(id(o), o)

@@ -202,7 +202,10 @@ class _Renderer:
     def store(self, node, code):
         i = self.k.outputs.index(node)
         lay = self.k.output_layout(node)
-        shape = _natural(lay)
+        per_outer = any(r.node is node for r in self.k.reductions) or \
+            any(st.node is node and st.per_outer for st in self.k.stores)
+        # a reduced value has one element per kept index (even when the reduced ranges are empty)
+        shape = tuple(1 if per_outer and a in self.k.axes else d for a, d in enumerate(self.k.domain))
         w = f"w{i}"
         line = f"{w} = strided(o{i}, {shape!r}, {lay.strides!r}, 0)"
         if line not in self.views:
