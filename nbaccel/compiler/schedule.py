@@ -44,8 +44,8 @@ def is_pointwise(n: Node) -> bool:
 
 
 def is_fusable_reduction(n: Node) -> bool:
-    if n.op.name not in REDUCTION_OPS or len(n.args[0].shape) == 0:
-        return False
+    if n.op.name not in REDUCTION_OPS or len(n.args[0].shape) == 0 or n.params.get("axis") == ():
+        return False     # a reduction over no axes is a cast: its own implementation runs it
     # argmax/argmin: over one axis, or over all of them (the flat index), as NumPy allows
     return n.op.name not in ARG_REDUCTIONS or n.params.get("axis") is None or len(n.params["axis"]) == 1
 

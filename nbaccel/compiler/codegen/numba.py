@@ -227,13 +227,10 @@ class _Renderer:
                               and e.dtype.name != "float64" else f"{pad}{name} = {prod}")
             code = name
         else:
-            cd = _operand_dtype(e)
             args = []
             for a in e.args:
                 if a.kind == "const" and a.dtype is None:
-                    weak = e.dtype if isinstance(a.value, bool) else _complex_of(cd, e.dtype) \
-                        if isinstance(a.value, complex) else cd
-                    args.append(self.const(a.value, weak))
+                    args.append(self.const(a.value, _weak_dtype(e, a.value)))
                 else:
                     args.append(self.expr(a, var, memo, pad, accs))
             name = f"e{len(memo)}"
@@ -251,7 +248,8 @@ class _Renderer:
                 return f"{_np_type(e.dtype)}({args[0]}.real)"     # NumPy drops the imaginary part
             return f"{_np_type(e.dtype)}({args[0]})"
         if name in _CAST_INPUTS:
-            want = _operand_dtype(e) if name in _COMPARISONS else e.dtype
+            weak = [a.value for a in e.args if a.kind == "const" and a.dtype is None]
+            want = (_weak_dtype(e, weak[0]) if weak else _operand_dtype(e)) if name in _COMPARISONS else e.dtype
             first = 1 if name == "where" else 0
             args = list(args)
             for i, a in enumerate(e.args):
@@ -486,13 +484,20 @@ class _Renderer:
         return "\n".join(src) + "\n"
 
 
-def _complex_of(*dtypes):
-    """The complex dtype a weak complex scalar takes next to these dtypes."""
+def _weak_dtype(e: Expr, value):
+    """The dtype a weak Python scalar operand is computed in: NumPy's loop dtype, which is the
+    result dtype, except for comparisons, where a scalar of a higher kind than the array (a
+    float next to ints or bools) is compared in its own default dtype."""
     from ... import dtypes as D
-    for dt in dtypes:
-        if dt.kind == "c":
-            return dt
-    return D.complex64 if any(dt.name in ("float32", "float16", "bfloat16") for dt in dtypes) else D.complex128
+    if e.op.name not in _COMPARISONS:
+        return e.dtype
+    base = _operand_dtype(e)
+    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
+    kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else \
+        "f" if isinstance(value, float) else "c"
+    if rank[kind] > rank[base.kind]:
+        return {"i": D.int64, "f": D.float64, "c": D.complex128}[kind]
+    return base
 
 
 def _float_lit(v):
