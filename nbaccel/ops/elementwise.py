@@ -183,8 +183,19 @@ def _pow_grad(g, out, a, b):
     return (ga, gb)
 
 
+def _power_infer(args, params):
+    """NumPy refuses integer arrays to negative integer powers whatever the data: so does the
+    shape rule (tracing raises where NumPy raises, and an unused power still raises)."""
+    from .meta import default_infer
+    shape, dtype = default_infer("binary", "int8bool")(args, params)
+    b = args[1]
+    if dtype.kind in "iu" and isinstance(b, int) and not isinstance(b, bool) and b < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    return shape, dtype
+
+
 power = defop("power", kind="binary", impl=_ufunc("power"), grad=_pow_grad, dtype_rule="int8bool",
-              methods=("pow", "__pow__", "__rpow__"), numpy=("power", "pow"), inplace=True)
+              infer=_power_infer, methods=("pow", "__pow__", "__rpow__"), numpy=("power", "pow"), inplace=True)
 
 atan2 = defop("atan2", kind="binary", infer=_ufloat_binary_infer, impl=_ufunc("arctan2"),
               dtype_rule="ufloat",

@@ -82,6 +82,27 @@ def _check_nonempty(name, x, axis):
                          "axis: the operation has no identity")
 
 
+def _nonempty_infer(name, rule):
+    """The shape rule of a reduction without identity: an empty reduction raises while tracing,
+    as NumPy raises whatever the data (so a compiled function raises even if the result is
+    never used)."""
+    from .meta import default_infer
+    base = default_infer("reduce", rule)
+
+    def infer(args, params):
+        x = args[0]
+        if hasattr(x, "shape"):
+            axis = params.get("axis")
+            size = 1
+            for d in x.shape:
+                size *= d
+            if size == 0 and (axis is None or any(x.shape[a] == 0 for a in axis)):
+                raise ValueError(f"{name} of an empty tensor (shape {tuple(x.shape)}) along a "
+                                 "zero-size axis: the operation has no identity")
+        return base(args, params)
+    return infer
+
+
 def _minmax_grad(g, out, x, axis, keepdims):
     # ties share the gradient evenly (PyTorch's amax/amin)
     ops = _ops()
@@ -99,8 +120,10 @@ def _reducer(name):
 
 
 amax = defop("amax", kind="reduce", impl=_reducer("max"), grad=_minmax_grad, dtype_rule="same",
+             infer=_nonempty_infer("max", "same"),
              methods="amax", numpy="amax")
 amin = defop("amin", kind="reduce", impl=_reducer("min"), grad=_minmax_grad, dtype_rule="same",
+             infer=_nonempty_infer("min", "same"),
              methods="amin", numpy="amin")
 
 
@@ -128,6 +151,7 @@ def _arg_impl(name):
 
 
 ARGS = {name: defop(name, kind="reduce", impl=_arg_impl(name), dtype_rule="int64",
+                    infer=_nonempty_infer(name, "int64"),
                     differentiable=False, methods=name, numpy=name, 
                     front=_arg_front(name))
         for name in ("argmax", "argmin")}

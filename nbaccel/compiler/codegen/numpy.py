@@ -63,8 +63,9 @@ def run_parts(part, n, numel):
 
 
 def _natural(lay):
-    """A load's view shape: broadcast axes (stride 0) stay size 1."""
-    return tuple(1 if st == 0 and s != 0 else s for s, st in zip(lay.shape, lay.strides))
+    """A load's view shape: broadcast axes (stride 0) stay size 1, so NumPy broadcasts them (and a
+    value constant along empty reduction ranges is still one value per kept index)."""
+    return tuple(1 if st == 0 else s for s, st in zip(lay.shape, lay.strides))
 
 
 def _bshape(shapes):
