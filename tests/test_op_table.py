@@ -48,7 +48,7 @@ def test_every_fusable_reduction_has_both_renderings():
     from nbaccel.compiler.schedule import REDUCTION_OPS
     for op in REDUCTION_OPS:
         assert op in OPS and op in np_codegen.REDUCE
-        assert op in nb_codegen._INIT or op in ("amax", "amin")
+        assert op in nb_codegen._INIT or op in ("amax", "amin", "argmax", "argmin")
 
 
 def test_the_op_table_holds_no_backend_syntax():

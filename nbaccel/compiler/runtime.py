@@ -60,7 +60,12 @@ class NumbaKernel:
         fn.compile(signature)
         stats = getattr(fn, "stats", None)
         self.numba_compiled = not (stats and sum(stats.cache_hits.values()) > 0)
-        self.cache = "disk" if how == "disk" and not self.numba_compiled else how
+        # machine code loaded from the disk cache is 'disk' even when this process wrote the
+        # module file itself (another process compiled it at the same moment)
+        if self.numba_compiled:
+            self.cache = "new" if how == "disk" else how
+        else:
+            self.cache = "disk" if how != "memory" else how
         self.fn = fn
         self.state = "ready"
 
