@@ -97,23 +97,35 @@ def test_lower_ranks_take_the_flash_path(shape):
     _same(out, ref, 2e-6)
 
 
-def _ops_run(fn):
-    """The names of the ops fn runs, recorded by a compiled trace."""
-    cf = nb.compile(fn)
-    cf()
-    return [k["ops"] for k in cf.report.kernels], [k["backend"] for k in cf.report.kernels]
+def _ops_on_tape(out):
+    """The names of the ops that autograd recorded behind ``out``."""
+    names, todo, seen = set(), [out.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.add(node.name)
+        todo.extend(fn for fn, _ in node.next_functions)
+    return names
+
+
+def _backend_ran(**kw):
+    q, k, v = (nb.tensor(a, requires_grad=True) for a in _arrays())
+    names = _ops_on_tape(F.scaled_dot_product_attention(q, k, v, **kw))
+    # the math op differentiates through its decomposition: its tape holds the matmuls
+    assert ("flash_attention" in names) != ("matmul" in names), names
+    return "flash" if "flash_attention" in names else "math"
 
 
 def test_automatic_choice_and_sdpa_kernel():
-    q, k, v = (nb.tensor(a) for a in _arrays())
-    ops, labels = _ops_run(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    assert ["flash_attention"] in ops and labels[ops.index(["flash_attention"])] == "flash"
+    assert _backend_ran(is_causal=True) == "flash"
     with sdpa_kernel(SDPBackend.MATH):
-        ops, _ = _ops_run(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    assert ["flash_attention"] not in ops
-    # dropout needs the math path; the choice falls back to it by itself
-    ops, _ = _ops_run(lambda: F.scaled_dot_product_attention(q, k, v, dropout_p=0.2))
-    assert ["flash_attention"] not in ops
+        assert _backend_ran(is_causal=True) == "math"
+    # dropout needs the math path; the automatic choice falls back to it by itself
+    assert _backend_ran(dropout_p=0.2) == "math"
+    with sdpa_kernel([SDPBackend.MATH, SDPBackend.FLASH_ATTENTION]):
+        assert _backend_ran() == "flash"
 
 
 def test_a_backend_that_cannot_take_the_inputs_says_why():
@@ -171,12 +183,15 @@ def test_multihead_attention_runs_the_fused_kernel():
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         out, w = mha(x, x, x, need_weights=False, is_causal=True)
     causal = np.triu(np.ones((10, 10), bool), 1)
-    ref, _ = mha(x, x, x, attn_mask=nb.tensor(causal))
-    assert w is None
+    ref, _ = mha(x, x, x, attn_mask=nb.tensor(causal))      # need_weights: the explicit path
+    assert w is None and "flash_attention" in _ops_on_tape(out)
     _same(out.numpy(), ref.numpy(), 2e-6)
-    cf = nb.compile(lambda x: mha(x, x, x, need_weights=False, is_causal=True)[0])
-    cf(x)
-    assert any(k["ops"] == ["flash_attention"] for k in cf.report.kernels)
+    # a bool key-padding mask also takes the fused kernel (as an additive mask)
+    pad = nb.tensor(np.arange(10)[None, :] >= np.array([[10], [6]]))
+    out, _ = mha(x, x, x, key_padding_mask=pad, need_weights=False)
+    ref, _ = mha(x, x, x, key_padding_mask=pad)
+    assert "flash_attention" in _ops_on_tape(out)
+    _same(out.numpy(), ref.numpy(), 2e-6)
 
 
 BAD = [
@@ -204,3 +219,19 @@ def test_bad_input_names_the_shapes(name, args, kw, exc, match):
     kw = {k: (nb.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
     with pytest.raises(exc, match=match):
         F.scaled_dot_product_attention(*args(q), **kw)
+
+
+def test_backend_labels_and_sdpa_kernel_state():
+    from nbaccel.nn.attention import enabled_backends
+    from nbaccel.ops import OPS
+    assert OPS["flash_attention"].extern_backend({"kernel": "cpu"}) == "flash"
+    assert OPS["flash_attention_backward"].extern_backend({"kernel": "triton"}) == "triton-flash"
+    before = enabled_backends()
+    with sdpa_kernel([SDPBackend.MATH, SDPBackend.FLASH_ATTENTION]):
+        assert enabled_backends()[0] == SDPBackend.FLASH_ATTENTION     # flash is preferred
+        with sdpa_kernel([SDPBackend.MATH, SDPBackend.FLASH_ATTENTION], set_priority=True):
+            assert enabled_backends() == [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION]
+    assert enabled_backends() == before
+    with pytest.raises(TypeError, match="SDPBackend"):
+        with sdpa_kernel(["flash"]):
+            pass

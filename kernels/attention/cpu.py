@@ -51,6 +51,8 @@ def _pool(n):
     global _POOL
     with _POOL_LOCK:
         if _POOL is None or _POOL._max_workers != n:
+            if _POOL is not None:
+                _POOL.shutdown(wait=False)
             _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="nbaccel-attn")
         return _POOL
 

@@ -23,7 +23,7 @@ def _kernels(xp):
     return tk
 
 
-def _flash_impl(xp, q, k, v, *mask, scale, causal):
+def _flash_impl(xp, q, k, v, *mask, scale, causal, kernel):
     out, lse = _kernels(xp).attention_forward(q, k, v, scale, causal, mask[0] if mask else None)
     return xp.concatenate([out, lse[..., None].astype(out.dtype)], axis=-1)
 
@@ -33,7 +33,7 @@ def _flash_infer(args, params):
     return tuple(q.shape[:-1]) + (v.shape[-1] + 1,), q.dtype
 
 
-def _flash_grad(g, out, q, k, v, *mask, scale, causal):
+def _flash_grad(g, out, q, k, v, *mask, scale, causal, kernel):
     flat = apply_backward(g, q, k, v, out, mask, scale, causal)
     nq, nk = math.prod(q.shape), math.prod(k.shape)
     dq = flat[:nq].reshape(tuple(q.shape))
@@ -42,7 +42,7 @@ def _flash_grad(g, out, q, k, v, *mask, scale, causal):
     return (dq, dk, dv) + (None,) * len(mask)
 
 
-def _flash_backward_impl(xp, g, q, k, v, packed, *mask, scale, causal):
+def _flash_backward_impl(xp, g, q, k, v, packed, *mask, scale, causal, kernel):
     d_v = v.shape[-1]
     dq, dk, dv = _kernels(xp).attention_backward(
         g[..., :d_v], q, k, v, packed[..., :d_v], packed[..., d_v], scale, causal,
@@ -59,17 +59,23 @@ def apply_forward(q, k, v, mask, scale, causal):
     """The packed (B, Hq, L, Dv + 1) output of the fused kernel on 4-D tensors."""
     from .fronts import apply
     args = (q, k, v) + ((mask,) if mask is not None else ())
-    return apply(flash_attention, args, {"scale": float(scale), "causal": bool(causal)})
+    return apply(flash_attention, args, {"scale": float(scale), "causal": bool(causal),
+                                         "kernel": _kernel_name(q)})
 
 
 def apply_backward(g, q, k, v, packed, mask, scale, causal):
     from .fronts import apply
     return apply(flash_attention_backward, (g, q, k, v, packed) + tuple(mask),
-                 {"scale": float(scale), "causal": bool(causal)})
+                 {"scale": float(scale), "causal": bool(causal), "kernel": _kernel_name(q)})
+
+
+def _kernel_name(q):
+    """Which kernel the impl will run, kept in the params so the report can say it."""
+    return "cpu" if q.device.type == "cpu" else "triton"
 
 
 def _label(params):
-    return "flash"
+    return "flash" if params.get("kernel", "cpu") == "cpu" else "triton-flash"
 
 
 flash_attention = defop(
