@@ -1,4 +1,5 @@
 """Shared test settings: a reusable kernel cache and hypothesis profiles."""
+import importlib.util
 import os
 import pathlib
 
@@ -7,6 +8,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Compiled kernels are reused across test runs through the disk cache (gitignored).
 os.environ.setdefault("NBACCEL_CACHE_DIR", str(ROOT / ".nbaccel-cache" / "tests"))
+# Without CuPy (no GPU) Triton kernels are tested through Triton's interpreter, which must be
+# switched on before triton is first imported (by any test module)
+if importlib.util.find_spec("cupy") is None:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 try:
     from hypothesis import HealthCheck, settings
