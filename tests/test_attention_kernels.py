@@ -173,3 +173,24 @@ def test_triton_refuses_a_mask(triton_kernels):
     q = np.zeros((1, 1, 4, 16), np.float32)
     with pytest.raises(NotImplementedError, match="attn_mask"):
         triton_kernels.attention_forward(q, q, q, 1.0, mask=np.zeros((4, 4), np.float32))
+
+
+def test_vectorisable_exp_is_accurate_and_exact_at_the_ends():
+    from numba import njit
+
+    from nbaccel_kernels.attention._fastexp import vexp
+
+    @njit
+    def apply(x):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = vexp(x[i])
+        return out
+
+    x = np.concatenate([np.linspace(-87, 0, 20001), np.linspace(0, 80, 2001)]).astype(np.float32)
+    got = apply(x)
+    want = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(got - want) / want) < 3e-7
+    edge = apply(np.array([-np.inf, -200.0, -88.0, 0.0], np.float32))
+    assert edge[0] == 0 and edge[1] == 0 and edge[2] == 0 and edge[3] == 1
+    assert apply(np.array([-1.5])).dtype == np.float64          # float64 takes math.exp

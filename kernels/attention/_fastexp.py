@@ -6,7 +6,7 @@ polynomial and an integer bit trick for 2**n, which LLVM turns into SIMD code. f
 arguments take ``math.exp``.
 
 Algorithm (Cephes ``expf``): n = round(x / ln 2), r = x - n ln 2 (split constant),
-exp(r) by a degree-6 polynomial, times 2**n built in the exponent field. Inputs below
+exp(r) = 1 + r + r² P(r) with P of degree 5, times 2**n built in the exponent field. Inputs below
 -87.3 return exactly 0 (attention scores after subtracting the row max are <= 0, so only
 the underflow end matters; inputs above 88 are clamped). Relative error ~1e-7.
 """
