@@ -7,6 +7,7 @@ import triton.language as tl
 @triton.jit
 def forward_kernel(Q, K, V, O, LSE, s_qb, s_qh, s_ql, s_kb, s_kh, s_kl, s_vb, s_vh, s_vl,
                    s_ob, s_oh, s_ol, s_lb, s_lh, HQ, GROUP, N_Q, N_K, scale,
+                   M, s_mb, s_mh, s_ml, s_ms, HAS_MASK: tl.constexpr,
                    D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr,
                    BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    CAUSAL: tl.constexpr):
@@ -31,6 +32,8 @@ def forward_kernel(Q, K, V, O, LSE, s_qb, s_qh, s_ql, s_kb, s_kh, s_kl, s_vb, s_
         kt = tl.load(K + b * s_kb + kh * s_kh + cols[None, :] * s_kl + dims[:, None],
                      mask=(cols[None, :] < N_K) & (dims[:, None] < D), other=0.0)
         s = tl.dot(q, kt) * scale
+        if HAS_MASK:
+            s += mask_tile(M, b, h, rows, cols, s_mb, s_mh, s_ml, s_ms, N_Q, N_K)
         visible = cols[None, :] < N_K
         if CAUSAL:
             visible = visible & (cols[None, :] <= rows[:, None])
@@ -53,9 +56,19 @@ def forward_kernel(Q, K, V, O, LSE, s_qb, s_qh, s_ql, s_kb, s_kh, s_kl, s_vb, s_
     tl.store(LSE + b * s_lb + h * s_lh + rows, lse, mask=rows < N_Q)
 
 @triton.jit
-def probs_tile(q, kt, lse, rows, cols, N_Q, N_K, scale, CAUSAL: tl.constexpr):
-    """exp(q k^T scale - lse), 0 where masked, outside the arrays, or on dead rows."""
+def mask_tile(M, b, h, rows, cols, s_mb, s_mh, s_ml, s_ms, N_Q, N_K):
+    """The additive mask's tile (broadcast dims have stride 0)."""
+    return tl.load(M + b * s_mb + h * s_mh + rows[:, None] * s_ml + cols[None, :] * s_ms,
+                   mask=(rows[:, None] < N_Q) & (cols[None, :] < N_K), other=0.0).to(tl.float32)
+
+
+@triton.jit
+def probs_tile(q, kt, lse, rows, cols, N_Q, N_K, scale, M, b, h, s_mb, s_mh, s_ml, s_ms,
+               HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr):
+    """exp(q k^T scale + mask - lse), 0 where masked, outside the arrays, or on dead rows."""
     s = tl.dot(q, kt) * scale
+    if HAS_MASK:
+        s += mask_tile(M, b, h, rows, cols, s_mb, s_mh, s_ml, s_ms, N_Q, N_K)
     live = (rows[:, None] < N_Q) & (cols[None, :] < N_K) & (lse[:, None] != float("-inf"))
     if CAUSAL:
         live = live & (cols[None, :] <= rows[:, None])
@@ -65,6 +78,7 @@ def probs_tile(q, kt, lse, rows, cols, N_Q, N_K, scale, CAUSAL: tl.constexpr):
 @triton.jit
 def dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV_, s_qb, s_qh, s_ql, s_kb, s_kh, s_kl,
                 s_vb, s_vh, s_vl, s_lb, s_lh, HKV, GROUP, N_Q, N_K, scale,
+                M, s_mb, s_mh, s_ml, s_ms, HAS_MASK: tl.constexpr,
                 D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 CAUSAL: tl.constexpr):
@@ -97,7 +111,8 @@ def dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV_, s_qb, s_qh, s_ql, s_kb, s_kh, 
             lse = tl.load(LSE + b * s_lb + h * s_lh + rows, mask=rows < N_Q,
                           other=float("-inf"))
             delta = tl.load(DELTA + b * s_lb + h * s_lh + rows, mask=rows < N_Q, other=0.0)
-            p = probs_tile(q, kt, lse, rows, cols, N_Q, N_K, scale, CAUSAL)
+            p = probs_tile(q, kt, lse, rows, cols, N_Q, N_K, scale, M, b, h, s_mb, s_mh, s_ml,
+                       s_ms, HAS_MASK, CAUSAL)
             dv += tl.dot(tl.trans(p).to(do.dtype), do)
             dp = tl.dot(do, vt)
             ds = p * (dp - delta[:, None])
@@ -111,6 +126,7 @@ def dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV_, s_qb, s_qh, s_ql, s_kb, s_kh, 
 @triton.jit
 def dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, s_qb, s_qh, s_ql, s_kb, s_kh, s_kl,
               s_vb, s_vh, s_vl, s_lb, s_lh, HQ, GROUP, N_Q, N_K, scale,
+              M, s_mb, s_mh, s_ml, s_ms, HAS_MASK: tl.constexpr,
               D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr,
               BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr):
@@ -138,7 +154,8 @@ def dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, s_qb, s_qh, s_ql, s_kb, s_kh, s_kl,
                      mask=(cols[None, :] < N_K) & (dims[:, None] < D), other=0.0)
         vt = tl.load(V + b * s_vb + kh * s_vh + cols[None, :] * s_vl + vdims[:, None],
                      mask=(cols[None, :] < N_K) & (vdims[:, None] < DV), other=0.0)
-        p = probs_tile(q, kt, lse, rows, cols, N_Q, N_K, scale, CAUSAL)
+        p = probs_tile(q, kt, lse, rows, cols, N_Q, N_K, scale, M, b, h, s_mb, s_mh, s_ml,
+                       s_ms, HAS_MASK, CAUSAL)
         dp = tl.dot(do, vt)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(kt.dtype), tl.trans(kt))

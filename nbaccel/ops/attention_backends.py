@@ -84,11 +84,8 @@ def flash_refusal(q, k, v, mask, dropout_p, gqa) -> str | None:
     if tuple(q.shape[:-lead]) != tuple(k.shape[:-lead]) or tuple(k.shape[:-1]) != tuple(v.shape[:-1]):
         return (f"the fused kernel does not broadcast batch dims: query {tuple(q.shape)}, key "
                 f"{tuple(k.shape)}, value {tuple(v.shape)}")
-    if mask is not None:
-        if mask.requires_grad:
-            return "attn_mask requires grad, and the fused kernel gives no gradient for the mask"
-        if q.device.type != "cpu":
-            return "the Triton kernel takes no attn_mask"
+    if mask is not None and mask.requires_grad:
+        return "attn_mask requires grad, and the fused kernel gives no gradient for the mask"
     if q.requires_grad or k.requires_grad or v.requires_grad:
         if q.device.type != "cpu" and q.dtype.name != "float32":
             return "the Triton backward takes float32"
