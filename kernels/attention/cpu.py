@@ -103,14 +103,15 @@ def _mask_views(mask, shape, dtype):
 
 
 def attention_forward(q, k, v, scale, causal=False, mask=None, block_q=BLOCK_Q, block_k=BLOCK_K,
-                      threads=None):
-    """``(out, lse)`` of softmax(q @ k^T * scale + mask) @ v (layout as in ``reference``)."""
+                      threads=None, out=None, lse=None):
+    """``(out, lse)`` of softmax(q @ k^T * scale + mask) @ v (layout as in ``reference``).
+    ``out`` (B, Hq, L, Dv) and ``lse`` (B, Hq, L) may be given (any strides) to be written."""
     b, hq, n_q, hkv, n_k, d_v, dt = check_inputs(q, k, v, mask)
     group = hq // hkv
     qs = np.multiply(q, dt.type(scale), dtype=dt)      # the scale folded into q once
     k, v = np.ascontiguousarray(k), np.ascontiguousarray(v)
-    out = np.empty((b, hq, n_q, d_v), dt)
-    lse = np.empty((b, hq, n_q), dt)
+    out = np.empty((b, hq, n_q, d_v), dt) if out is None else out
+    lse = np.empty((b, hq, n_q), dt) if lse is None else lse
     mask4, dummy = _mask_views(mask, (b, hq, n_q, n_k), dt)
     # the last query blocks of a causal task see the most keys: start with them
     tasks = [(i, bi, h) for i in range(0, n_q, block_q) for bi in range(b) for h in range(hq)]
@@ -144,19 +145,22 @@ def attention_forward(q, k, v, scale, causal=False, mask=None, block_q=BLOCK_Q, 
 
 
 def attention_backward(do, q, k, v, out, lse, scale, causal=False, mask=None, block_q=BLOCK_Q,
-                       block_k=BLOCK_K, threads=None):
-    """``(dq, dk, dv)``: gradients of sum(out * do), probabilities rebuilt from ``lse``."""
+                       block_k=BLOCK_K, threads=None, dq=None, dk=None, dv=None):
+    """``(dq, dk, dv)``: gradients of sum(out * do), probabilities rebuilt from ``lse``.
+    ``dq``, ``dk``, ``dv`` may be given, zero-filled, to be accumulated into."""
     b, hq, n_q, hkv, n_k, d_v, dt = check_inputs(q, k, v, mask)
     group = hq // hkv
     d_qk = q.shape[-1]
     qs = np.multiply(q, dt.type(scale), dtype=dt)   # dK = dS^T (scale q), dQ = scale dS K
     k, v = np.ascontiguousarray(k), np.ascontiguousarray(v)
-    do = np.ascontiguousarray(do, dt)
+    do = np.asarray(do, dt)          # rows may be strided: BLAS takes a leading dimension
+    if do.strides[-1] != dt.itemsize:
+        do = np.ascontiguousarray(do)
     lse = np.ascontiguousarray(lse, dt)
     delta = np.einsum("bhld,bhld->bhl", do, np.asarray(out, dt))   # rowsum(P * dP), O(L)
-    dq = np.zeros(q.shape, dt)
-    dk = np.zeros(k.shape, dt)
-    dv = np.zeros(v.shape, dt)
+    dq = np.zeros(q.shape, dt) if dq is None else dq
+    dk = np.zeros(k.shape, dt) if dk is None else dk
+    dv = np.zeros(v.shape, dt) if dv is None else dv
     mask4, dummy = _mask_views(mask, (b, hq, n_q, n_k), dt)
     tasks = [(bi, kh) for bi in range(b) for kh in range(hkv)]
 

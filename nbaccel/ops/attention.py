@@ -205,7 +205,7 @@ def _flash(q, k, v, mask, scale, is_causal):
     packed = flash.apply_forward(_as_4d(q), _as_4d(k), _as_4d(v), _flash_mask(mask, q, k),
                                  scale, is_causal)
     d_v = v.shape[-1]
-    return packed[..., :d_v].reshape(tuple(q.shape[:-1]) + (d_v,))
+    return flash.slice_last(packed, 0, d_v).reshape(tuple(q.shape[:-1]) + (d_v,))
 
 
 def _math(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):

@@ -24,7 +24,13 @@ def _kernels(xp):
 
 
 def _flash_impl(xp, q, k, v, *mask, scale, causal, kernel):
-    out, lse = _kernels(xp).attention_forward(q, k, v, scale, causal, mask[0] if mask else None)
+    mask = mask[0] if mask else None
+    if kernel == "cpu":        # the kernel writes straight into the packed buffer
+        packed = xp.empty(tuple(q.shape[:-1]) + (v.shape[-1] + 1,), q.dtype)
+        _kernels(xp).attention_forward(q, k, v, scale, causal, mask, out=packed[..., :-1],
+                                       lse=packed[..., -1])
+        return packed
+    out, lse = _kernels(xp).attention_forward(q, k, v, scale, causal, mask)
     return xp.concatenate([out, lse[..., None].astype(out.dtype)], axis=-1)
 
 
@@ -33,20 +39,35 @@ def _flash_infer(args, params):
     return tuple(q.shape[:-1]) + (v.shape[-1] + 1,), q.dtype
 
 
+def slice_last(t, start, stop):
+    """t[..., start:stop] as a strided_slice (a view whose gradient is a slice_scatter, not the
+    general index scatter of getitem)."""
+    from .indexing import strided_slice
+    slices = tuple((0, n, 1) for n in t.shape[:-1]) + ((start, stop, 1),)
+    return strided_slice.front(t, slices)
+
+
 def _flash_grad(g, out, q, k, v, *mask, scale, causal, kernel):
     flat = apply_backward(g, q, k, v, out, mask, scale, causal)
     nq, nk = math.prod(q.shape), math.prod(k.shape)
-    dq = flat[:nq].reshape(tuple(q.shape))
-    dk = flat[nq:nq + nk].reshape(tuple(k.shape))
-    dv = flat[nq + nk:].reshape(tuple(v.shape))
+    dq = slice_last(flat, 0, nq).reshape(tuple(q.shape))
+    dk = slice_last(flat, nq, nq + nk).reshape(tuple(k.shape))
+    dv = slice_last(flat, nq + nk, flat.shape[0]).reshape(tuple(v.shape))
     return (dq, dk, dv) + (None,) * len(mask)
 
 
 def _flash_backward_impl(xp, g, q, k, v, packed, *mask, scale, causal, kernel):
     d_v = v.shape[-1]
-    dq, dk, dv = _kernels(xp).attention_backward(
-        g[..., :d_v], q, k, v, packed[..., :d_v], packed[..., d_v], scale, causal,
-        mask[0] if mask else None)
+    args = (g[..., :d_v], q, k, v, packed[..., :d_v], packed[..., d_v], scale, causal,
+            mask[0] if mask else None)
+    if kernel == "cpu":        # the kernel accumulates straight into views of the flat result
+        nq, nk = q.size, k.size
+        flat = xp.zeros(nq + nk + v.size, q.dtype)
+        _kernels(xp).attention_backward(*args, dq=flat[:nq].reshape(q.shape),
+                                        dk=flat[nq:nq + nk].reshape(k.shape),
+                                        dv=flat[nq + nk:].reshape(v.shape))
+        return flat
+    dq, dk, dv = _kernels(xp).attention_backward(*args)
     return xp.concatenate([dq.reshape(-1), dk.reshape(-1), dv.reshape(-1)])
 
 
