@@ -190,7 +190,7 @@ def _as_4d(t):
     return t.reshape((math.prod(shape[:-3]),) + shape[-3:])
 
 
-def _flash_mask(mask, q, k):
+def _flash_mask(mask, q):
     """The mask as the kernel takes it: additive, in q's dtype, broadcastable to (B, H, L, S)."""
     if mask is None:
         return None
@@ -202,7 +202,7 @@ def _flash_mask(mask, q, k):
 
 
 def _flash(q, k, v, mask, scale, is_causal):
-    packed = flash.apply_forward(_as_4d(q), _as_4d(k), _as_4d(v), _flash_mask(mask, q, k),
+    packed = flash.apply_forward(_as_4d(q), _as_4d(k), _as_4d(v), _flash_mask(mask, q),
                                  scale, is_causal)
     d_v = v.shape[-1]
     return flash.slice_last(packed, 0, d_v).reshape(tuple(q.shape[:-1]) + (d_v,))
