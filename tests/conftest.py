@@ -1,4 +1,5 @@
 """Shared test settings: a reusable kernel cache and hypothesis profiles."""
+import importlib.util
 import os
 import pathlib
 
@@ -9,6 +10,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 os.environ.setdefault("NBACCEL_CACHE_DIR", str(ROOT / ".nbaccel-cache" / "tests"))
 # a fault inside the compiler fails the test instead of quietly running eagerly
 os.environ.setdefault("NBACCEL_RAISE_COMPILER_ERRORS", "1")
+# Without CuPy (no GPU) Triton kernels are tested through Triton's interpreter, which must be
+# switched on before triton is first imported (by any test module)
+if importlib.util.find_spec("cupy") is None:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 try:
     from hypothesis import HealthCheck, settings

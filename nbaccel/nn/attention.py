@@ -1,4 +1,5 @@
-"""``MultiheadAttention`` with PyTorch's parameters, masks and layouts.
+"""``MultiheadAttention`` with PyTorch's parameters, masks and layouts, and the attention
+backend controls of ``torch.nn.attention``: ``sdpa_kernel`` and ``SDPBackend``.
 
 >>> import nbaccel as nb
 >>> mha = nb.nn.MultiheadAttention(8, 2, batch_first=True)
@@ -13,6 +14,7 @@ import math
 
 from .. import ops
 from ..ops import OPS
+from ..ops.attention_backends import SDPBackend, enabled_backends, sdpa_kernel  # noqa: F401
 from . import functional as F
 from . import init
 from .module import Module
@@ -152,6 +154,8 @@ class MultiheadAttention(Module):
                 weights = weights.mean(axis=1)
             if not batched:
                 weights = weights.reshape(tuple(weights.shape[1:]))
+        elif attn_mask is None and key_padding_mask is None and is_causal:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         out = self.out_proj(out.permute(0, 2, 1, 3).reshape((n, l, e)))

@@ -1,4 +1,4 @@
-"""Losses (cross_entropy, mse_loss) and scaled_dot_product_attention, the plain math version.
+"""Losses (cross_entropy, mse_loss). scaled_dot_product_attention lives in :mod:`nbaccel.ops.attention`.
 
 cross_entropy works with the class axis last (the front moves it there): the target becomes
 a per-class weight ``a = weight * q`` (q the one-hot or probability target, label-smoothed),
@@ -11,7 +11,7 @@ import math
 from .. import dtypes as D
 from .fronts import apply, as_tensor
 from .meta import broadcast_shapes, default_float
-from .nn import ShapeError, keep_mask, log_softmax
+from .nn import ShapeError, log_softmax
 from .registry import defop
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -209,93 +209,4 @@ mse_loss = defop("mse_loss", kind="nn", infer=_mse_infer, impl=_mse_impl, decomp
                  doc="Mean (or sum, or elementwise) squared error between input and target.")
 
 
-# ---- attention -----------------------------------------------------------------------------------
-
-_NEG_INF = float("-inf")
-
-
-def _attn_probs(m, s, is_xp):
-    """Softmax over the last axis where a row that is masked out entirely gives zeros (not
-    nan), as PyTorch's math attention does."""
-    mx = m.max(s, axis=-1, keepdims=True) if is_xp else m.amax(s, axis=-1, keepdims=True).detach()
-    mx = m.where(mx == _NEG_INF, 0, mx)
-    e = m.exp(s - mx)
-    den = m.sum(e, axis=-1, keepdims=True)
-    return e / m.where(den == 0, 1, den)
-
-
-def _attention(m, q, k, v, extra, scale, causal, mask, dropout, is_xp):
-    kt = m.swapaxes(k, -1, -2)
-    s = m.matmul(q, kt) * scale
-    extra = list(extra)
-    if mask == "bool":
-        s = m.where(extra.pop(0), s, _NEG_INF)
-    elif mask == "float":
-        s = s + extra.pop(0)
-    if causal:
-        n_q, n_k = s.shape[-2], s.shape[-1]
-        rows = _arange(m, n_q, q, is_xp).reshape((n_q, 1))
-        cols = _arange(m, n_k, q, is_xp).reshape((1, n_k))
-        s = m.where(cols <= rows, s, _NEG_INF)
-    p = _attn_probs(m, s, is_xp)
-    if dropout:   # the keep-mask comes last; p = 1 drops everything
-        p = m.where(extra.pop(0), p * (0.0 if dropout == 1.0 else 1.0 / (1.0 - dropout)), 0)
-    return m.matmul(p, v)
-
-
-def _sdpa_impl(xp, q, k, v, *extra, scale, causal, mask, dropout):
-    return _attention(xp, q, k, v, extra, scale, causal, mask, dropout, True)
-
-
-def _sdpa_decomp(q, k, v, *extra, scale, causal, mask, dropout):
-    return _attention(_ops(), q, k, v, extra, scale, causal, mask, dropout, False)
-
-
-def _sdpa_infer(args, params):
-    q, k, v = args[:3]
-    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-        raise ShapeError("scaled_dot_product_attention: query, key and value need at least 2 "
-                         f"dims, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ShapeError("scaled_dot_product_attention: shapes don't match: query "
-                         f"{tuple(q.shape)} [.., L, E], key {tuple(k.shape)} [.., S, E], value "
-                         f"{tuple(v.shape)} [.., S, Ev]")
-    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    scores = batch + (q.shape[-2], k.shape[-2])
-    for a in args[3:]:
-        if broadcast_shapes(a.shape, scores) != scores:
-            raise ShapeError(f"scaled_dot_product_attention: mask of shape {tuple(a.shape)} "
-                             f"doesn't broadcast to the scores' shape {scores}")
-    dt = D.result_type(q, k, v)
-    if dt.kind != "f":
-        raise TypeError(f"scaled_dot_product_attention needs floating point tensors, got {dt}")
-    return batch + (q.shape[-2], v.shape[-1]), dt
-
-
-def _sdpa_front(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                enable_gqa=False):
-    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
-    if enable_gqa:
-        raise NotImplementedError("scaled_dot_product_attention: enable_gqa is not supported")
-    if attn_mask is not None and is_causal:
-        raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    args, kind = (q, k, v), None
-    if attn_mask is not None:
-        attn_mask = as_tensor(attn_mask)
-        kind = "bool" if attn_mask.dtype.kind == "b" else "float"
-        args += (attn_mask,)
-    if dropout_p > 0:
-        shape, _ = _sdpa_infer(args, {})
-        args += (keep_mask(tuple(shape[:-1]) + (k.shape[-2],), dropout_p, q.device),)
-    return apply(scaled_dot_product_attention, args,
-                 {"scale": scale, "causal": bool(is_causal), "mask": kind, "dropout": float(dropout_p)})
-
-
-scaled_dot_product_attention = defop(
-    "scaled_dot_product_attention", kind="nn", infer=_sdpa_infer, impl=_sdpa_impl,
-    decomp=_sdpa_decomp, front=_sdpa_front,
-    doc="softmax(q @ k^T * scale + mask) @ v (``is_causal``: top-left aligned lower-triangular "
-        "mask; bool masks keep True positions; rows masked out entirely give zeros).")
+from . import attention  # noqa: E402,F401  (scaled_dot_product_attention registers there)
