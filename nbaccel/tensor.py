@@ -25,6 +25,16 @@ class _Size(int):
         return tuple(self._shape) if dim is None else self._shape[dim]
 
 
+def _inplace_cast_error(src, dst, what):
+    """NumPy's own exception for an in-place result it cannot cast (a UFuncTypeError, so code
+    that catches NumPy's type catches ours), with NumPy's message."""
+    try:
+        np.add(np.zeros(1, dst.np), np.zeros(1, src.np), out=np.zeros(1, dst.np), casting="same_kind")
+    except TypeError as e:
+        return e
+    return TypeError(f"result type {src} can't be cast to the desired output type {dst} in an {what}")
+
+
 class Tensor:
     """An n-dimensional array with dtype, device and autograd.
 
@@ -367,8 +377,7 @@ class Tensor:
                 self.dtype.kind in "fc" and new.dtype.kind in "f" + self.dtype.kind):
             # NumPy's same_kind casting: a wider float (or complex) result may be written into
             # a narrower float (or complex) tensor, a complex one never into a real one
-            raise TypeError(f"result type {new.dtype} can't be cast to the desired output type "
-                            f"{self.dtype} in an {what}")
+            raise _inplace_cast_error(new.dtype, self.dtype, what)
         if tuple(new.shape) != tuple(self.shape):
             from .ops.meta import broadcast_shapes
             if broadcast_shapes(new.shape, self.shape) != tuple(self.shape):

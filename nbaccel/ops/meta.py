@@ -1,6 +1,8 @@
 """Shape and dtype rules shared by the kinds of ops (the `infer` defaults of the op table)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes as D
 
 
@@ -42,7 +44,7 @@ def normalize_axis(axis, ndim: int, name: str = "axis") -> tuple | None:
     for a in axes:
         a = int(a)
         if not -max(ndim, 1) <= a < max(ndim, 1):
-            raise IndexError(f"{name} {a} is out of bounds for a tensor of dimension {ndim}")
+            raise np.exceptions.AxisError(f"{name} {a} is out of bounds for a tensor of dimension {ndim}")
         a = a % ndim if ndim else 0
         if a in out:
             raise ValueError(f"duplicate value in {name}: {axes}")

@@ -156,7 +156,7 @@ def axis_index(axis, ndim: int, name: str = "axis") -> int:
     """One axis, range-checked (IndexError naming it and the tensor's dimension)."""
     a = int(axis)
     if not -ndim <= a < ndim:
-        raise IndexError(f"{name} {a} is out of bounds for a tensor of dimension {ndim}")
+        raise np.exceptions.AxisError(f"{name} {a} is out of bounds for a tensor of dimension {ndim}")
     return a % ndim
 
 
