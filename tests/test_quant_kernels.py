@@ -225,3 +225,19 @@ def test_triton_int8_int8_and_dynamic(tri, m, n, k):
     w, x, b = _w(n, k), _w(m, k), _w(1, n)[0]
     q, s = P.quantize_int8(w)
     _close(tri.int8_dynamic_matmul(x, q, s, b), R.int8_dynamic_matmul(x, q, s, b))
+
+
+# ---- the parallel versions (big problems run them; force them here on small shapes) ------------
+
+@pytest.mark.parametrize("m", [1, 17])
+def test_cpu_parallel_versions_match_the_reference(monkeypatch, m):
+    monkeypatch.setattr(cpu, "PARALLEL_WORK", 0)
+    w, x, b = _w(37, 128), _w(m, 128), _w(1, 37)[0]
+    q, s = P.quantize_int8(w)
+    _close(cpu.int8_weight_only_matmul(x, q, s, b), R.int8_weight_only_matmul(x, q, s, b))
+    _close(cpu.int8_dynamic_matmul(x, q, s, b), R.int8_dynamic_matmul(x, q, s, b))
+    p, sc, z = P.quantize_int4(w, 32, True)
+    _close(cpu.int4_weight_only_matmul(x, p, sc, z, 32, b), R.int4_weight_only_matmul(x, p, sc, z, 32, b))
+    xq = RNG.integers(-127, 128, size=(m, 128)).astype(np.int8)
+    np.testing.assert_array_equal(cpu.int8_int8_matmul(xq, q), R.int8_int8_matmul(xq, q))
+    assert cpu._int8_gemm.parallel.signatures or cpu._int8_gemv.parallel.signatures

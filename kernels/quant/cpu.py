@@ -15,6 +15,8 @@ Formats are those of :mod:`.packing`. Shapes: ``x [M, K]`` float32 / float64, we
 """
 from __future__ import annotations
 
+import types
+
 import numpy as np
 from numba import njit, prange
 
@@ -24,6 +26,26 @@ from .packing import INT4_BLOCK, INT4_SYMMETRIC_ZERO, check_group_size, quantize
 # lets LLVM vectorise the dot-product reductions.
 _FM = {"reassoc", "contract", "arcp", "nsz", "afn"}
 _TILE = 4
+# multiply-adds from which a kernel runs its parallel version (as the compiler's numba tier,
+# which goes parallel from 1M elements)
+PARALLEL_WORK = 1 << 20
+
+
+class _Kernel:
+    """A kernel compiled twice: parallel over output rows for big problems, serial for small
+    ones (launching threads costs more than a small layer's work, and far more when the
+    cores are busy). The serial copy gets its own name so numba's disk cache keeps both."""
+
+    def __init__(self, fn):
+        serial = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
+                                    fn.__defaults__, fn.__closure__)
+        serial.__qualname__ = fn.__qualname__ + "_serial"
+        self.serial = njit(fastmath=_FM, cache=True)(serial)
+        self.parallel = njit(parallel=True, fastmath=_FM, cache=True)(fn)
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, work, *args):
+        return (self.parallel if work >= PARALLEL_WORK else self.serial)(*args)
 
 
 # ---- shared micro-kernel: out[m, n] = sum_k x[m, k] * w[n, k] for 4 rows of w ----------------
@@ -110,7 +132,7 @@ def _row1(x, w, r, out, c, scale):
 
 # ---- int8 weight-only ------------------------------------------------------------------------
 
-@njit(parallel=True, fastmath=_FM, cache=True)
+@_Kernel
 def _int8_gemv(x, q, scale, out):
     n_total, k_total = q.shape
     acc_t = x.dtype.type
@@ -121,7 +143,7 @@ def _int8_gemv(x, q, scale, out):
         out[0, n] = acc * acc_t(scale[n])
 
 
-@njit(parallel=True, fastmath=_FM, cache=True)
+@_Kernel
 def _int8_gemm(x, q, scale, out):
     n_total = q.shape[0]
     acc_t = x.dtype.type
@@ -140,7 +162,7 @@ _SIXTEENTH = np.float32(1 / 16)
 _SIXTEEN = np.float32(16)
 
 
-@njit(parallel=True, fastmath=_FM, cache=True)
+@_Kernel
 def _int4_gemv(x_lo, x_hi, xsum, packed, scales, zeros, has_zeros, group_size, out):
     """Batch 1. ``x_lo[j]`` / ``x_hi[j]`` are the activations that byte ``j`` of a row pairs
     with its low / high nibble (the packing order), so both streams are contiguous.
@@ -184,7 +206,7 @@ def _int4_dequant_row(packed, scales, zeros, has_zeros, group_size, n, tile, i):
                 tile[i, base + 16 + j] = (acc_t(byte >> 4) - z) * s
 
 
-@njit(parallel=True, fastmath=_FM, cache=True)
+@_Kernel
 def _int4_gemm(x, packed, scales, zeros, has_zeros, group_size, out):
     n_total = packed.shape[0]
     k_total = x.shape[1]
@@ -214,7 +236,7 @@ def _i8dot(xq, m, wq, r, k_total):
     return acc
 
 
-@njit(parallel=True, fastmath=_FM, cache=True)
+@_Kernel
 def _int8_int8_gemm(xq, wq, out):
     """2 tokens x 4 output rows per micro-tile. Products of two int8 codes in [-127, 127] fit
     in int16 and are summed in int32; the explicit narrow casts keep LLVM on 16/32-bit vector
@@ -260,7 +282,7 @@ def _int8_int8_gemm(xq, wq, out):
             out[m, r] = _i8dot(xq, m, wq, r, k_total)
 
 
-@njit(parallel=True, fastmath=_FM, cache=True)
+@_Kernel
 def _rescale(acc, xscale, wscale, out):
     for m in prange(acc.shape[0]):
         xs = out.dtype.type(xscale[m])
@@ -293,7 +315,7 @@ def int8_weight_only_matmul(x, q, scale, bias=None):
     if x.shape[0] == 0:
         return out
     kernel = _int8_gemv if x.shape[0] == 1 else _int8_gemm
-    kernel(x, q, np.ascontiguousarray(scale, np.float32), out)
+    kernel(out.size * q.shape[1], x, q, np.ascontiguousarray(scale, np.float32), out)
     return _add_bias(out, bias)
 
 
@@ -314,9 +336,9 @@ def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=
         x_lo = np.ascontiguousarray(halves[:, 0]).reshape(-1)
         x_hi = np.ascontiguousarray(halves[:, 1]).reshape(-1)
         xsum = x.reshape(-1, group_size).sum(axis=1)
-        _int4_gemv(x_lo, x_hi, xsum, packed, scales, zeros, has_zeros, group_size, out)
+        _int4_gemv(out.size * k, x_lo, x_hi, xsum, packed, scales, zeros, has_zeros, group_size, out)
     else:
-        _int4_gemm(x, packed, scales, zeros, has_zeros, group_size, out)
+        _int4_gemm(out.size * k, x, packed, scales, zeros, has_zeros, group_size, out)
     return _add_bias(out, bias)
 
 
@@ -328,7 +350,7 @@ def int8_int8_matmul(xq, wq):
         raise ValueError(f"int8 matmul shapes don't match: {xq.shape} and {wq.shape}")
     out = np.empty((xq.shape[0], wq.shape[0]), np.int32)
     if out.size:
-        _int8_int8_gemm(xq, wq, out)
+        _int8_int8_gemm(out.size * xq.shape[1], xq, wq, out)
     return out
 
 
@@ -339,5 +361,5 @@ def int8_dynamic_matmul(x, wq, wscale, bias=None):
     acc = int8_int8_matmul(xq, wq)
     out = np.empty(acc.shape, x.dtype)
     if out.size:
-        _rescale(acc, xs, np.ascontiguousarray(wscale, np.float32), out)
+        _rescale(out.size * 64, acc, xs, np.ascontiguousarray(wscale, np.float32), out)
     return _add_bias(out, bias)
