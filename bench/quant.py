@@ -20,6 +20,9 @@ import os
 # Same thread count for OpenBLAS and numba (only effective when run as a script, before
 # NumPy starts its thread pool; the values in effect are recorded in the results).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", os.environ.get("NUMBA_NUM_THREADS", "2"))
+# numba's OpenMP threads otherwise spin after each parallel kernel, taking the cores that
+# OpenBLAS's threads need in the next (interleaved) measurement; nbaccel sets the same.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
