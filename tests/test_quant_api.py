@@ -255,3 +255,19 @@ def test_save_load_bad_input(tmp_path):
     np.savez(tmp_path / "plain.npz", x=np.ones(2))
     with pytest.raises(ValueError, match="not a file written by nb.save"):
         nb.load(tmp_path / "plain.npz")
+
+
+def test_compiled_function_with_fullgraph_and_dequantize():
+    model = _mlp()
+    quantize_(model, int4_weight_only(32))
+    w = model[0].weight
+
+    @nb.compile(fullgraph=True)        # no graph break: both quantized ops are captured
+    def f(x):
+        return model(x).sum(-1) + (x @ w.dequantize().T).sum(-1)
+
+    x = nb.randn(3, 128)
+    want = model(x).sum(-1) + (x @ w.dequantize().T).sum(-1)
+    np.testing.assert_allclose(f(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+    ops = [op for k in f.report.kernels for op in k["ops"]]
+    assert ops.count("quantized_linear") == 2 and ops.count("dequantize_weight") == 1
