@@ -163,13 +163,15 @@ _SIXTEEN = np.float32(16)
 
 
 @_Kernel
-def _int4_gemv(x_lo, x_hi, xsum, packed, scales, zeros, has_zeros, group_size, out):
-    """Batch 1. ``x_lo[j]`` / ``x_hi[j]`` are the activations that byte ``j`` of a row pairs
-    with its low / high nibble (the packing order), so both streams are contiguous.
+def _int4_gemv(x_lo, x_mix, xsum, packed, scales, zeros, has_zeros, group_size, out):
+    """Batch 1. Byte ``j`` of a row holds the codes that multiply ``x_lo[j]`` (low nibble) and
+    ``x_hi[j]`` (high nibble); the caller passes ``x_mix = x_hi - 16 x_lo``, so that with
+    ``hi = floor(byte / 16)`` and ``lo = byte - 16 hi``:
+    ``lo x_lo + hi x_hi = byte x_lo + hi x_mix``, two multiply-adds per byte.
 
-    Two things keep the inner loop a clean SIMD loop (measured: 13x faster than the obvious
-    version): the nibbles are split in float arithmetic (numba widens integer ``&`` / ``>>``
-    to int64, which vectorises badly), and indices are unsigned, so numba emits no
+    Two more things keep the inner loop a clean SIMD loop (measured: 13x faster than the
+    obvious version): the nibbles are split in float arithmetic (numba widens integer ``&`` /
+    ``>>`` to int64, which vectorises badly), and indices are unsigned, so numba emits no
     negative-index wraparound select (which LLVM turns into gathers)."""
     n_total = packed.shape[0]
     n_groups = scales.shape[1]
@@ -183,8 +185,7 @@ def _int4_gemv(x_lo, x_hi, xsum, packed, scales, zeros, has_zeros, group_size, o
             for j in range(half):
                 i = base + j
                 byte = acc_t(packed[n, i])
-                hi = np.floor(byte * _SIXTEENTH)
-                acc += x_lo[i] * (byte - _SIXTEEN * hi) + x_hi[i] * hi
+                acc += x_lo[i] * byte + x_mix[i] * np.floor(byte * _SIXTEENTH)
             # sum_k (code_k - zero) * s * x_k = s * (dot - zero * sum_k x_k)
             z = acc_t(zeros[n, g]) if has_zeros else acc_t(INT4_SYMMETRIC_ZERO)
             total += acc_t(scales[n, g]) * (acc - z * xsum[g])
@@ -338,9 +339,9 @@ def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=
     if x.shape[0] == 1:
         halves = x.reshape(-1, 2, INT4_BLOCK // 2)      # [blocks, lo/hi, 16]
         x_lo = np.ascontiguousarray(halves[:, 0]).reshape(-1)
-        x_hi = np.ascontiguousarray(halves[:, 1]).reshape(-1)
+        x_mix = np.ascontiguousarray(halves[:, 1]).reshape(-1) - x.dtype.type(16) * x_lo
         xsum = x.reshape(-1, group_size).sum(axis=1)
-        _int4_gemv(out.size * k, x_lo, x_hi, xsum, packed, scales, zeros, has_zeros, group_size, out)
+        _int4_gemv(out.size * k, x_lo, x_mix, xsum, packed, scales, zeros, has_zeros, group_size, out)
     else:
         _int4_gemm(out.size * k, x, packed, scales, zeros, has_zeros, group_size, out)
     return _add_bias(out, bias)
