@@ -9,8 +9,9 @@
 * **accuracy**: the tutorial-recipe classifier (``nbaccel.quant.tutorial``): relative output
   error and top-1 agreement of each config against float32.
 
-Implementations are interleaved round by round; each figure is the median over rounds with
-min and max, and each speedup is the median of the per-round ratios.
+float32 and the quantized kernels run in two worker processes (their thread pools slow each
+other down in one process), interleaved round by round; each figure is the median over
+rounds with min and max, and each speedup is the median of the per-round ratios.
 ``python -m bench.quant [--quick]``; ``run(quick)`` returns the JSON-serialisable results.
 """
 from __future__ import annotations
@@ -39,18 +40,108 @@ def _summary(xs):
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "rounds": len(xs)}
 
 
-def _interleaved(impls: dict, rounds: int, calls: int) -> dict:
-    """Seconds per call of each implementation: every round runs each once (``calls`` calls)."""
-    for fn in impls.values():     # warm-up: JIT compilation and first-touch of the outputs
+def _layers(n_layers, dim, seed=0):
+    rng = np.random.default_rng(seed)
+    scale = np.float32(1 / np.sqrt(dim))       # keeps activations O(1) through the chain
+    return [(rng.standard_normal((dim, dim), dtype=np.float32) * scale) for _ in range(n_layers)]
+
+
+def _chain(layer_fns, x):
+    def run():
+        h = x
+        for f in layer_fns:
+            h = f(h)
+        return h
+    return run
+
+
+def _build(kind, what, p):
+    """The implementations one worker process times, and what it knows about them.
+
+    ``kind`` "float32" builds NumPy/BLAS baselines and never imports numba; "quant" builds
+    the quantized kernels (and computes their error against float32 before dropping the
+    float weights)."""
+    if what == "decode":
+        ws = _layers(p["layers"], p["dim"])
+        x = np.random.default_rng(1).standard_normal((1, p["dim"]), dtype=np.float32)
+    else:
+        ws = _layers(1, p["dim"], seed=2)
+        x = np.random.default_rng(3).standard_normal((p["batch"], p["dim"]), dtype=np.float32)
+    f32 = _chain([lambda h, w=w: h @ w.T for w in ws], x)
+    if kind == "float32":
+        return {"float32": f32}, {"weight_bytes": {"float32": sum(w.nbytes for w in ws)}}
+    from nbaccel_kernels.quant import cpu, packing
+    g = p["group_size"]
+    q8 = [packing.quantize_int8(w) for w in ws]
+    q4 = [packing.quantize_int4(w, g) for w in ws]
+    impls = {}
+    if what == "gemm":
+        impls["int8-dynamic"] = _chain([lambda h, q=q: cpu.int8_dynamic_matmul(h, *q) for q in q8], x)
+    impls["int8"] = _chain([lambda h, q=q: cpu.int8_weight_only_matmul(h, *q) for q in q8], x)
+    impls["int4"] = _chain([lambda h, q=q: cpu.int4_weight_only_matmul(h, *q, group_size=g)
+                            for q in q4], x)
+    want = f32()
+    info = {"errors": {k: float(np.linalg.norm(f() - want) / np.linalg.norm(want))
+                       for k, f in impls.items()},
+            "weight_bytes": {"int8": sum(q.nbytes + s.nbytes for q, s in q8),
+                             "int4": sum(a.nbytes + s.nbytes for a, s, _ in q4)}}
+    del ws, f32
+    return impls, info
+
+
+def _worker(conn, kind, what, params):
+    impls, info = _build(kind, what, params)
+    for fn in impls.values():       # warm-up: JIT compilation, first touch of the outputs
         fn()
-    per = {name: [] for name in impls}
-    for _ in range(rounds):
-        for name, fn in impls.items():
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            per[name].append((time.perf_counter() - t0) / calls)
-    return per
+    conn.send((list(impls), info))
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        name, calls = msg
+        fn = impls[name]
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        conn.send((time.perf_counter() - t0) / calls)
+
+
+def _interleaved(what, params, rounds, calls, settle=0.25):
+    """Seconds per call of each implementation, float32 and the quantized kernels each in its
+    own worker process, interleaved round by round.
+
+    Separate processes because numba's OpenMP pool and OpenBLAS's pool in one process slow
+    each other down (measured here: an OpenBLAS GEMV 2-3x slower once numba's parallel pool
+    has started). Before each implementation runs, everything idles for ``settle`` seconds:
+    OpenBLAS's threads spin for about 0.1 s after a call, and on a 2-core machine a spinning
+    pool takes the core that the next implementation's threads need."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    workers, order, info = [], [], {"errors": {}, "weight_bytes": {}}
+    try:
+        for kind in ("float32", "quant"):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_worker, args=(there, kind, what, params), daemon=True)
+            proc.start()
+            names, got = here.recv()
+            workers.append((proc, here))
+            order += [(here, n) for n in names]
+            for k in info:
+                info[k].update(got.get(k, {}))
+        per = {n: [] for _, n in order}
+        for _ in range(rounds):
+            for conn, name in order:
+                time.sleep(settle)
+                conn.send((name, calls))
+                per[name].append(conn.recv())
+    finally:
+        for proc, conn in workers:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            proc.join(timeout=30)
+    return per, info
 
 
 def _ratios(per, base):
@@ -58,78 +149,29 @@ def _ratios(per, base):
             if name != base}
 
 
-def _layers(n_layers, dim, seed=0):
-    rng = np.random.default_rng(seed)
-    scale = np.float32(1 / np.sqrt(dim))       # keeps activations O(1) through the chain
-    return [(rng.standard_normal((dim, dim), dtype=np.float32) * scale) for _ in range(n_layers)]
-
-
 def bench_decode(n_layers, dim, rounds, calls, group_size=128):
-    from nbaccel_kernels.quant import cpu, packing
-    ws = _layers(n_layers, dim)
-    q8 = [packing.quantize_int8(w) for w in ws]
-    q4 = [packing.quantize_int4(w, group_size) for w in ws]
-    x = np.random.default_rng(1).standard_normal((1, dim), dtype=np.float32)
-
-    def f32():
-        h = x
-        for w in ws:
-            h = h @ w.T
-        return h
-
-    def int8():
-        h = x
-        for q, s in q8:
-            h = cpu.int8_weight_only_matmul(h, q, s)
-        return h
-
-    def int4():
-        h = x
-        for p, s, z in q4:
-            h = cpu.int4_weight_only_matmul(h, p, s, z, group_size)
-        return h
-
-    want = f32()
-    errors = {name: float(np.linalg.norm(fn() - want) / np.linalg.norm(want))
-              for name, fn in (("int8", int8), ("int4", int4))}
-    per = _interleaved({"float32": f32, "int8": int8, "int4": int4}, rounds, calls)
-    weight_bytes = {
-        "float32": sum(w.nbytes for w in ws),
-        "int8": sum(q.nbytes + s.nbytes for q, s in q8),
-        "int4": sum(p.nbytes + s.nbytes for p, s, _ in q4),
-    }
+    per, info = _interleaved("decode", {"layers": n_layers, "dim": dim, "group_size": group_size},
+                             rounds, calls)
+    wb = info["weight_bytes"]
     return {
         "layers": n_layers, "dim": dim, "group_size": group_size,
         "tokens_per_s": {k: _summary([1 / t for t in v]) for k, v in per.items()},
         "seconds_per_token": {k: _summary(v) for k, v in per.items()},
         "speedup_vs_float32": _ratios(per, "float32"),
-        "weight_bytes_per_token": weight_bytes,
-        "read_gb_per_s": {k: weight_bytes[k] / statistics.median(v) / 1e9 for k, v in per.items()},
-        "relative_error_after_all_layers": errors,
+        "weight_bytes_per_token": wb,
+        "read_gb_per_s": {k: wb[k] / statistics.median(v) / 1e9 for k, v in per.items()},
+        "relative_error_after_all_layers": info["errors"],
     }
 
 
 def bench_gemm(batch, dim, rounds, calls, group_size=128):
-    from nbaccel_kernels.quant import cpu, packing
-    (w,) = _layers(1, dim, seed=2)
-    q8 = packing.quantize_int8(w)
-    q4 = packing.quantize_int4(w, group_size)
-    x = np.random.default_rng(3).standard_normal((batch, dim), dtype=np.float32)
-    impls = {
-        "float32": lambda: x @ w.T,
-        "int8-dynamic": lambda: cpu.int8_dynamic_matmul(x, *q8),
-        "int8": lambda: cpu.int8_weight_only_matmul(x, *q8),
-        "int4": lambda: cpu.int4_weight_only_matmul(x, *q4, group_size=group_size),
-    }
-    want = impls["float32"]()
-    errors = {k: float(np.linalg.norm(f() - want) / np.linalg.norm(want))
-              for k, f in impls.items() if k != "float32"}
-    per = _interleaved(impls, rounds, calls)
+    per, info = _interleaved("gemm", {"batch": batch, "dim": dim, "group_size": group_size},
+                             rounds, calls)
     return {"batch": batch, "dim": dim,
             "seconds": {k: _summary(v) for k, v in per.items()},
             "gflops": {k: 2 * batch * dim * dim / statistics.median(v) / 1e9 for k, v in per.items()},
             "speedup_vs_float32": _ratios(per, "float32"),
-            "relative_error": errors}
+            "relative_error": info["errors"]}
 
 
 def bench_accuracy():
@@ -194,7 +236,7 @@ def markdown(results: dict) -> str:
         sp = "1" if k == "float32" else _fmt(d["speedup_vs_float32"][k], "×", digits=2)
         err = "—" if k == "float32" else f"{d['relative_error_after_all_layers'][k]:.2e}"
         lines.append(f"| {k}{' (g' + str(d['group_size']) + ')' if k == 'int4' else ''} | "
-                     f"{_fmt(d['tokens_per_s'][k])} | {sp} | {d['weight_bytes_per_token'][k] / 2**20:.0f} | "
+                     f"{_fmt(d['tokens_per_s'][k])} | {sp} | {d['weight_bytes_per_token'][k] / 2**20:.1f} | "
                      f"{d['read_gb_per_s'][k]:.1f} | {err} |")
     lines += ["", f"Batch-{g['batch']} GEMM, one {g['dim']}x{g['dim']} layer:", "",
               "| kernel | ms | GFLOP/s | speedup vs float32 | rel. error |", "|---|---|---|---|---|"]
