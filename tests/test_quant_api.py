@@ -271,3 +271,26 @@ def test_compiled_function_with_fullgraph_and_dequantize():
     np.testing.assert_allclose(f(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
     ops = [op for k in f.report.kernels for op in k["ops"]]
     assert ops.count("quantized_linear") == 2 and ops.count("dequantize_weight") == 1
+
+
+def test_compile_cell_magic_runs_a_quantized_model():
+    pytest.importorskip("IPython")
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "nbaccel")
+    model = _mlp()
+    quantize_(model, int8_weight_only())
+    x = np.random.default_rng(0).standard_normal((4, 128)).astype(np.float32)
+    shell.user_ns.update(qmodel=model, qx=x)
+    try:
+        res = shell.run_cell("%%compile -o qrep\nqy = qmodel(qx)")
+        assert res.success, res.error_in_exec
+        np.testing.assert_allclose(np.asarray(shell.user_ns["qy"]), model(nb.tensor(x)).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        rep = shell.user_ns["qrep"]
+        assert not rep.graph_breaks
+        assert [k["backend"] for k in rep.kernels if k["ops"] == ["quantized_linear"]] == ["int8", "int8"]
+    finally:
+        for k in ("qmodel", "qx", "qy", "qrep"):
+            shell.user_ns.pop(k, None)
