@@ -3,8 +3,9 @@ reference (numba always; Triton under TRITON_INTERPRET=1 on small shapes)."""
 import os
 import sys
 
-# Triton decides at import whether it interprets: set this before anything imports it
-if "triton" not in sys.modules:
+# Triton decides at import whether it interprets: on a machine without a GPU, ask for its
+# interpreter before anything imports it
+if "triton" not in sys.modules and not os.path.exists("/dev/nvidia0"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import numpy as np  # noqa: E402
