@@ -21,10 +21,10 @@ def _indent(text: str, n: int = 2) -> str:
 
 
 def _as_state(value):
-    """A state_dict entry as a Tensor; tensor-like state with its own ``copy_`` (a
-    ``nbaccel.quant.QuantizedTensor``) passes as it is."""
+    """A state_dict entry as a Tensor; state that is not a Tensor but copies itself in place
+    (``__nbaccel_state__``: a ``nbaccel.quant.QuantizedTensor``) passes as it is."""
     from ..tensor import asarray
-    if isinstance(value, Tensor) or (hasattr(value, "copy_") and hasattr(value, "shape")):
+    if isinstance(value, Tensor) or getattr(value, "__nbaccel_state__", False):
         return value
     return asarray(value)
 

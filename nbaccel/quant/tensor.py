@@ -30,6 +30,7 @@ class QuantizedTensor:
     """
 
     __slots__ = ("bits", "group_size", "shape", "qdata", "scale", "zero_point")
+    __nbaccel_state__ = True      # load_state_dict copies it with copy_ (see nn/module.py)
 
     def __init__(self, bits, qdata, scale, zero_point=None, group_size=None, shape=None):
         if bits not in _MODES:
