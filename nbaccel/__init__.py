@@ -46,3 +46,5 @@ from . import numpy_api as numpy  # noqa: E402  (nbaccel.numpy: the NumPy-compat
 import sys as _sys  # noqa: E402
 _sys.modules.setdefault(__name__ + ".numpy", numpy)
 from .magics import load_ipython_extension, unload_ipython_extension  # noqa: E402,F401
+from . import quant  # noqa: E402,F401  (nbaccel.quant: int8 / int4 quantization)
+from .serialization import save, load  # noqa: E402,F401

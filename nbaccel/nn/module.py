@@ -20,6 +20,15 @@ def _indent(text: str, n: int = 2) -> str:
     return "\n".join([lines[0]] + [" " * n + line for line in lines[1:]])
 
 
+def _as_state(value):
+    """A state_dict entry as a Tensor; state that is not a Tensor but copies itself in place
+    (``__nbaccel_state__``: a ``nbaccel.quant.QuantizedTensor``) passes as it is."""
+    from ..tensor import asarray
+    if isinstance(value, Tensor) or getattr(value, "__nbaccel_state__", False):
+        return value
+    return asarray(value)
+
+
 class Module:
     """Base class for layers. Assigning a Parameter, a Module or (via ``register_buffer``) a
     buffer to an attribute registers it; ``__call__`` runs ``forward``."""
@@ -318,7 +327,6 @@ class Module:
 
         A shape mismatch is always an error naming the key; with ``strict`` missing or
         unexpected keys are too. Returns ``(missing_keys, unexpected_keys)``."""
-        from ..tensor import asarray
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -326,8 +334,7 @@ class Module:
         for k, target in own.items():
             if k not in state_dict:
                 continue
-            src = state_dict[k]
-            src = src if isinstance(src, Tensor) else asarray(src)
+            src = _as_state(state_dict[k])
             if tuple(src.shape) != tuple(target.shape):
                 errors.append(f"size mismatch for {k}: copying a param with shape "
                               f"{tuple(src.shape)} from checkpoint, the shape in current model "
@@ -345,8 +352,7 @@ class Module:
         with autograd.no_grad():
             for k, target in own.items():
                 if k in state_dict:
-                    src = state_dict[k]
-                    target.copy_(src if isinstance(src, Tensor) else asarray(src))
+                    target.copy_(_as_state(state_dict[k]))
         return IncompatibleKeys(missing, unexpected)
 
     # -- printing --------------------------------------------------------------------------------

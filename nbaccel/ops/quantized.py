@@ -1,0 +1,135 @@
+"""Quantized ops: the quantized linear (an extern kernel) and weight dequantization.
+
+``quantized_linear(x, qdata, scale[, zero_point][, bias], mode=..., group_size=...)`` is
+``x @ W.T + bias`` where ``W`` is stored quantized (formats in ``nbaccel_kernels.quant.packing``):
+
+* ``mode="int8"``          int8 weight, per-output-channel scale (weight-only)
+* ``mode="int4"``          packed int4 weight, group-wise scale, optional zero point (weight-only)
+* ``mode="int8-dynamic"``  int8 weight; activations quantized per token at run time, int8 x int8
+                            products summed in int32
+
+The op is a primitive without a per-element rendering: the compiler's scheduler runs it whole
+as one extern step through its eager ``impl`` (numba kernels on the CPU, Triton on CUDA), and
+the report labels it with the mode. The derivative flows to ``x`` only (through the
+dequantized weight): quantized weights are frozen.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as D
+from .fronts import apply, as_tensor
+from .registry import defop
+
+MODES = ("int8", "int4", "int8-dynamic")
+ACTIVATION_DTYPES = (D.float32, D.float64)
+
+
+def _kernels(xp):
+    """The kernel module for an array module: numba on NumPy arrays, Triton on CuPy ones."""
+    import numpy as np
+    if xp is np:
+        from nbaccel_kernels.quant import cpu
+        return cpu
+    from nbaccel_kernels.quant import triton
+    return triton
+
+
+def _split_rest(rest, zeros, bias):
+    it = iter(rest)
+    z = next(it) if zeros else None
+    b = next(it) if bias else None
+    return z, b
+
+
+def _weight_shape(qdata, mode):
+    n, k = qdata.shape
+    return (n, 2 * k) if mode == "int4" else (n, k)
+
+
+# ---- dequantize_weight -----------------------------------------------------------------------
+
+def _dequant_infer(args, params):
+    return _weight_shape(args[0], params["mode"]), D.float32
+
+
+def _dequant_impl(xp, qdata, scale, *rest, mode, group_size, zeros):
+    from nbaccel_kernels.quant import packing
+    import numpy as np
+    to_np = (lambda a: a) if xp is np else (lambda a: a.get())
+    z, _ = _split_rest(rest, zeros, False)
+    if mode == "int4":
+        w = packing.dequantize_int4(to_np(qdata), to_np(scale), None if z is None else to_np(z),
+                                    group_size)
+    else:
+        w = packing.dequantize_int8(to_np(qdata), to_np(scale))
+    return xp.asarray(w)
+
+
+def _dequant_front(qdata, scale, zero_point=None, *, mode, group_size=None):
+    """The float32 weight of int8 / int4 quantized data."""
+    args = (as_tensor(qdata), as_tensor(scale)) + (() if zero_point is None else (as_tensor(zero_point),))
+    return apply(dequantize_weight, args, {"mode": "int8" if mode == "int8-dynamic" else mode,
+                                           "group_size": group_size if mode == "int4" else None,
+                                           "zeros": zero_point is not None})
+
+
+dequantize_weight = defop(
+    "dequantize_weight", kind="other", impl=_dequant_impl, infer=_dequant_infer,
+    differentiable=False, front=_dequant_front,
+    doc="The float32 weight of quantized data (``QuantizedTensor.dequantize``).")
+
+
+# ---- quantized_linear ------------------------------------------------------------------------
+
+def _linear_infer(args, params):
+    x, qdata = args[0], args[1]
+    n, k = _weight_shape(qdata, params["mode"])
+    if x.ndim < 1 or x.shape[-1] != k:
+        raise ValueError(f"quantized linear: input of shape {tuple(x.shape)} doesn't match "
+                         f"in_features={k}")
+    if x.dtype not in ACTIVATION_DTYPES:
+        raise TypeError(f"quantized linear needs float32 or float64 input, got {x.dtype}")
+    return tuple(x.shape[:-1]) + (n,), x.dtype
+
+
+def _linear_impl(xp, x, qdata, scale, *rest, mode, group_size, zeros, bias):
+    z, b = _split_rest(rest, zeros, bias)
+    kern = _kernels(xp)
+    lead = x.shape[:-1]
+    x2 = x.reshape(math.prod(lead), x.shape[-1])
+    if mode == "int8":
+        y = kern.int8_weight_only_matmul(x2, qdata, scale, b)
+    elif mode == "int4":
+        y = kern.int4_weight_only_matmul(x2, qdata, scale, z, group_size, b)
+    else:
+        y = kern.int8_dynamic_matmul(x2, qdata, scale, b)
+    return y.reshape(lead + (y.shape[-1],))
+
+
+def _linear_grad(g, out, x, qdata, scale, *rest, mode, group_size, zeros, bias):
+    z, b = _split_rest(rest, zeros, bias)
+    w = _dequant_front(qdata, scale, z, mode=mode, group_size=group_size)
+    gx = g @ w.astype(x.dtype)
+    return (gx, None, None) + ((None,) if zeros else ()) + ((None,) if bias else ())
+
+
+def _linear_front(input, qdata, scale, zero_point=None, bias=None, *, mode, group_size=None):
+    """``input @ W.T + bias`` with a quantized ``W`` (see the module docstring)."""
+    if mode not in MODES:
+        raise ValueError(f"quantized_linear: mode must be one of {MODES}, got {mode!r}")
+    if mode == "int4" and group_size is None:
+        raise ValueError("quantized_linear: int4 needs a group_size")
+    args = (as_tensor(input), as_tensor(qdata), as_tensor(scale))
+    args += (() if zero_point is None else (as_tensor(zero_point),))
+    args += (() if bias is None else (as_tensor(bias),))
+    params = {"mode": mode, "group_size": group_size if mode == "int4" else None,
+              "zeros": zero_point is not None, "bias": bias is not None}
+    return apply(quantized_linear, args, params)
+
+
+quantized_linear = defop(
+    "quantized_linear", kind="linalg", impl=_linear_impl, infer=_linear_infer,
+    grad=_linear_grad, front=_linear_front, extern_backend=lambda params: params["mode"],
+    doc="x @ W.T + bias with an int8 / int4 quantized weight (an extern kernel; "
+        "see ``nbaccel.quant``).")
