@@ -7,8 +7,12 @@ user namespace only when the call returns (an exception leaves every name as it 
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
+import io
 import os
+import sys
+import time
 import types
 from dataclasses import dataclass, field
 
@@ -17,10 +21,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import cellfunc
+from . import boundary, cellfunc
 from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
+from ..compiler.capture import TooManyGraphBreaks
 from ..tensor import Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -58,6 +63,11 @@ class CellEntry:
     name: str = ""
     calls: int = 0
     reports: list = field(default_factory=list)
+    shared: set = field(default_factory=set)       # declared global in the cell function
+    src: str = ""
+    fname: str = ""
+    qualprefix: str = ""
+    plain_reason: str | None = None                # set: the cell runs plainly (see _run_plain)
 
 
 def _numpy_objects():
@@ -139,25 +149,49 @@ class NbaccelMagics(Magics):
         ns = self.shell.user_ns
         src = self.shell.transform_cell(cell).rstrip() + "\n"
         count = self._cell_number()
-        entry, traced_vals, env = self._entry(src, opts, ns, count)
-        entry.cf.name = f"In[{count}]"
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
+        entry, traced_vals, env = self._entry(src, opts, ns, count)
+        self.last_fallback = None
+        if entry.plain_reason is not None:          # known to run better plainly
+            self.last_fallback = entry.plain_reason
+            return self._run_plain(entry, count, opts, entry.plain_reason, fresh=False)
+        entry.cf.name = f"In[{count}]"
         args = [self._to_device(v, opts.device) for v in traced_vals]
         progress = self._progress(entry, opts, count)
+        printed = io.StringIO()                     # shown once the attempt is known to stand
         try:
-            outs, value = entry.cf(*args, env)
+            with contextlib.redirect_stdout(printed):
+                outs, value = entry.cf(*args, env)
         except Exception as e:
             if progress is not None:
                 progress.close()
-            if isinstance(e, GraphBreakError):      # name the cell, not IPython's temporary file
-                e.args = (str(e).replace(entry.filename, f"cell In[{count}]"),)
-            raise _from_cell(e, entry.filename)
+            reason = self._internal_failure(e, entry)
+            if reason is None or isinstance(e, GraphBreakError):
+                sys.stdout.write(printed.getvalue())
+                self._write_partial(e, entry, ns)
+                if isinstance(e, GraphBreakError):  # name the cell, not IPython's temporary file
+                    e.args = (str(e).replace(entry.filename, f"cell In[{count}]"),)
+                raise _from_cell(e, entry.filename)
+            if safety_net_disabled():
+                sys.stdout.write(printed.getvalue())
+                raise
+            undo = getattr(entry.cf, "last_undo", None)
+            if undo:
+                undo()                               # inputs as they were before the attempt
+            if isinstance(e, TooManyGraphBreaks):
+                entry.plain_reason = reason          # later runs of this cell go plain too
+            self.last_fallback = reason
+            return self._run_plain(entry, count, opts, reason)
+        sys.stdout.write(printed.getvalue())
         # the cell completed: write its outputs back (never before, so a failure changes nothing)
         for k in entry.outputs:
+            if k in entry.shared:
+                continue
             if k in outs:
-                ns[k] = _swap_out(self._from_device(outs[k], opts.device, traced_vals))
+                ns[k] = _swap_out(_settled(self._from_device(outs[k], opts.device, traced_vals)))
             elif k in entry.dels:
                 ns.pop(k, None)
+        self._settle(entry, ns, env)
         entry.calls += 1
         report = getattr(entry.cf, "report", None)
         if report is not None:
@@ -174,7 +208,102 @@ class NbaccelMagics(Magics):
             ns[opts.output] = None
         if entry.quiet:
             return None
-        return _swap_out(self._from_device(value, opts.device, traced_vals))
+        return boundary.to_numpy(_swap_out(self._from_device(value, opts.device, traced_vals)))
+
+    # -- write-back, the plain path and the safety net --------------------------------------------
+    def _settle(self, entry, ns, env):
+        """After a run: shared (global) names hold NumPy values, functions and classes defined in
+        the cell carry their plain names, and containers the cell filled hold no tensors."""
+        for k in entry.outputs:
+            if k in ns:
+                v = ns[k]
+                if k in entry.shared:
+                    v = ns[k] = _swap_out(_settled(v))
+                _fix_qualname(v, entry.qualprefix)
+                _fix_containers(v)
+        for v in env.values.values():
+            _fix_containers(v)
+
+    def _write_partial(self, exc, entry, ns):
+        """A user exception: the names the cell had bound when it raised are written back, as
+        the plain cell would have left them."""
+        tb = exc.__traceback__
+        frame = None
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename == entry.filename and code.co_name == entry.fname:
+                frame = tb.tb_frame
+            tb = tb.tb_next
+        if frame is None:
+            return
+        local_vars = frame.f_locals
+        for k in entry.outputs:
+            if k in entry.shared:
+                if k in ns:
+                    ns[k] = _swap_out(_settled(ns[k]))
+                continue
+            if k in local_vars:
+                v = _settled(local_vars[k])
+                ns[k] = _swap_out(v)
+                _fix_qualname(ns[k], entry.qualprefix)
+            elif k in entry.dels:
+                ns.pop(k, None)
+
+    def _internal_failure(self, exc, entry):
+        """Why ``exc`` is nbaccel's failure rather than the user's (None: the user's code raised
+        it, as it would plainly): it was raised inside nbaccel, or it is a tracer's TypeError."""
+        if isinstance(exc, TooManyGraphBreaks):
+            return str(exc)
+        if isinstance(exc, (UsageError, GraphBreakError)):
+            return None
+        tb = exc.__traceback__
+        last = None
+        while tb is not None:
+            last = tb.tb_frame.f_code.co_filename
+            tb = tb.tb_next
+        inside = last is not None and last.startswith(_PKG_DIR) and not last.endswith(
+            os.path.join("magics", "boundary.py"))
+        mentions = "Tensor" in str(exc) or "tensor" in str(exc) or "nbaccel" in str(exc)
+        if inside or mentions:
+            where = ""
+            if exc.__traceback__ is not None:
+                user = [t for t in _frames(exc.__traceback__) if t[0] == entry.filename]
+                if user:
+                    where = f" at line {user[-1][1]}"
+            return f"the compiled run failed{where} ({type(exc).__name__}: {exc}); the cell ran plainly"
+        return None
+
+    def _run_plain(self, entry, count, opts, reason, fresh=True):
+        """Run the cell as plain Python in the user namespace (IPython's way: the body, then the
+        trailing expression's value). User exceptions propagate as they would plainly."""
+        __tracebackhide__ = True  # noqa: F841
+        ns = self.shell.user_ns
+        tree = self.shell.compile.ast_parse(entry.src, entry.filename, "exec")
+        last = tree.body[-1] if tree.body else None
+        value = None
+        body = tree.body[:-1] if isinstance(last, ast.Expr) else tree.body
+        t0 = time.perf_counter()
+        try:
+            exec(compile(ast.Module(body, []), entry.filename, "exec", dont_inherit=True), ns)
+            if isinstance(last, ast.Expr):
+                value = eval(compile(ast.Expression(last.value), entry.filename, "eval",
+                                     dont_inherit=True), ns)
+        except Exception as e:
+            raise _from_cell(e, entry.filename)
+        finally:
+            self._show_plain(entry, count, opts, reason, time.perf_counter() - t0)
+        return None if entry.quiet else value
+
+    def _show_plain(self, entry, count, opts, reason, seconds):
+        from ..compiler.report import CompileReport
+        rep = CompileReport(name=f"In[{count}]", tier="plain", backend=opts.backend, mode=opts.mode,
+                            compiled_seconds=seconds, graphs=0, fallback=reason)
+        rep.first_call_seconds = seconds
+        entry.reports.append(rep)
+        del entry.reports[:-3]
+        self.by_count[count] = (entry, rep)
+        self.last = (entry, rep)
+        self._show(rep, opts.report, entry)
 
     def _cell_number(self):
         """The running cell's In[n] (IPython counts the cell before running it: Out[n] uses n)."""
@@ -215,36 +344,49 @@ class NbaccelMagics(Magics):
         except SyntaxError:
             tree = None                        # let IPython's own compile report it below
             loads = stores = dels = set()
+        shared, plain_reason = set(), None
         if tree is not None:
             loads = cellfunc.read_first(tree)
+            shared = cellfunc.shared_names(tree, stores)
+            plain_reason = cellfunc.needs_plain(tree)
         traced, boxed, values = [], [], {}
         for n in sorted(loads):
-            if n not in ns or n.startswith("__nbaccel"):
+            if n not in ns or n.startswith("__nbaccel") or n in shared:
                 continue
             v = ns[n]
             if _traceable(v):
                 traced.append(n)
-            elif n in stores or _swap_in(v) is not v:
+            elif n in stores or n in dels or _swap_in(v) is not v:
                 boxed.append(n)
                 values[n] = _swap_in(v)
+        # a name the cell binds (or deletes) that the namespace already has starts as that value:
+        # a branch not taken, or a `del`, sees it as the plain cell would
+        for n in sorted((set(stores) | set(dels)) - set(traced) - set(boxed) - shared):
+            if n in ns and not n.startswith("__nbaccel"):
+                boxed.append(n)
+                values[n] = _swap_in(ns[n])
         dynamic = True if opts.dynamic else False if opts.static else None
         key = hashlib.sha256(repr((src, opts.mode, opts.backend, opts.device, dynamic, opts.fullgraph,
-                                   traced, boxed)).encode()).hexdigest()
+                                   traced, boxed, sorted(shared))).encode()).hexdigest()
         entry = self.entries.get(key)
         if entry is None:
             filename = self.shell.compile.cache(src, count)
             tree = self.shell.compile.ast_parse(src, filename, "exec")  # raises SyntaxError
             outputs = set(stores) | set(dels)
             name = f"cell_{count}"
-            mod = cellfunc.build(tree, name, traced, boxed)
+            mod = cellfunc.build(tree, name, traced, boxed, shared)
             code = compile(mod, filename, "exec", dont_inherit=True)
             scope: dict = {}
             exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched
-            fn = scope["__nbaccel_make__"](numpy_api)
+            fn = scope["__nbaccel_make__"](numpy_api, boundary.call, boundary.setmask,
+                                                   boundary.sync)
             cf = capi.CompiledFunction(fn, mode=opts.mode, backend=opts.backend, dynamic=dynamic,
                                        fullgraph=opts.fullgraph, name=f"In[{count}]")
+            cf._in_cell = True
             entry = CellEntry(key, cf, traced, boxed, outputs, set(dels),
-                              cellfunc.ends_quiet(src), filename)
+                              cellfunc.ends_quiet(src), filename, shared=shared, src=src, fname=name,
+                              qualprefix=f"__nbaccel_make__.<locals>.{name}.<locals>.",
+                              plain_reason=plain_reason)
             self.entries[key] = entry
         env = _Env(values, entry.outputs)
         return entry, [ns[n] for n in traced], env
@@ -449,6 +591,62 @@ def _from_cell(exc, filename):
         cur = cur.tb_next
     last_user.tb_next = None          # what follows is nbaccel's own frames only
     return exc.with_traceback(tb)
+
+
+def safety_net_disabled() -> bool:
+    """Test mode (``nb.config["test_mode"] = True``): an internal failure is raised, not hidden."""
+    return bool(capi.config.get("test_mode"))
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb.tb_frame.f_code.co_filename, tb.tb_lineno
+        tb = tb.tb_next
+
+
+def _settled(v):
+    """A written-back value: NumPy values for NumPy-flavoured tensors (tracers that never got a
+    value are left as they are; they cannot be read)."""
+    if isinstance(v, Tensor) and v._node is not None:
+        return v
+    try:
+        return boundary.to_numpy(v)
+    except Exception:   # pragma: no cover - a value that cannot be realised stays as it was
+        return v
+
+
+def _fix_containers(v, depth=0):
+    """Lists and dicts the cell filled with tensors (``res.append(t)``) hold NumPy values, in
+    place (other references to the container see the same change)."""
+    if depth > 3:
+        return
+    if type(v) is list:
+        for i, item in enumerate(v):
+            if isinstance(item, Tensor) and item._np and item._node is None:
+                v[i] = boundary.to_numpy(item)
+            else:
+                _fix_containers(item, depth + 1)
+    elif type(v) is dict:
+        for k, item in list(v.items()):
+            if isinstance(item, Tensor) and item._np and item._node is None:
+                v[k] = boundary.to_numpy(item)
+            else:
+                _fix_containers(item, depth + 1)
+
+
+def _fix_qualname(obj, prefix, depth=0):
+    """Functions and classes defined in the cell are named as the plain cell names them
+    (``f``, ``Model.forward``), not after the function nbaccel made of the cell."""
+    if depth > 2 or not prefix:
+        return
+    if isinstance(obj, (types.FunctionType, type)) and obj.__qualname__.startswith(prefix):
+        obj.__qualname__ = obj.__qualname__[len(prefix):]
+        code = getattr(obj, "__code__", None)
+        if code is not None and hasattr(code, "co_qualname") and code.co_qualname.startswith(prefix):
+            obj.__code__ = code.replace(co_qualname=code.co_qualname[len(prefix):])
+        if isinstance(obj, type):
+            for v in list(vars(obj).values()):
+                _fix_qualname(getattr(v, "__func__", v), prefix, depth + 1)
 
 
 def _in_notebook(shell) -> bool:
