@@ -256,13 +256,16 @@ class NbaccelMagics(Magics):
             return str(exc)
         if isinstance(exc, (UsageError, GraphBreakError)):
             return None
-        tb = exc.__traceback__
-        last = None
-        while tb is not None:
-            last = tb.tb_frame.f_code.co_filename
-            tb = tb.tb_next
-        inside = last is not None and last.startswith(_PKG_DIR) and not last.endswith(
-            os.path.join("magics", "boundary.py"))
+        frames = list(_frames(exc.__traceback__))
+        cell_at = max((i for i, f in enumerate(frames) if f[0] == entry.filename), default=-1)
+        boundary_file = os.path.join("magics", "boundary.py")
+        # raised inside nbaccel after the cell's own line (not in code the boundary called)
+        inside = False
+        for fn, _ in frames[cell_at + 1:]:
+            if fn.endswith(boundary_file):
+                continue                      # the first frame past the boundary decides
+            inside = fn.startswith(_PKG_DIR)
+            break
         mentions = "Tensor" in str(exc) or "tensor" in str(exc) or "nbaccel" in str(exc)
         if inside or mentions:
             where = ""
