@@ -35,6 +35,18 @@ DEVICES = ("auto", "cpu", "cuda")
 REPORTS = ("auto", "widget", "text", "none")
 
 
+class _Unbound:
+    """The start value of a cell name the namespace does not have (never written back)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<unbound>"
+
+
+_UNBOUND = _Unbound()
+
+
 class _Env:
     """What the cell function receives besides its traced arrays (opaque to the compiler, so
     containers are passed as they are, never copied)."""
@@ -46,7 +58,7 @@ class _Env:
         self.outputs = outputs
 
     def collect(self, local_vars):
-        return {k: v for k, v in local_vars.items() if k in self.outputs}
+        return {k: v for k, v in local_vars.items() if k in self.outputs and v is not _UNBOUND}
 
 
 @dataclass
@@ -242,7 +254,7 @@ class NbaccelMagics(Magics):
                 if k in ns:
                     ns[k] = _swap_out(_settled(ns[k]))
                 continue
-            if k in local_vars:
+            if k in local_vars and local_vars[k] is not _UNBOUND:
                 v = _settled(local_vars[k])
                 ns[k] = _swap_out(v)
                 _fix_qualname(ns[k], entry.qualprefix)
@@ -364,10 +376,13 @@ class NbaccelMagics(Magics):
                 values[n] = _swap_in(v)
         # a name the cell binds (or deletes) that the namespace already has starts as that value:
         # a branch not taken, or a `del`, sees it as the plain cell would
-        for n in sorted((set(stores) | set(dels)) - set(traced) - set(boxed) - shared):
-            if n in ns and not n.startswith("__nbaccel"):
-                boxed.append(n)
-                values[n] = _swap_in(ns[n])
+        # (names the namespace lacks start unbound: the function is the same either way)
+        preload = sorted((set(stores) | set(dels)) - set(traced) - set(boxed) - shared)
+        for n in preload:
+            if n.startswith("__nbaccel"):
+                continue
+            boxed.append(n)
+            values[n] = _swap_in(ns[n]) if n in ns else _UNBOUND
         dynamic = True if opts.dynamic else False if opts.static else None
         key = hashlib.sha256(repr((src, opts.mode, opts.backend, opts.device, dynamic, opts.fullgraph,
                                    traced, boxed, sorted(shared))).encode()).hexdigest()
