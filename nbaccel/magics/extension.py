@@ -171,6 +171,7 @@ class NbaccelMagics(Magics):
         args = [self._to_device(v, opts.device) for v in traced_vals]
         progress = self._progress(entry, opts, count)
         printed = io.StringIO()                     # shown once the attempt is known to stand
+        failure = None
         try:
             with contextlib.redirect_stdout(printed):
                 outs, value = entry.cf(*args, env)
@@ -192,8 +193,9 @@ class NbaccelMagics(Magics):
                 undo()                               # inputs as they were before the attempt
             if isinstance(e, TooManyGraphBreaks):
                 entry.plain_reason = reason          # later runs of this cell go plain too
-            self.last_fallback = reason
-            return self._run_plain(entry, count, opts, reason)
+            self.last_fallback = failure = reason
+        if failure is not None:                      # (outside the handler: no chained traceback)
+            return self._run_plain(entry, count, opts, failure)
         sys.stdout.write(printed.getvalue())
         # the cell completed: write its outputs back (never before, so a failure changes nothing)
         for k in entry.outputs:
