@@ -196,7 +196,20 @@ class _UFunc:
 
     def __getattr__(self, k):
         attr = getattr(self._ufunc, k)
+        if k == "outer" and self._ufunc.nin == 2:
+            return self._outer(fallback(attr, f"{self.__name__}.outer"))
         return fallback(attr, f"{self.__name__}.{k}") if callable(attr) else attr
+
+    def _outer(self, slow):
+        """``ufunc.outer(a, b)`` as broadcasting: ``ufunc(a[..., None, ...], b)``, captured."""
+        def outer(a, b, **kwargs):
+            if kwargs or not builtins.all(type(v) in (Tensor, _np.ndarray) for v in (a, b)) or \
+                    _untraced_input((a, b), {}):
+                return slow(a, b, **kwargs)
+            a, b = _to_np_tensor(a), _to_np_tensor(b)
+            return self._call(a.reshape(tuple(a.shape) + (1,) * b.ndim), b)
+        outer.__name__ = "outer"
+        return outer
 
     def __repr__(self):
         return f"<nbaccel ufunc {self.__name__!r}>"
@@ -398,6 +411,40 @@ def _numpy_when_untraceable(front):
 for _name in ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "identity"):
     globals()[_name] = _numpy_when_untraceable(globals()[_name])
 del _name
+
+# ---- nan-reductions as where + reduction --------------------------------------------------------
+
+def _nan_front(name, reduce):
+    numpy_func = getattr(_np, name)
+
+    @functools.wraps(numpy_func)
+    def call(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        t = a if isinstance(a, Tensor) else None
+        if t is None and type(a) is _np.ndarray and not _untraced(a):
+            t = _asarray(a)
+        if t is None or dtype is not None or out is not None or kwargs or t.dtype.kind not in "fiub":
+            return fallback(numpy_func, name)(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs)
+        return reduce(t, axis, keepdims)
+    call.__module__ = __name__
+    call.__wrapped__ = numpy_func
+    return call
+
+
+def _nansum(t, axis, keepdims):
+    if t.dtype.kind != "f":
+        return t.sum(axis=axis, keepdims=keepdims)
+    return where(isnan(t), 0.0, t).sum(axis=axis, keepdims=keepdims)
+
+
+def _nanmean(t, axis, keepdims):
+    if t.dtype.kind != "f":
+        return t.mean(axis=axis, keepdims=keepdims)
+    count = (~isnan(t)).sum(axis=axis, keepdims=keepdims).astype(t.dtype)
+    return _nansum(t, axis, keepdims) / count
+
+
+nansum = _nan_front("nansum", _nansum)
+nanmean = _nan_front("nanmean", _nanmean)
 
 # ---- the namespace ---------------------------------------------------------------------------
 

@@ -206,3 +206,22 @@ def test_compiled_function_report_has_html_and_text():
     data = bundle[0] if isinstance(bundle, tuple) else bundle
     assert "text/plain" in data and "text/html" in data
     assert "nbaccel" in data["text/plain"]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.bool_])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_nan_reductions_and_outer_are_captured(dtype, axis):
+    import nbaccel.numpy as xnp
+    a = np.random.default_rng(0).standard_normal((5, 4))
+    if dtype in (np.float64, np.float32):
+        a[1, 2] = a[3, 0] = np.nan
+    a = (a > 0) if dtype is np.bool_ else a.astype(dtype)
+    cf = nb.compile(lambda v: (xnp.nansum(v, axis=axis), xnp.nanmean(v, axis=axis),
+                               xnp.multiply.outer(v[0], v[:, 1])), backend="numpy")
+    s, m, o = cf(a)
+    for got, want in ((s, np.nansum(a, axis=axis)), (m, np.nanmean(a, axis=axis)),
+                      (o, np.multiply.outer(a[0], a[:, 1]))):
+        want = np.asarray(want)
+        assert np.asarray(got).dtype == want.dtype
+        np.testing.assert_allclose(np.asarray(got, dtype=float), want.astype(float), rtol=1e-5)
+    assert cf.report.graph_breaks == []
