@@ -61,7 +61,7 @@ class Entry:
         return self._timings
 
 
-def _runs(fn, budget=0.05, most=7):
+def _runs(fn, budget=0.02, most=7):
     """Sorted wall times of ``fn``: a warm-up run, then repeats within ``budget`` seconds."""
     t0 = time.perf_counter()
     fn()
