@@ -27,7 +27,9 @@ from ..tensor import Tensor, _Size, active_trace
 _TRANSPARENT_BUILTINS = {builtins.len, builtins.getattr, builtins.hasattr, builtins.setattr,
                          builtins.delattr, builtins.id, builtins.callable, builtins.enumerate,
                          builtins.zip, builtins.range, builtins.reversed, builtins.iter,
-                         builtins.next, builtins.map, builtins.filter, builtins.abs}
+                         builtins.next, builtins.map, builtins.filter, builtins.abs,
+                         # Tensor converts itself exactly as an ndarray would (a graph break)
+                         builtins.float, builtins.int, builtins.bool, builtins.complex}
 _CONTAINERS = (list, dict, set)
 _ITEM_OPS = {"=": None, "Add": operator.iadd, "Sub": operator.isub, "Mult": operator.imul,
              "Div": operator.itruediv, "FloorDiv": operator.ifloordiv, "Mod": operator.imod,
@@ -42,6 +44,8 @@ _OUT_OF_PLACE = {"Add": operator.add, "Sub": operator.sub, "Mult": operator.mul,
 
 def keeps_traced(f) -> bool:
     """True when ``f`` may receive tracers (nbaccel's own code, Tensor methods, notebook code)."""
+    if getattr(f, "__nbaccel_fallback__", False):
+        return True                   # nbaccel.numpy's NumPy fallback: it breaks with its reason
     owner = getattr(f, "__self__", None)
     if owner is not None and not isinstance(owner, types.ModuleType):
         if isinstance(owner, Tensor):
@@ -49,8 +53,14 @@ def keeps_traced(f) -> bool:
         if type(owner) in _CONTAINERS:            # lst.append(t): converted at write-back
             return True
         return _user_or_nbaccel(type(owner))
-    if isinstance(f, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-        return f in _TRANSPARENT_BUILTINS
+    if isinstance(f, (types.BuiltinFunctionType, types.BuiltinMethodType, type)):
+        try:
+            if f in _TRANSPARENT_BUILTINS:
+                return True
+        except TypeError:   # an unhashable callable
+            return False
+        if isinstance(f, type) and f.__module__ == "builtins":
+            return False
     return _user_or_nbaccel(f)
 
 

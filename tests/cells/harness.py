@@ -37,9 +37,9 @@ class Outcome:
 
 def get_shell(backend="numpy"):
     """The process's InteractiveShell with nbaccel loaded and reports off."""
-    from IPython.core.interactiveshell import InteractiveShell
     from IPython import get_ipython
-    shell = get_ipython() or InteractiveShell.instance()
+    from IPython.testing.globalipapp import start_ipython   # (the one shell other tests use too)
+    shell = start_ipython() or get_ipython()
     shell.run_line_magic("load_ext", "nbaccel")
     shell.run_line_magic("nbaccel", f"config report=none backend={backend}")
     return shell
