@@ -187,9 +187,14 @@ def _where_into(target, mask, value):
     target._assign(new, "setitem")
 
 
-def sync(value=None):
-    """Compute what is pending now (a graph break): a ``try`` body's errors raise inside it."""
+def sync(value=None, numpy=False):
+    """Compute what is pending now (a graph break): a ``try`` body's errors raise inside it.
+    ``numpy``: ``value`` as the plain cell's NumPy value (an f-string formats it)."""
     __tracebackhide__ = True  # noqa: F841
+    if numpy:
+        if isinstance(value, Tensor) or type(value) is _Size:
+            return to_numpy(value, "an f-string formats the value")
+        return value
     trace = active_trace()
     session = getattr(trace, "session", None)
     if session is None:

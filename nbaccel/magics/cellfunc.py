@@ -261,6 +261,13 @@ class _BoundaryRewriter(ast.NodeTransformer):
 
     visit_TryStar = visit_Try
 
+    def visit_FormattedValue(self, node):
+        # f"{t}", f"{t!r}", f"{t:.3f}": formatted as the plain cell's NumPy value would be
+        self.generic_visit(node)
+        node.value = ast.copy_location(ast.Call(ast.Name(SYNC, ast.Load()), [node.value],
+                                                [ast.keyword("numpy", ast.Constant(True))]), node.value)
+        return node
+
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id in _FRAME_CALLS:

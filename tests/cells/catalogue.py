@@ -56,6 +56,8 @@ CELLS = [
     Cell("print_array", "a = np.arange(10)\nb = a ** 2\nprint(a)\nprint(b)\n", setup=NP),
     Cell("fstring_format", "m = x.mean()\nprint(f'{m:.4f} {x.std():.3e} {x.size}')\n"
          "s = '{:.2f}'.format(m)\n", setup=RNG),
+    Cell("fstring_float32", "h = x[:4].astype(np.float32) * 0.1\nm = h.mean()\nprint(f'{m} {h[0]}')\n"
+         "txt = f'{m!r} {h.max():.3f} {h}'\n", setup=RNG),
     Cell("loop_prints", "for i in range(3):\n    v = np.sqrt(np.arange(4.0) + i)\n    print(i, v.sum())\n"),
     Cell("trailing_expr", "z = x[:5] * 2\nz.sum()\n", setup=RNG),
     Cell("repr_scalar", "m = x.max()\nrepr(m), type(m).__name__\n", setup=RNG),
@@ -131,6 +133,17 @@ CELLS = [
     Cell("stack_concat", "s = np.stack([x[:3], y[:3]])\ncc = np.concatenate([x[:2], y[:2]])\nsp = np.split(np.arange(6), 3)\n", setup=RNG),
     Cell("inplace_input", "x *= 2\nx += 1\n", setup=RNG),
     Cell("float32_chain", "a32 = x.astype(np.float32)\nr = np.tanh(a32 * 0.5) + 1\n", setup=RNG),
+    Cell("nested_global", "counter = 0\ndef inc():\n    global counter\n    counter += 1\ninc()\ninc()\n"
+         "print(counter)\n"),
+    Cell("read_old_after_branch", "if x.sum() > 1e9:\n    flag = 'huge'\nprint(flag)\n", setup=RNG + "flag = 'old'\n"),
+    Cell("mask_rows_2d", "M = rng.standard_normal((6, 3))\nM[M[:, 0] > 0] = 0.0\nkeep = M[:, 1] * 2\n", setup=RNG),
+    Cell("closure_over_input", "def shifted(v):\n    return v + x[:3]\nr = shifted(np.ones(3))\n", setup=RNG),
+    Cell("pandas_roundtrip", "import pandas as pd\ndf = pd.DataFrame({'a': x[:5] * 2, 'b': np.arange(5)})\n"
+         "col = df['a'].to_numpy()\nback = df.values.sum(axis=0)\n", setup=RNG, needs=("pandas",)),
+    Cell("pandas_series_stats", "import pandas as pd\ns = pd.Series(np.cumsum(x[:20]))\nroll = s.rolling(3).mean()\n"
+         "desc = float(roll.max())\n", setup=RNG, needs=("pandas",)),
+    Cell("scipy_special", "from scipy import special\ng = special.gamma(np.linspace(1, 3, 5))\n",
+         needs=("scipy",)),
     # -- exceptions -----------------------------------------------------------------------------------
     Cell("error_shape", "z = np.ones(3) + np.ones(4)\n"),
     Cell("error_name", "v = undefined_name + 1\n"),
