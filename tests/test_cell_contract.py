@@ -227,3 +227,14 @@ def test_nan_reductions_and_outer_are_captured(dtype, axis):
         assert np.asarray(got).dtype == want.dtype
         np.testing.assert_allclose(np.asarray(got, dtype=float), want.astype(float), rtol=1e-5)
     assert cf.report.graph_breaks == []
+
+
+def test_plain_cells_report_why_and_store_the_report(shell):
+    cell = catalogue.Cell("vec", "vf = np.vectorize(lambda v: v + 1)\nout = vf(x[:3])\n", setup=catalogue.RNG)
+    comp = harness.run(shell, cell, compiled=True)
+    assert "np.vectorize" in comp.fallback and "line 1" in comp.fallback
+    shell.run_cell("%%compile -o rep\n" + cell.source)
+    rep = shell.user_ns["rep"]
+    assert rep.fallback and rep.tier == "plain" and "ran plainly" in repr(rep)
+    from nbaccel_ext import render_text
+    assert "ran plainly: np.vectorize" in render_text(rep.to_dict())

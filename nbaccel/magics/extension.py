@@ -324,6 +324,8 @@ class NbaccelMagics(Magics):
         self.by_count[count] = (entry, rep)
         self.last = (entry, rep)
         self._show(rep, opts.report, entry)
+        if opts.output:
+            self.shell.user_ns[opts.output] = rep
 
     def _cell_number(self):
         """The running cell's In[n] (IPython counts the cell before running it: Out[n] uses n)."""
