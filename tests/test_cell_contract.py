@@ -238,3 +238,18 @@ def test_plain_cells_report_why_and_store_the_report(shell):
     assert rep.fallback and rep.tier == "plain" and "ran plainly" in repr(rep)
     from nbaccel_ext import render_text
     assert "ran plainly: np.vectorize" in render_text(rep.to_dict())
+
+
+def test_tracing_costlier_than_plain_goes_plain_after_one_comparison(shell, monkeypatch):
+    monkeypatch.setitem(capi.config, "plain_probe", {"breaks": 4, "seconds": 0.0, "ratio": 0.0,
+                                                         "slack": 0.0})
+    src = "tot = 0.0\nfor i in range(6):\n    if x[i] > 0:\n        tot += 1.0\n"
+    cell = catalogue.Cell("probe", src, setup=catalogue.RNG)
+    plain = harness.run(shell, cell, compiled=False)
+    first = harness.run(shell, cell, compiled=True)
+    assert first.fallback is None and harness.differences(plain, first) == []
+    second = harness.run(shell, cell, compiled=True)       # the comparison run: plain
+    assert harness.differences(plain, second) == []
+    assert "tracing cost more than running plainly" in second.fallback and "line" in second.fallback
+    third = harness.run(shell, cell, compiled=True)
+    assert third.fallback == second.fallback

@@ -30,7 +30,11 @@ config = {"recompile_limit": 8, "history": 5,
           "max_graph_breaks": 64,
           # test mode: an internal failure of a compiled %%compile run is raised instead of
           # running the cell again plainly (the last safety net, see docs/magics.md)
-          "test_mode": False}
+          "test_mode": False,
+          # a %%compile cell whose run had this many breaks and took this long is run plainly
+          # once to compare; if tracing cost more than `ratio` x the plain run + `slack` s, its
+          # later runs go plain
+          "plain_probe": {"breaks": 8, "seconds": 0.25, "ratio": 4.0, "slack": 0.05}}
 _marked: dict[int, tuple] = {}               # id(tensor or array) -> (weakref, dims marked dynamic)
 _all_functions: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 

@@ -80,6 +80,7 @@ class CellEntry:
     fname: str = ""
     qualprefix: str = ""
     plain_reason: str | None = None                # set: the cell runs plainly (see _run_plain)
+    probe: tuple | None = None                     # (seconds, breaks, line): compare with plain
 
 
 def _numpy_objects():
@@ -167,6 +168,8 @@ class NbaccelMagics(Magics):
         if entry.plain_reason is not None:          # known to run better plainly
             self.last_fallback = entry.plain_reason
             return self._run_plain(entry, count, opts, entry.plain_reason, fresh=False)
+        if entry.probe is not None:                 # the last run was slow and broke often
+            return self._probe_plain(entry, count, opts)
         entry.cf.name = f"In[{count}]"
         args = [self._to_device(v, opts.device) for v in traced_vals]
         progress = self._progress(entry, opts, count)
@@ -210,6 +213,7 @@ class NbaccelMagics(Magics):
         # (the report's eager baseline is measured when it is shown or stored, never otherwise)
         report = getattr(entry.cf, "_report", None)
         if report is not None:
+            self._maybe_probe(entry, report)
             if opts.output:
                 report.measure_eager()
             entry.reports.append(report)
@@ -265,6 +269,34 @@ class NbaccelMagics(Magics):
                 _fix_qualname(ns[k], entry.qualprefix)
             elif k in entry.dels:
                 ns.pop(k, None)
+
+    @staticmethod
+    def _maybe_probe(entry, report):
+        """A run with many graph breaks that took long: the next run measures the plain cell."""
+        limits = capi.config["plain_probe"]
+        breaks = report.graph_breaks
+        if len(breaks) >= limits["breaks"] and (report.call_seconds or 0.0) > limits["seconds"]:
+            lines = {}
+            for b in breaks:
+                lines[b.get("lineno")] = lines.get(b.get("lineno"), 0) + 1
+            entry.probe = (report.call_seconds, len(breaks), max(lines, key=lines.get))
+
+    def _probe_plain(self, entry, count, opts):
+        """Run the cell plainly (a valid run of it) and compare with the last compiled run."""
+        compiled, breaks, line = entry.probe
+        entry.probe = None
+        t0 = time.perf_counter()
+        reason = "ran plainly once to compare with the compiled run"
+        try:
+            return self._run_plain(entry, count, opts, reason)
+        finally:
+            plain = time.perf_counter() - t0
+            limits = capi.config["plain_probe"]
+            if compiled > limits["ratio"] * plain + limits.get("slack", 0.05):
+                entry.plain_reason = (f"tracing cost more than running plainly: {compiled:.3g} s "
+                                      f"compiled against {plain:.3g} s plainly, {breaks} graph "
+                                      f"breaks (most at line {line}); the cell runs plainly")
+            self.last_fallback = entry.plain_reason or reason
 
     def _internal_failure(self, exc, entry):
         """Why ``exc`` is nbaccel's failure rather than the user's (None: the user's code raised
