@@ -253,3 +253,10 @@ def test_tracing_costlier_than_plain_goes_plain_after_one_comparison(shell, monk
     assert "tracing cost more than running plainly" in second.fallback and "line" in second.fallback
     third = harness.run(shell, cell, compiled=True)
     assert third.fallback == second.fallback
+
+
+def test_an_interrupted_cell_still_shows_what_it_printed(shell):
+    cell = catalogue.Cell("intr", "print('working')\nv = np.tanh(x)\nraise KeyboardInterrupt\n",
+                          setup=catalogue.RNG)
+    comp = harness.run(shell, cell, compiled=True)
+    assert comp.stdout == "working\n" and comp.error[0] == "KeyboardInterrupt"

@@ -178,6 +178,11 @@ class NbaccelMagics(Magics):
         try:
             with contextlib.redirect_stdout(printed):
                 outs, value = entry.cf(*args, env)
+        except (KeyboardInterrupt, SystemExit):     # interrupted: show what it printed so far
+            sys.stdout.write(printed.getvalue())
+            if progress is not None:
+                progress.close()
+            raise
         except Exception as e:
             if progress is not None:
                 progress.close()
