@@ -680,7 +680,7 @@ def _settled(v):
 def _fix_containers(v, depth=0):
     """Lists and dicts the cell filled with tensors (``res.append(t)``) hold NumPy values, in
     place (other references to the container see the same change)."""
-    if depth > 3:
+    if depth > 3 or (type(v) in (list, dict) and len(v) > 10_000):   # (a big container: left as is)
         return
     if type(v) is list:
         for i, item in enumerate(v):
