@@ -2,7 +2,8 @@
 
 The cell is turned into a function (``cellfunc``), compiled once per cell source + options
 with ``nbaccel.compile``, and called with the cell's inputs; its outputs are written to the
-user namespace only when the call returns (an exception leaves every name as it was).
+user namespace when the call returns (after a user exception: the names bound before it, as
+in the plain cell). ``cellrun`` holds the write-back, the plain path and the safety net.
 """
 from __future__ import annotations
 
