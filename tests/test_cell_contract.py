@@ -260,3 +260,15 @@ def test_an_interrupted_cell_still_shows_what_it_printed(shell):
                           setup=catalogue.RNG)
     comp = harness.run(shell, cell, compiled=True)
     assert comp.stdout == "working\n" and comp.error[0] == "KeyboardInterrupt"
+
+
+def test_text_and_html_reports_never_say_zero_speedup():
+    from nbaccel_ext import render_html, render_text
+    from nbaccel_ext.html import fmt_speedup
+    assert fmt_speedup(0.004) == "0.004×" and fmt_speedup(0.04) == "0.04×" and fmt_speedup(2.5) == "2.50×"
+    r = {"name": "In[1]", "eager_seconds": 4e-5, "compiled_seconds": 1e-3, "speedup": 0.04}
+    assert "0.04× slower" in render_text(r) and "0.0×" not in render_html(r)
+    short = dict(r, speedup=None, speedup_note="too short to measure")
+    assert "too short to measure" in render_text(short) and "too short to measure" in render_html(short)
+    plain = {"name": "In[2]", "fallback": "np.vectorize calls a Python function per element"}
+    assert "ran plainly: np.vectorize" in render_text(plain) and "ran plainly" in render_html(plain)

@@ -54,7 +54,8 @@ function fmtSeconds(s) {
 
 function fmtSpeedup(x) {
   x = num(x);
-  return x === null || x <= 0 ? "—" : `${sig(x)}×`;
+  if (x === null || x <= 0) return "—";
+  return x < 0.1 ? `${Number(x.toPrecision(2))}×` : `${sig(x)}×`;   // never "0.00×"
 }
 
 function fmtBytes(n) {
