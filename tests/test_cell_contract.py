@@ -137,7 +137,7 @@ def test_test_mode_raises_the_internal_failure(shell, monkeypatch):
     def broken(self, *a, **k):
         raise RuntimeError("internal error: injected")
     monkeypatch.setattr(entries.GraphCache, "run", broken)
-    monkeypatch.setitem(capi.config, "test_mode", True)
+    monkeypatch.setitem(nb.config, "test_mode", True)
     cell = catalogue.Cell("tm", "s = np.tanh(x).sum()\n", setup=catalogue.RNG)
     comp = harness.run(shell, cell, compiled=True)
     assert comp.error == ("RuntimeError", "internal error: injected")
