@@ -32,6 +32,7 @@ def _run(quick, backend):
     rounds = 1 if quick else 3
     totals = {"plain": [], "first": [], "second": []}
     per_cell = {c.name: ([], []) for c in cells}
+    mismatches = set()
     for _ in range(rounds):
         shell.run_line_magic("nbaccel", "reset")
         t = {"plain": 0.0, "first": 0.0, "second": 0.0}
@@ -42,6 +43,8 @@ def _run(quick, backend):
             t["plain"] += p.seconds
             t["first"] += f.seconds
             t["second"] += s.seconds
+            if harness.differences(p, f) or harness.differences(p, s):
+                mismatches.add(c.name)
             per_cell[c.name][0].append(p.seconds)
             per_cell[c.name][1].append(f.seconds)
         for k in t:
@@ -55,7 +58,7 @@ def _run(quick, backend):
         if f > 2 * p + 0.05:
             over[name] = {"plain": p, "first": f, "first_min": min(first), "first_max": max(first)}
     return {"backend": backend, "cells": len(cells), "rounds": rounds, "totals": summary,
-            "over_target": over}
+            "over_target": over, "mismatches": sorted(mismatches)}
 
 
 def markdown(results) -> str:
@@ -71,6 +74,8 @@ def _markdown(results) -> str:
         lines.append(f"| {label} | {v['median'] * 1e3:.0f} ms | {v['min'] * 1e3:.0f} ms | {v['max'] * 1e3:.0f} ms |")
     over = results["over_target"]
     lines.append("")
+    bad = results.get("mismatches") or []
+    lines.append(f"Cells that did not behave as plainly: {', '.join(bad) if bad else 'none'}.")
     if over:
         lines.append("First compiled runs over 2x plain + 50 ms: " + ", ".join(
             f"{k} ({v['plain'] * 1e3:.0f} → {v['first'] * 1e3:.0f} ms)" for k, v in sorted(over.items())))

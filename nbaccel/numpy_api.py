@@ -512,6 +512,8 @@ def __getattr__(name):
     """Everything else: op-backed when the table has an op, NumPy's own object otherwise
     (dtypes, constants, classes, submodules) or a NumPy fallback for functions."""
     if name.startswith("__"):
+        if name in ("__version__", "__array_api_version__"):   # `np.__version__` in a cell
+            return getattr(_np, name)
         raise AttributeError(name)
     if name in _cache:
         return _cache[name]

@@ -272,3 +272,11 @@ def test_text_and_html_reports_never_say_zero_speedup():
     assert "too short to measure" in render_text(short) and "too short to measure" in render_html(short)
     plain = {"name": "In[2]", "fallback": "np.vectorize calls a Python function per element"}
     assert "ran plainly: np.vectorize" in render_text(plain) and "ran plainly" in render_html(plain)
+
+
+def test_numpy_imported_in_a_cell_and_used_by_its_functions(shell):
+    src = "import numpy as np\ndef f(v):\n    return np.exp(v) + 1\nr = f(np.arange(3.0))\nv = np.__version__\n"
+    plain, comp = _run(shell, "", src)
+    assert harness.differences(plain, comp) == []
+    assert comp.names["np"] is np
+    assert np.allclose(comp.names["f"](np.zeros(2)), 2.0)      # f reads the notebook's np later

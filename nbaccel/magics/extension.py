@@ -169,6 +169,8 @@ class NbaccelMagics(CellRuns, Magics):
                 outs, value = entry.cf(*args, env)
         except (KeyboardInterrupt, SystemExit):     # interrupted: show what it printed so far
             sys.stdout.write(printed.getvalue())
+            for k in entry.shared & set(ns):        # shared names hold NumPy's own objects again
+                ns[k] = _swap_out(_settled(ns[k]))
             if progress is not None:
                 progress.close()
             raise
