@@ -405,10 +405,11 @@ def ends_quiet(source: str) -> bool:
 
 
 def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str],
-          shared: set = frozenset(), boundary: bool = True) -> ast.Module:
+          shared: set = frozenset(), boundary: bool = True, maybe=()) -> ast.Module:
     """The module that defines ``__nbaccel_make__(__nbaccel_np__, __nbaccel_call__,
     __nbaccel_setmask__, __nbaccel_sync__)`` returning the cell function. ``traced`` become parameters; ``boxed``
-    are read from ``__nbaccel_env__.values``; ``shared`` are declared global."""
+    are read from ``__nbaccel_env__.values``; ``maybe`` too when it has them (else they start
+    unbound, as in the plain cell); ``shared`` are declared global."""
     body = [_ImportRewriter().visit(s) for s in tree.body]
     if boundary:
         body = [_BoundaryRewriter().visit(s) if not isinstance(s, list) else
@@ -425,6 +426,11 @@ def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str],
     prologue = [ast.Assign([ast.Name(n, ast.Store())],
                            ast.Subscript(ast.Attribute(ast.Name(ENV, ast.Load()), "values", ast.Load()),
                                          ast.Constant(n), ast.Load())) for n in boxed]
+    env_values = ast.Attribute(ast.Name(ENV, ast.Load()), "values", ast.Load())
+    prologue += [ast.If(ast.Compare(ast.Constant(n), [ast.In()], [env_values]),
+                        [ast.Assign([ast.Name(n, ast.Store())],
+                                    ast.Subscript(env_values, ast.Constant(n), ast.Load()))], [])
+                 for n in maybe]
     collect = ast.Call(ast.Attribute(ast.Name(ENV, ast.Load()), "collect", ast.Load()),
                        [ast.Call(ast.Name("locals", ast.Load()), [], [])], [])
     ret = ast.Return(ast.Tuple([collect, value], ast.Load()))

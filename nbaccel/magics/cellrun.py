@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import time
 import types
 
@@ -26,19 +27,6 @@ from ..compiler.capture import TooManyGraphBreaks
 from ..tensor import Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-class _Unbound:
-    """The start value of a cell name the namespace does not have (never written back)."""
-
-    __slots__ = ()
-
-    def __repr__(self):
-        return "<unbound>"
-
-
-_UNBOUND = _Unbound()
-
 
 
 def _swap_out(value):
@@ -80,7 +68,7 @@ class CellRuns:
                 if k in ns:
                     ns[k] = _swap_out(_settled(ns[k]))
                 continue
-            if k in local_vars and local_vars[k] is not _UNBOUND:
+            if k in local_vars:
                 v = _settled(local_vars[k])
                 ns[k] = _swap_out(v)
                 _fix_qualname(ns[k], entry.qualprefix)
@@ -248,3 +236,16 @@ def _from_cell(exc, filename):
         cur = cur.tb_next
     last_user.tb_next = None          # what follows is nbaccel's own frames only
     return exc.with_traceback(tb)
+
+
+def _as_name_error(exc, entry):
+    """A cell name read before the cell bound it (the namespace lacked it too) raises
+    ``UnboundLocalError`` inside the cell function; the plain cell raises ``NameError``."""
+    if type(exc) is not UnboundLocalError:
+        return exc
+    m = re.search(r"local variable '(\w+)'", str(exc))
+    if m is None or m.group(1) not in entry.outputs:
+        return exc
+    new = NameError(f"name '{m.group(1)}' is not defined")
+    new.__suppress_context__ = True
+    return new.with_traceback(exc.__traceback__)

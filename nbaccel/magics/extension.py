@@ -22,7 +22,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from . import boundary, cellfunc
-from .cellrun import _UNBOUND, CellRuns, _from_cell, _settled, safety_net_disabled
+from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
@@ -47,7 +47,7 @@ class _Env:
         self.outputs = outputs
 
     def collect(self, local_vars):
-        return {k: v for k, v in local_vars.items() if k in self.outputs and v is not _UNBOUND}
+        return {k: v for k, v in local_vars.items() if k in self.outputs}
 
 
 @dataclass
@@ -183,7 +183,7 @@ class NbaccelMagics(CellRuns, Magics):
                 self._write_partial(e, entry, ns)
                 if isinstance(e, GraphBreakError):  # name the cell, not IPython's temporary file
                     e.args = (str(e).replace(entry.filename, f"cell In[{count}]"),)
-                raise _from_cell(e, entry.filename)
+                raise _from_cell(_as_name_error(e, entry), entry.filename)
             if safety_net_disabled():
                 sys.stdout.write(printed.getvalue())
                 raise
@@ -284,22 +284,21 @@ class NbaccelMagics(CellRuns, Magics):
         # a name the cell binds (or deletes) that the namespace already has starts as that value:
         # a branch not taken, or a `del`, sees it as the plain cell would
         # (names the namespace lacks start unbound: the function is the same either way)
-        preload = sorted((set(stores) | set(dels)) - set(traced) - set(boxed) - shared)
-        for n in preload:
-            if n.startswith("__nbaccel"):
-                continue
-            boxed.append(n)
-            values[n] = _swap_in(ns[n]) if n in ns else _UNBOUND
+        maybe = [n for n in sorted((set(stores) | set(dels)) - set(traced) - set(boxed) - shared)
+                 if not n.startswith("__nbaccel")]
+        for n in maybe:
+            if n in ns:
+                values[n] = _swap_in(ns[n])
         dynamic = True if opts.dynamic else False if opts.static else None
         key = hashlib.sha256(repr((src, opts.mode, opts.backend, opts.device, dynamic, opts.fullgraph,
-                                   traced, boxed, sorted(shared))).encode()).hexdigest()
+                                   traced, boxed, maybe, sorted(shared))).encode()).hexdigest()
         entry = self.entries.get(key)
         if entry is None:
             filename = self.shell.compile.cache(src, count)
             tree = self.shell.compile.ast_parse(src, filename, "exec")  # raises SyntaxError
             outputs = set(stores) | set(dels)
             name = f"cell_{count}"
-            mod = cellfunc.build(tree, name, traced, boxed, shared)
+            mod = cellfunc.build(tree, name, traced, boxed, shared, maybe=maybe)
             code = compile(mod, filename, "exec", dont_inherit=True)
             scope: dict = {}
             exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched

@@ -149,6 +149,7 @@ CELLS = [
     Cell("error_name", "v = undefined_name + 1\n"),
     Cell("error_after_side_effect", "print('before')\nq = np.arange(3)\nq[5] = 1\n"),
     Cell("error_zero_div", "v = 1 / 0\n"),
+    Cell("error_unbound_branch", "if x.sum() > 1e9:\n    flag2 = 'huge'\nprint(flag2)\n", setup=RNG),
     # -- complex (engine dtypes) ---------------------------------------------------------------------
     Cell("complex_mesh", "xs = np.linspace(-2, 1, 40)\nys = np.linspace(-1, 1, 30)\nX, Y = np.meshgrid(xs, ys)\n"
          "C = X + 1j * Y\nZ = np.zeros_like(C)\nfor _ in range(10):\n    Z = Z * Z + C\nmag = np.abs(Z)\n",
