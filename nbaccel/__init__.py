@@ -42,6 +42,7 @@ from . import nn, optim  # noqa: E402,F401
 
 from .compiler import compile, explain, mark_dynamic, CompileReport, GraphBreakError, config  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
+from .compiler.api import config  # noqa: E402,F401  (test_mode, max_graph_breaks, recompile_limit, ...)
 from . import numpy_api as numpy  # noqa: E402  (nbaccel.numpy: the NumPy-compatible namespace)
 import sys as _sys  # noqa: E402
 _sys.modules.setdefault(__name__ + ".numpy", numpy)

@@ -101,8 +101,10 @@ def _concrete(x, reason):
 
 
 def _wrap_result(r):
-    """Arrays NumPy returns become NumPy-flavoured tensors again (so later ops are captured)."""
-    if isinstance(r, _np.ndarray):
+    """Arrays NumPy returns become NumPy-flavoured tensors again (so later ops are captured).
+    Subclasses (masked arrays, matrices) and dtypes nbaccel has not (datetime64, object,
+    strings, structured) stay NumPy's own objects, untouched."""
+    if type(r) is _np.ndarray:
         try:
             return _asarray(r)
         except TypeError:
@@ -114,6 +116,29 @@ def _wrap_result(r):
     if isinstance(r, list):
         return [_wrap_result(v) for v in r]
     return r
+
+
+_LIST_RESULTS = {"split", "array_split", "hsplit", "vsplit", "dsplit"}
+
+
+def _untraced(x):
+    """A value nbaccel never traces: an ndarray subclass (masked array, matrix) or an array of a
+    dtype nbaccel lacks (datetime64, object, str, structured)."""
+    if isinstance(x, _np.ndarray) and type(x) is not _np.ndarray:
+        return True
+    if isinstance(x, (_np.ndarray, _np.generic)):
+        try:
+            D.dtype(x.dtype)
+        except TypeError:
+            return True
+    return False
+
+
+def _untraced_input(args, kwargs):
+    for v in list(args[:3]) + list(kwargs.values()):
+        if _untraced(v) or (isinstance(v, (list, tuple)) and v and builtins.any(_untraced(e) for e in v[:4])):
+            return True
+    return False
 
 
 def _has_tensor(args, kwargs):
@@ -139,12 +164,18 @@ def routed(front, name, kind, numpy_func):
     slow = fallback(numpy_func, name) if numpy_func is not None else None
 
     def call(*args, **kwargs):
+        if _untraced_input(args, kwargs):
+            return numpy_func(*args, **kwargs)
         try:
-            return front(*_convert_args(name, kind, args), **kwargs)
+            out = front(*_convert_args(name, kind, args), **kwargs)
         except (TypeError, NotImplementedError):
             if slow is None:
                 raise
             return slow(*args, **kwargs)
+        if short in _LIST_RESULTS and isinstance(out, tuple):
+            return list(out)               # NumPy's split family returns lists
+        return out
+    short = name.rsplit(".", 1)[-1]
     call.__name__ = call.__qualname__ = name.rsplit(".", 1)[-1]
     call.__doc__ = f"numpy.{name} through nbaccel's op ``{getattr(front, '__name__', name)}``."
     call.__wrapped__ = numpy_func
@@ -165,7 +196,20 @@ class _UFunc:
 
     def __getattr__(self, k):
         attr = getattr(self._ufunc, k)
+        if k == "outer" and self._ufunc.nin == 2:
+            return self._outer(fallback(attr, f"{self.__name__}.outer"))
         return fallback(attr, f"{self.__name__}.{k}") if callable(attr) else attr
+
+    def _outer(self, slow):
+        """``ufunc.outer(a, b)`` as broadcasting: ``ufunc(a[..., None, ...], b)``, captured."""
+        def outer(a, b, **kwargs):
+            if kwargs or not builtins.all(type(v) in (Tensor, _np.ndarray) for v in (a, b)) or \
+                    _untraced_input((a, b), {}):
+                return slow(a, b, **kwargs)
+            a, b = _to_np_tensor(a), _to_np_tensor(b)
+            return self._call(a.reshape(tuple(a.shape) + (1,) * b.ndim), b)
+        outer.__name__ = "outer"
+        return outer
 
     def __repr__(self):
         return f"<nbaccel ufunc {self.__name__!r}>"
@@ -346,6 +390,64 @@ def ascontiguousarray(a, dtype=None, *, like=None):
     return asarray(a, dtype=dtype, like=like)
 
 
+def _numpy_when_untraceable(front):
+    """A creation function that hands dtypes and values nbaccel has not (datetime64, strings,
+    structured dtypes, complex where the engine lacks it) to NumPy itself, untouched."""
+    numpy_func = getattr(_np, front.__name__)
+
+    @functools.wraps(front)
+    def call(*args, **kwargs):
+        try:
+            return front(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            if builtins.any(isinstance(v, Tensor) for v in _flat(list(args) + list(kwargs.values()))):
+                raise
+            try:
+                return _wrap_result(numpy_func(*args, **kwargs))
+            except Exception:
+                raise e from None
+    call.__wrapped__ = numpy_func          # write-back turns it into NumPy's own function
+    return call
+
+
+for _name in ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "identity"):
+    globals()[_name] = _numpy_when_untraceable(globals()[_name])
+del _name
+
+# ---- nan-reductions as where + reduction --------------------------------------------------------
+
+def _nan_front(name, reduce):
+    numpy_func = getattr(_np, name)
+
+    @functools.wraps(numpy_func)
+    def call(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        t = a if isinstance(a, Tensor) else None
+        if t is None and type(a) is _np.ndarray and not _untraced(a):
+            t = _asarray(a)
+        if t is None or dtype is not None or out is not None or kwargs or t.dtype.kind not in "fiub":
+            return fallback(numpy_func, name)(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs)
+        return reduce(t, axis, keepdims)
+    call.__module__ = __name__
+    call.__wrapped__ = numpy_func
+    return call
+
+
+def _nansum(t, axis, keepdims):
+    if t.dtype.kind != "f":
+        return t.sum(axis=axis, keepdims=keepdims)
+    return where(isnan(t), 0.0, t).sum(axis=axis, keepdims=keepdims)
+
+
+def _nanmean(t, axis, keepdims):
+    if t.dtype.kind != "f":
+        return t.mean(axis=axis, keepdims=keepdims)
+    count = (~isnan(t)).sum(axis=axis, keepdims=keepdims).astype(t.dtype)
+    return _nansum(t, axis, keepdims) / count
+
+
+nansum = _nan_front("nansum", _nansum)
+nanmean = _nan_front("nanmean", _nanmean)
+
 # ---- the namespace ---------------------------------------------------------------------------
 
 _OWN = {n: v for n, v in dict(globals()).items() if callable(v) and not n.startswith("_")
@@ -364,6 +466,10 @@ class _SubModule(types.ModuleType):
     def __getattr__(self, k):
         if k.startswith("__"):
             raise AttributeError(k)
+        own = getattr(self._module, k, None)
+        if isinstance(own, type):            # LinAlgError and other classes: NumPy's own
+            setattr(self, k, own)
+            return own
         v = _make(f"{self._prefix}.{k}", self._module)
         if v is None and not hasattr(self._module, k):
             raise AttributeError(f"module 'numpy.{self._prefix}' has no attribute {k!r}")
@@ -408,6 +514,8 @@ def __getattr__(name):
     """Everything else: op-backed when the table has an op, NumPy's own object otherwise
     (dtypes, constants, classes, submodules) or a NumPy fallback for functions."""
     if name.startswith("__"):
+        if name in ("__version__", "__array_api_version__"):   # `np.__version__` in a cell
+            return getattr(_np, name)
         raise AttributeError(name)
     if name in _cache:
         return _cache[name]

@@ -70,6 +70,8 @@ def _strs(x: Any) -> list[str]:
 
 
 def _speedup(r: dict) -> float | None:
+    if r.get("speedup_note") or r.get("fallback"):     # too short to measure / ran plainly
+        return None
     s = _num(r.get("speedup"))
     if s is None:
         e, c = _num(r.get("eager_seconds")), _num(r.get("compiled_seconds"))
@@ -100,9 +102,22 @@ def fmt_seconds(s: Any) -> str:
 
 
 def fmt_speedup(x: Any) -> str:
-    """'10.0×', '1.52×'; '—' when unknown."""
+    """'10.0×', '1.52×', '0.043×' (never '0.00×'); '—' when unknown."""
     v = _num(x)
-    return "—" if v is None or v <= 0 else f"{_sig(v)}×"
+    if v is None or v <= 0:
+        return "—"
+    return f"{v:.2g}×" if v < 0.1 else f"{_sig(v)}×"
+
+
+def _headline(r: dict, sp) -> str:
+    """The words beside the speedup: faster / slower / too short to measure / ran plainly."""
+    if r.get("fallback"):
+        return "ran plainly"
+    if r.get("speedup_note"):
+        return str(r["speedup_note"])
+    if sp is None:
+        return "speedup not measured"
+    return "faster than eager" if sp >= 1 else "slower than eager"
 
 
 def fmt_bytes(n: Any) -> str:
@@ -196,14 +211,13 @@ def render_text(report: dict, stable: bool = False) -> str:
     if stable:
         lines.append(f"nbaccel · {name}")
     else:
-        if sp is None:
-            head = "speedup not measured"
-        else:
-            head = f"{fmt_speedup(sp)} {'faster' if sp >= 1 else 'slower'} than eager"
+        head = _headline(r, sp) if sp is None else f"{fmt_speedup(sp)} {_headline(r, sp)}"
         e, c = _num(r.get("eager_seconds")), _num(r.get("compiled_seconds"))
         if e is not None or c is not None:
             head += f" (eager {fmt_seconds(e)} → compiled {fmt_seconds(c)})"
         lines.append(f"nbaccel · {name} — {head}")
+    if r.get("fallback"):
+        lines.append(f"ran plainly: {_str(r.get('fallback'))}")
     status = _status_bits(r, stable)
     if not stable and _num(r.get("compile_seconds")) is not None:
         comp = f"compile {fmt_seconds(r['compile_seconds'])}"
@@ -211,6 +225,8 @@ def render_text(report: dict, stable: bool = False) -> str:
         if bd:
             comp += " (" + " · ".join(f"{k} {fmt_seconds(v)}" for k, v in bd) + ")"
         status.insert(0, comp)
+    if not stable and _num(r.get("first_call_seconds")) is not None:
+        status.insert(0, f"first call {fmt_seconds(r['first_call_seconds'])} (compile included)")
     if status:
         lines.append(" · ".join(status))
 
@@ -300,9 +316,11 @@ def _bar(frac: float, color: str = _ACCENT, width: str = "100%") -> str:
 
 def _html_header(r: dict, stable: bool) -> list[str]:
     out = [f'<div style="font-weight:600">nbaccel · {_e(r.get("name") or "compiled call")}</div>']
+    if r.get("fallback"):
+        out.append(f'<div style="color:{_MUTED}">ran plainly: {_e(r.get("fallback"))}</div>')
     if not stable:
         sp = _speedup(r)
-        label = "not measured" if sp is None else ("faster than eager" if sp >= 1 else "slower than eager")
+        label = _headline(r, sp)
         out.append(f'<div><span style="font-size:22px;font-weight:700;color:{_ACCENT}">{_e(fmt_speedup(sp))}</span>'
                    f' <span style="color:{_MUTED}">{label}</span></div>')
         e, c = _num(r.get("eager_seconds")), _num(r.get("compiled_seconds"))

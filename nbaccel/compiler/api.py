@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
-from .capture import TraceSession
+from .capture import TooManyGraphBreaks, TraceSession
 from .entries import GraphCache
 from . import cache
 from .report import CompileReport
@@ -32,7 +32,16 @@ config = {"recompile_limit": 8, "history": 5,
           # a failure inside the compiler runs the graph eagerly (the report says why); tests
           # and bug reports raise it instead
           "raise_compiler_errors": os.environ.get("NBACCEL_RAISE_COMPILER_ERRORS", "") not in ("", "0"),
-          "cache_size_limit": None}   # disk cache bytes or "500M"; None: $NBACCEL_CACHE_SIZE_LIMIT or 1G
+          "cache_size_limit": None,   # disk cache bytes or "500M"; None: $NBACCEL_CACHE_SIZE_LIMIT or 1G
+          # a call with more graph breaks than this runs plainly (tracing it costs more)
+          "max_graph_breaks": 64,
+          # test mode: an internal failure of a compiled %%compile run is raised instead of
+          # running the cell again plainly (the last safety net, see docs/magics.md)
+          "test_mode": False,
+          # a %%compile cell whose run had this many breaks and took this long is run plainly
+          # once to compare; if tracing cost more than `ratio` x the plain run + `slack` s, its
+          # later runs go plain
+          "plain_probe": {"breaks": 8, "seconds": 0.25, "ratio": 4.0, "slack": 0.05}}
 _marked: dict[int, tuple] = {}               # id(tensor or array) -> (weakref, dims marked dynamic)
 _all_functions: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 
@@ -111,6 +120,9 @@ class CompiledFunction:
         self.eager_only = False
         self.recompile_limit = None
         self._replays = {}
+        self._in_cell = False          # a %%compile cell: the magic runs the cell plainly itself
+        self._first_call_seconds = None
+        self.last_undo = None
         try:
             self._sig = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -136,7 +148,9 @@ class CompiledFunction:
                 self.stats["replays"] = self.stats.get("replays", 0) + 1
                 return rp.run(leaves)
         session = TraceSession(self, self.fullgraph)
+        session.max_breaks = None if self.fullgraph else config["max_graph_breaks"]
         session.t_start = t0
+        self.last_undo = None
         session.events = []
         names = self._arg_names(args, kwargs)
         session.names.update(self.param_names())   # id(parameter) -> "fc1.weight"
@@ -164,6 +178,16 @@ class CompiledFunction:
         try:
             out = self.fn(*targs, **tkwargs)
             session.flush(final=[t for _, t in _flatten(out, "out", []) if isinstance(t, Tensor)])
+        except BaseException as exc:
+            set_active_trace(prev)
+            self.last_undo = session.undo
+            self._settle_failed(session, exc)
+            if isinstance(exc, TooManyGraphBreaks) and not self._in_cell:
+                session.undo()
+                self.eager_only = True
+                warnings.warn(f"nbaccel: {self.name}: {exc}", RuntimeWarning, stacklevel=2)
+                return self.fn(*args, **kwargs)
+            raise
         finally:
             set_active_trace(prev)
         self.stats["graph_breaks"] += len(session.breaks)
@@ -178,6 +202,18 @@ class CompiledFunction:
         session.close()
         self._finish_report(session, time.perf_counter() - t0)
         return result
+
+    @staticmethod
+    def _settle_failed(session, exc):
+        """The call raised: the values computed so far still happen (as in the plain function:
+        in-place updates done before the error stay done, names bound before it hold values)."""
+        if isinstance(exc, (TooManyGraphBreaks, KeyboardInterrupt)):
+            return
+        try:
+            session.flush()
+        except Exception:   # the pending graph itself fails: nothing more can be realised
+            return
+        session.close()
 
     def _replay_key(self, args, kwargs):
         from .replay import metadata_key, scalar_args
@@ -245,6 +281,10 @@ class CompiledFunction:
         rep.history = list(self.history)
         rep.stats = dict(self.stats)
         rep.cache_problem = cache.problem() if self.backend in ("auto", "numba") else None
+        rep.call_seconds = total
+        if self._first_call_seconds is None:
+            self._first_call_seconds = total
+        rep.first_call_seconds = self._first_call_seconds
         self._report = rep
 
     @property
@@ -268,6 +308,7 @@ class CompiledFunction:
         self._report = None
         self.history = []
         self.eager_only = False
+        self._first_call_seconds = None
 
     def __get__(self, obj, objtype=None):   # compiled methods
         if obj is None:

@@ -46,6 +46,11 @@ class GraphBreakError(RuntimeError):
     """Raised instead of a graph break when ``fullgraph=True``."""
 
 
+class TooManyGraphBreaks(RuntimeError):
+    """A call passed the graph-break limit (``config["max_graph_breaks"]``): tracing it costs
+    more than running it plainly. The caller runs the function plainly instead."""
+
+
 _FIXES = {
     "bool": "use nb.where(cond, a, b) (np.where in NumPy code) instead of a Python `if` on array data",
     "item": "keep the value as a 0-d tensor, or move .item() after the compiled function",
@@ -159,6 +164,8 @@ class TraceSession:
         self.graph_proxy = _SessionProxy(self)    # what the engine's tracing context holds
         self._keep: list = []                     # strong refs so ids stay unique
         self.placeholders_made: list[tuple] = []
+        self.max_breaks = None                    # None: no limit
+        self._undo: dict[int, tuple] = {}         # id(buffer) -> (buffer, copy before the call)
         self._new_segment()
 
     def _new_segment(self):
@@ -289,6 +296,15 @@ class TraceSession:
                                   f"forbids breaks; fix: {_fix_for(reason) or 'see docs/compiler.md'}")
         self.breaks.append({"reason": reason, "filename": fn, "lineno": line, "line": src,
                             "fix": _fix_for(reason), "segment": self.segment_index})
+        if self.max_breaks is not None and len(self.breaks) > self.max_breaks:
+            lines = {}
+            for b in self.breaks:
+                lines[b["lineno"]] = lines.get(b["lineno"], 0) + 1
+            worst = max(lines, key=lines.get)
+            why = next(b["reason"] for b in self.breaks if b["lineno"] == worst)
+            raise TooManyGraphBreaks(
+                f"too many graph breaks: more than {self.max_breaks}, {lines[worst]} at line {worst} "
+                f"({why}); it runs plainly")
 
     def realize(self, t: Tensor, reason):
         node = t._node
@@ -348,6 +364,7 @@ class TraceSession:
             if id(t) in self.assigned:               # in-place update: write into the real buffer
                 src = t if id(t) in self.concrete_targets else self.sources.get(id(t))
                 if src is not None and src._data is not c._data:
+                    self._remember(src._data)
                     _copy_into(src._data, c._data)
                 if id(t) in self.concrete_targets:
                     t._node = None
@@ -365,6 +382,18 @@ class TraceSession:
         self.segment_index += 1
         self._new_segment()
 
+
+    def _remember(self, buf):
+        """Keep a copy of a real buffer before its first in-place write in this call, so that a
+        failed call can be undone (see :meth:`undo`)."""
+        if id(buf) not in self._undo:
+            self._undo[id(buf)] = (buf, buf.copy())
+
+    def undo(self):
+        """Put every buffer this call wrote in place back as it was before the call."""
+        for buf, saved in self._undo.values():
+            _copy_into(buf, saved)
+        self._undo.clear()
 
     def close(self):
         """After the call: every tracer that outlived it (stored in optimizer state, on an

@@ -24,6 +24,7 @@ class Entry:
         self.constants: dict[tuple, list] = {}
         self.eager_seconds = None
         self._eager_args = None
+        self._timings = None
 
     def program(self, graph):
         sig = tuple(p.shape for p in graph.placeholders)
@@ -80,6 +81,34 @@ class Entry:
             interpret(graph, inputs)
             self.eager_seconds = time.perf_counter() - t0
         return self.eager_seconds
+
+    def timings(self, graph, inputs, prog, consts):
+        """(eager runs, compiled runs): both timed the same way, warm, several runs each
+        (as %timeit does), once per entry. Each list is sorted, best first."""
+        if self._timings is None:
+            eager = _runs(lambda: interpret(graph, inputs))
+            compiled = _runs(lambda: prog.run(inputs + consts))
+            self.eager_seconds = eager[0]
+            self._timings = (eager, compiled)
+        return self._timings
+
+
+def _runs(fn, budget=0.02, most=7):
+    """Sorted wall times of ``fn``: a warm-up run, then repeats within ``budget`` seconds."""
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    if first > 5 * budget:
+        return [first]
+    times = []
+    spent = 0.0
+    while len(times) < most and (len(times) < 2 or spent < budget):
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        spent += dt
+    return sorted(times)
 
 
 class GraphCache:
@@ -196,7 +225,7 @@ class GraphCache:
                      "codegen": prog.codegen_seconds if fresh else 0.0,
                      "jit": prog.jit_total() if fresh and not prog.pending() else 0.0}
         ev = _event(cache_state, prog.tier(), graph, prog, prog.last_seconds, 0.0,
-                    lambda: entry.eager(graph, inputs), breakdown)
+                    lambda: entry.timings(graph, inputs, prog, consts), breakdown)
         session.events.append(ev)
         session.t_segment = time.perf_counter()
         return arrays

@@ -31,6 +31,10 @@ class CompileReport:
     history: list = field(default_factory=list)
     stats: dict = field(default_factory=dict)
     cache_problem: str | None = None    # why the disk cache is not (fully) used, and the fix
+    speedup_note: str | None = None     # "too short to measure": no ratio is shown
+    first_call_seconds: float | None = None   # wall time of the first call, compile included
+    call_seconds: float | None = None   # wall time of this call (tracing included)
+    fallback: str | None = None         # why the call ran plainly (None: it ran compiled)
 
     def measure_eager(self):
         """Finish the report when it is first read: render the graph and code text, and run the
@@ -41,13 +45,35 @@ class CompileReport:
             self.code = "\n\n".join(c() for _, c in texts)
         thunks = self.__dict__.pop("_eager_thunks", None)
         if thunks:
-            times = [t() for t in thunks]
-            if all(x is not None for x in times):
-                self.eager_seconds = sum(times)
-                if self.compiled_seconds > 0:
-                    self.speedup = self.eager_seconds / self.compiled_seconds
+            # each thunk times its graph warm, best of several runs, eager and compiled alike
+            pairs = [t() for t in thunks]
+            if all(p is not None for p in pairs):
+                eager = [p[0] if isinstance(p, tuple) else p for p in pairs]
+                comp = [p[1] if isinstance(p, tuple) else None for p in pairs]
+                self.eager_seconds = sum(e[0] if isinstance(e, list) else e for e in eager)
+                if all(c is not None for c in comp):
+                    self.compiled_seconds = sum(c[0] for c in comp)
+                    # the spread of the runs: median minus best, on both sides
+                    noise = sum(c[len(c) // 2] - c[0] for c in comp) + sum(
+                        e[len(e) // 2] - e[0] for e in eager if isinstance(e, list))
+                else:
+                    noise = 0.0
+                self._set_speedup(noise)
             if self.history:
                 self.history[-1]["eager_seconds"] = self.eager_seconds
+                self.history[-1]["compiled_seconds"] = self.compiled_seconds
+
+    def _set_speedup(self, noise=0.0):
+        """The ratio, or "too short to measure" below what a timer resolves (tens of µs) or
+        when the spread of the runs exceeds the difference."""
+        e, c = self.eager_seconds, self.compiled_seconds
+        self.speedup, self.speedup_note = None, None
+        if e is None or not c or c <= 0:
+            return
+        if max(e, c) < RESOLUTION_SECONDS or (noise and abs(e - c) < noise):
+            self.speedup_note = "too short to measure"
+            return
+        self.speedup = e / c
 
     def to_dict(self) -> dict:
         self.measure_eager()
@@ -55,10 +81,38 @@ class CompileReport:
         return json.loads(json.dumps(d, default=str))
 
     def summary(self) -> str:
-        sp = f"{self.speedup:.1f}x" if self.speedup else "n/a"
+        self.measure_eager()
+        if self.fallback:
+            return f"{self.name}: ran plainly ({self.fallback})"
+        sp = fmt_ratio(self.speedup) if self.speedup else self.speedup_note or "n/a"
         return (f"{self.name}: {sp} speedup ({self.cache}, {self.tier} tier, "
                 f"{len(self.kernels)} kernels, {len(self.recompiles)} recompiles, "
                 f"{len(self.graph_breaks)} graph breaks)")
 
     def __repr__(self):
         return f"<CompileReport {self.summary()}>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
+        """In a notebook, the report widget (with text/html and text/plain fallbacks)."""
+        try:
+            import nbaccel_ext
+            d = self.to_dict()
+            if nbaccel_ext.widgets_available():
+                from nbaccel_ext.widget import _in_kernel
+                if _in_kernel():
+                    return nbaccel_ext.ReportWidget(d)._repr_mimebundle_(**kwargs)
+            return nbaccel_ext.ReportView(d)._repr_mimebundle_()
+        except Exception:   # pragma: no cover - the front end must never break a repr
+            return {"text/plain": repr(self)}
+
+
+RESOLUTION_SECONDS = 20e-6
+
+
+def fmt_ratio(x: float) -> str:
+    """'12.3x', '1.52x', '0.043x': two significant digits at least, never '0.0x'."""
+    if x >= 10:
+        return f"{x:.1f}x"
+    if x >= 0.1:
+        return f"{x:.2f}x"
+    return f"{x:.2g}x"

@@ -1,6 +1,8 @@
 """The IPython extension: ``%load_ext nbaccel`` registers ``%%compile`` and ``%nbaccel``.
 
-See docs/magics.md. ``cellfunc`` turns a cell into a function; ``extension`` holds the magics.
+See docs/magics.md. ``cellfunc`` turns a cell into a function; ``boundary`` realises traced
+values that leave for other code; ``cellrun`` writes results back and runs cells plainly when
+that is better or nbaccel fails; ``extension`` holds the magics.
 """
 from __future__ import annotations
 

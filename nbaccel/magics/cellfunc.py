@@ -16,6 +16,14 @@
 * **outputs** are the names the cell binds at its own scope (assignments, augmented
   assignments, for/with targets, imports, walrus, def/class) and the names it deletes.
 * ``import numpy as np`` / ``from numpy import exp`` inside the cell bind nbaccel.numpy.
+* **shared names** (:func:`shared_names`) are cell names that functions, lambdas or classes
+  defined in the cell refer to, and names declared ``global``: the cell function declares them
+  ``global``, so they live in the user namespace as they would in the plain cell (a function
+  defined in the cell reads them at call time, not a closure of the cell's run).
+* Calls at the cell's own scope go through ``__nbaccel_call__`` (see ``boundary.py``): a traced
+  value handed to code outside NumPy's namespace arrives as a real NumPy value. Boolean-mask
+  writes ``a[m] = v``, ``a[m] op= v`` and ``a[m] = b[m]`` go through ``__nbaccel_setmask__``,
+  which lowers them to ``where`` when ``m`` is a boolean array of ``a``'s shape.
 """
 from __future__ import annotations
 
@@ -26,6 +34,11 @@ import tokenize
 ENV = "__nbaccel_env__"
 NP = "__nbaccel_np__"
 VALUE = "__nbaccel_value__"
+CALL = "__nbaccel_call__"
+SYNC = "__nbaccel_sync__"
+SETMASK = "__nbaccel_setmask__"
+# calls that need the caller's own frame (wrapping them would change what they see)
+_FRAME_CALLS = {"super", "locals", "vars", "dir", "eval", "exec", "globals", "breakpoint"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _TP = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
 _COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -90,8 +103,13 @@ def analyse(tree: ast.Module):
                     raise CellError("%%compile cells can't use `from module import *` "
                                     "(it needs module scope); import the names you use")
                 stores.add(a.asname or a.name.split(".")[0])
-        elif isinstance(n, (ast.Global, ast.Nonlocal)):
-            raise CellError(f"%%compile cells can't use `{type(n).__name__.lower()}` statements")
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            stores.add(n.name)          # Python unbinds it when the handler ends: a delete too
+            dels.add(n.name)
+        elif isinstance(n, ast.Global):
+            stores.update(n.names)
+        elif isinstance(n, ast.Nonlocal):
+            raise CellError("%%compile cells can't use `nonlocal` at the top level")
         elif isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)):
             raise CellError("%%compile cells can't use `return` or `yield` at the top level")
         elif isinstance(n, ast.Await):
@@ -158,6 +176,145 @@ def read_first(tree: ast.Module) -> set:
     return first_read
 
 
+def _nested_free(node):
+    """Names a nested def/lambda/class body may read from outside (loads that are not its own
+    parameters or locals), and names it declares ``global``."""
+    free, declared = set(), set()
+    args = getattr(node, "args", None)
+    params = set()
+    if args is not None:
+        params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    body = node.body if isinstance(node.body, list) else [node.body]
+    loads, stores = set(), set()
+    for stmt in body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name):
+                (loads if isinstance(n.ctx, ast.Load) else stores).add(n.id)
+            elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                declared.update(n.names)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                stores.add(n.name)
+    if isinstance(node, ast.ClassDef):     # a class body runs at once; its methods do not
+        stores = set()
+    free = loads - params - (stores - declared)
+    return free | declared, declared
+
+
+def shared_names(tree: ast.Module, stores: set) -> set:
+    """Cell names that must live in the user namespace while the cell runs: the ones declared
+    ``global`` anywhere in the cell, and cell-bound names that a function, lambda or class
+    defined in the cell refers to (the plain cell's functions read them as globals)."""
+    shared = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Global):
+            shared.update(n.names)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            free, declared = _nested_free(n)
+            shared |= declared | (free & stores)
+    return shared
+
+
+def needs_plain(tree: ast.Module) -> str | None:
+    """Why the cell should run plainly from the start (None: trace it). np.vectorize,
+    np.frompyfunc and np.apply_along_axis call a Python function per element or row: tracing
+    each call costs far more than the plain cell."""
+    for n in ast.walk(tree):
+        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
+        if name in ("vectorize", "frompyfunc", "apply_along_axis", "apply_over_axes", "piecewise"):
+            return (f"np.{name} calls a Python function per element (line {n.lineno}): "
+                    "the cell runs plainly")
+    return None
+
+
+class _BoundaryRewriter(ast.NodeTransformer):
+    """Calls at the cell's scope -> ``__nbaccel_call__(f, *args)``; boolean-mask writes ->
+    ``__nbaccel_setmask__``. Nested function and class bodies are left as written."""
+
+    def visit_FunctionDef(self, node):
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.args = self.visit(node.args)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.bases = [self.visit(b) for b in node.bases]
+        return node
+
+    def visit_Lambda(self, node):
+        return node
+
+    def visit_Try(self, node):
+        # errors of the try body must raise inside it: its values are computed before it ends
+        self.generic_visit(node)
+        body = []
+        for stmt in node.body:
+            if isinstance(stmt, ast.Expr):
+                stmt = ast.copy_location(ast.Expr(ast.Call(ast.Name(SYNC, ast.Load()), [stmt.value], [])), stmt)
+            body.append(stmt)
+        last = body[-1]
+        body.append(ast.copy_location(ast.Expr(ast.Call(ast.Name(SYNC, ast.Load()), [], [])), last))
+        node.body = body
+        return node
+
+    visit_TryStar = visit_Try
+
+    def visit_FormattedValue(self, node):
+        # f"{t}", f"{t!r}", f"{t:.3f}": formatted as the plain cell's NumPy value would be
+        self.generic_visit(node)
+        node.value = ast.copy_location(ast.Call(ast.Name(SYNC, ast.Load()), [node.value],
+                                                [ast.keyword("numpy", ast.Constant(True))]), node.value)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in _FRAME_CALLS:
+            return node
+        return ast.copy_location(ast.Call(ast.Name(CALL, ast.Load()), [node.func] + node.args,
+                                          node.keywords), node)
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+            t = node.targets[0]
+            v = node.value
+            if isinstance(v, ast.Subscript) and ast.dump(v.slice) == ast.dump(t.slice):
+                # a[m] = b[m]: the source array whole, selected by the mask (where(m, b, a))
+                later = ast.Lambda(ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                                 kw_defaults=[], kwarg=None, defaults=[]), v)
+                args = [t.value, t.slice, v.value, ast.Constant("copy"), later]
+            else:
+                args = [t.value, t.slice, v, ast.Constant("=")]
+            return ast.copy_location(ast.Expr(ast.Call(ast.Name(SETMASK, ast.Load()),
+                                                       _loads(args), [])), node)
+        return node
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        if isinstance(node.target, ast.Subscript):
+            t = node.target
+            op = ast.Constant(type(node.op).__name__)
+            return ast.copy_location(ast.Expr(ast.Call(ast.Name(SETMASK, ast.Load()),
+                                                       _loads([t.value, t.slice, node.value, op]), [])), node)
+        return node
+
+
+def _loads(nodes):
+    """Expressions as loads (a Subscript target's parts are loads already; the value too)."""
+    out = []
+    for n in nodes:
+        if isinstance(n, ast.Slice):
+            n = ast.Call(ast.Name("slice", ast.Load()), [n.lower or ast.Constant(None),
+                                                         n.upper or ast.Constant(None),
+                                                         n.step or ast.Constant(None)], [])
+        elif isinstance(n, ast.Tuple) and any(isinstance(e, ast.Slice) for e in n.elts):
+            n = ast.Tuple(_loads(n.elts), ast.Load())
+        out.append(n)
+    return out
+
+
 def _bound_outside_comprehensions(tree):
     names = set()
 
@@ -180,6 +337,10 @@ class _ImportRewriter(ast.NodeTransformer):
         return node
 
     visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def visit_Global(self, node):
+        # the cell function declares every shared name global at its top (see build)
+        return ast.copy_location(ast.Pass(), node)
 
     def _target(self, dotted):
         parts = dotted.split(".")
@@ -243,10 +404,16 @@ def ends_quiet(source: str) -> bool:
     return bool(toks) and toks[-1].string == ";"
 
 
-def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str]) -> ast.Module:
-    """The module that defines ``__nbaccel_make__(__nbaccel_np__)`` returning the cell function.
-    ``traced`` become parameters; ``boxed`` are read from ``__nbaccel_env__.values``."""
+def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str],
+          shared: set = frozenset(), boundary: bool = True, maybe=()) -> ast.Module:
+    """The module that defines ``__nbaccel_make__(__nbaccel_np__, __nbaccel_call__,
+    __nbaccel_setmask__, __nbaccel_sync__)`` returning the cell function. ``traced`` become parameters; ``boxed``
+    are read from ``__nbaccel_env__.values``; ``maybe`` too when it has them (else they start
+    unbound, as in the plain cell); ``shared`` are declared global."""
     body = [_ImportRewriter().visit(s) for s in tree.body]
+    if boundary:
+        body = [_BoundaryRewriter().visit(s) if not isinstance(s, list) else
+                [_BoundaryRewriter().visit(x) for x in s] for s in body]
     flat = []
     for s in body:
         flat.extend(s if isinstance(s, list) else [s])
@@ -259,6 +426,11 @@ def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str]) -> a
     prologue = [ast.Assign([ast.Name(n, ast.Store())],
                            ast.Subscript(ast.Attribute(ast.Name(ENV, ast.Load()), "values", ast.Load()),
                                          ast.Constant(n), ast.Load())) for n in boxed]
+    env_values = ast.Attribute(ast.Name(ENV, ast.Load()), "values", ast.Load())
+    prologue += [ast.If(ast.Compare(ast.Constant(n), [ast.In()], [env_values]),
+                        [ast.Assign([ast.Name(n, ast.Store())],
+                                    ast.Subscript(env_values, ast.Constant(n), ast.Load()))], [])
+                 for n in maybe]
     collect = ast.Call(ast.Attribute(ast.Name(ENV, ast.Load()), "collect", ast.Load()),
                        [ast.Call(ast.Name("locals", ast.Load()), [], [])], [])
     ret = ast.Return(ast.Tuple([collect, value], ast.Load()))
@@ -267,10 +439,12 @@ def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str]) -> a
     ast.copy_location(ret, last)
     args = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in traced + [ENV]], vararg=None,
                          kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    fn = ast.FunctionDef(name=name, args=args, body=prologue + (flat or [ast.Pass()]) + [ret],
+    decl = [ast.copy_location(ast.Global(sorted(shared)), first)] if shared else []
+    fn = ast.FunctionDef(name=name, args=args, body=decl + prologue + (flat or [ast.Pass()]) + [ret],
                          decorator_list=[], returns=None, type_comment=None, **_TP)
     ast.copy_location(fn, first)
-    maker_args = ast.arguments(posonlyargs=[], args=[ast.arg(NP)], vararg=None, kwonlyargs=[],
+    maker_args = ast.arguments(posonlyargs=[], args=[ast.arg(NP), ast.arg(CALL), ast.arg(SETMASK), ast.arg(SYNC)],
+                               vararg=None, kwonlyargs=[],
                                kw_defaults=[], kwarg=None, defaults=[])
     maker = ast.FunctionDef(name="__nbaccel_make__", args=maker_args,
                             body=[fn, ast.Return(ast.Name(name, ast.Load()))],

@@ -2,14 +2,18 @@
 
 The cell is turned into a function (``cellfunc``), compiled once per cell source + options
 with ``nbaccel.compile``, and called with the cell's inputs; its outputs are written to the
-user namespace only when the call returns (an exception leaves every name as it was).
+user namespace when the call returns (after a user exception: the names bound before it, as
+in the plain cell). ``cellrun`` holds the write-back, the plain path and the safety net.
 """
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
+import io
 import keyword
 import os
+import sys
 import types
 from dataclasses import dataclass, field
 
@@ -18,10 +22,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import cellfunc, options
+from . import boundary, cellfunc, options
+from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
+from ..compiler.capture import TooManyGraphBreaks
 from ..tensor import Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -60,6 +66,12 @@ class CellEntry:
     name: str = ""
     calls: int = 0
     reports: list = field(default_factory=list)
+    shared: set = field(default_factory=set)       # declared global in the cell function
+    src: str = ""
+    fname: str = ""
+    qualprefix: str = ""
+    plain_reason: str | None = None                # set: the cell runs plainly (see _run_plain)
+    probe: tuple | None = None                     # (seconds, breaks, line): compare with plain
 
 
 def _numpy_objects():
@@ -108,7 +120,7 @@ def _traceable(value):
 
 
 @magics_class
-class NbaccelMagics(Magics):
+class NbaccelMagics(CellRuns, Magics):
     """``%%compile`` (a cell as a compiled function) and ``%nbaccel`` (status, reports, config)."""
 
     def __init__(self, shell):
@@ -141,28 +153,67 @@ class NbaccelMagics(Magics):
         ns = self.shell.user_ns
         src = self.shell.transform_cell(cell).rstrip() + "\n"
         count = self._cell_number()
-        entry, traced_vals, env = self._entry(src, opts, ns, count)
-        entry.cf.name = f"In[{count}]"
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
+        entry, traced_vals, env = self._entry(src, opts, ns, count)
+        self.last_fallback = None
+        if entry.plain_reason is not None:          # known to run better plainly
+            self.last_fallback = entry.plain_reason
+            return self._run_plain(entry, count, opts, entry.plain_reason, fresh=False)
+        if entry.probe is not None:                 # the last run was slow and broke often
+            return self._probe_plain(entry, count, opts)
+        entry.cf.name = f"In[{count}]"
         args = [self._to_device(v, opts.device) for v in traced_vals]
         progress = self._progress(entry, opts, count)
+        printed = io.StringIO()                     # shown once the attempt is known to stand
+        failure = None
         try:
-            outs, value = entry.cf(*args, env)
+            with contextlib.redirect_stdout(printed):
+                outs, value = entry.cf(*args, env)
+        except (KeyboardInterrupt, SystemExit):     # interrupted: show what it printed so far
+            sys.stdout.write(printed.getvalue())
+            for k in entry.shared & set(ns):        # shared names hold NumPy's own objects again
+                ns[k] = _swap_out(_settled(ns[k]))
+            if progress is not None:
+                progress.close()
+            raise
         except Exception as e:
             if progress is not None:
                 progress.close()
-            if isinstance(e, GraphBreakError):      # name the cell, not IPython's temporary file
-                e.args = (str(e).replace(entry.filename, f"cell In[{count}]"),)
-            raise _from_cell(e, entry.filename)
+            reason = self._internal_failure(e, entry)
+            if reason is None or isinstance(e, GraphBreakError):
+                sys.stdout.write(printed.getvalue())
+                self._write_partial(e, entry, ns)
+                if isinstance(e, GraphBreakError):  # name the cell, not IPython's temporary file
+                    e.args = (str(e).replace(entry.filename, f"cell In[{count}]"),)
+                raise _from_cell(_as_name_error(e, entry), entry.filename)
+            if safety_net_disabled():
+                sys.stdout.write(printed.getvalue())
+                raise
+            undo = getattr(entry.cf, "last_undo", None)
+            if undo:
+                undo()                               # inputs as they were before the attempt
+            if isinstance(e, TooManyGraphBreaks):
+                entry.plain_reason = reason          # later runs of this cell go plain too
+            self.last_fallback = failure = reason
+        if failure is not None:                      # (outside the handler: no chained traceback)
+            return self._run_plain(entry, count, opts, failure)
+        sys.stdout.write(printed.getvalue())
         # the cell completed: write its outputs back (never before, so a failure changes nothing)
         for k in entry.outputs:
+            if k in entry.shared:
+                continue
             if k in outs:
-                ns[k] = _swap_out(self._from_device(outs[k], opts.device, traced_vals))
+                ns[k] = _swap_out(_settled(self._from_device(outs[k], opts.device, traced_vals)))
             elif k in entry.dels:
                 ns.pop(k, None)
+        self._settle(entry, ns, env)
         entry.calls += 1
-        report = getattr(entry.cf, "report", None)
+        # (the report's eager baseline is measured when it is shown or stored, never otherwise)
+        report = getattr(entry.cf, "_report", None)
         if report is not None:
+            self._maybe_probe(entry, report)
+            if opts.output:
+                report.measure_eager()
             entry.reports.append(report)
             del entry.reports[:-3]
             self.by_count[count] = (entry, report)
@@ -176,7 +227,7 @@ class NbaccelMagics(Magics):
             ns[opts.output] = None
         if entry.quiet:
             return None
-        return _swap_out(self._from_device(value, opts.device, traced_vals))
+        return boundary.to_numpy(_swap_out(self._from_device(value, opts.device, traced_vals)))
 
     def _cell_number(self):
         """The running cell's In[n] (IPython counts the cell before running it: Out[n] uses n)."""
@@ -219,36 +270,51 @@ class NbaccelMagics(Magics):
         except SyntaxError:
             tree = None                        # let IPython's own compile report it below
             loads = stores = dels = set()
+        shared, plain_reason = set(), None
         if tree is not None:
             loads = cellfunc.read_first(tree)
+            shared = cellfunc.shared_names(tree, stores)
+            plain_reason = cellfunc.needs_plain(tree)
         traced, boxed, values = [], [], {}
         for n in sorted(loads):
-            if n not in ns or n.startswith("__nbaccel"):
+            if n not in ns or n.startswith("__nbaccel") or n in shared:
                 continue
             v = ns[n]
             if _traceable(v):
                 traced.append(n)
-            elif n in stores or _swap_in(v) is not v:
+            elif n in stores or n in dels or _swap_in(v) is not v:
                 boxed.append(n)
                 values[n] = _swap_in(v)
+        # a name the cell binds (or deletes) that the namespace already has starts as that value:
+        # a branch not taken, or a `del`, sees it as the plain cell would
+        # (names the namespace lacks start unbound: the function is the same either way)
+        maybe = [n for n in sorted((set(stores) | set(dels)) - set(traced) - set(boxed) - shared)
+                 if not n.startswith("__nbaccel")]
+        for n in maybe:
+            if n in ns:
+                values[n] = _swap_in(ns[n])
         dynamic = True if opts.dynamic else False if opts.static else None
         key = hashlib.sha256(repr((src, opts.mode, opts.backend, opts.device, dynamic, opts.fullgraph,
-                                   traced, boxed)).encode()).hexdigest()
+                                   traced, boxed, maybe, sorted(shared))).encode()).hexdigest()
         entry = self.entries.get(key)
         if entry is None:
             filename = self.shell.compile.cache(src, count)
             tree = self.shell.compile.ast_parse(src, filename, "exec")  # raises SyntaxError
             outputs = set(stores) | set(dels)
             name = f"cell_{count}"
-            mod = cellfunc.build(tree, name, traced, boxed)
+            mod = cellfunc.build(tree, name, traced, boxed, shared, maybe=maybe)
             code = compile(mod, filename, "exec", dont_inherit=True)
             scope: dict = {}
             exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched
-            fn = scope["__nbaccel_make__"](numpy_api)
+            fn = scope["__nbaccel_make__"](numpy_api, boundary.call, boundary.setmask,
+                                                   boundary.sync)
             cf = capi.CompiledFunction(fn, mode=opts.mode, backend=opts.backend, dynamic=dynamic,
                                        fullgraph=opts.fullgraph, name=f"In[{count}]")
+            cf._in_cell = True
             entry = CellEntry(key, cf, traced, boxed, outputs, set(dels),
-                              cellfunc.ends_quiet(src), filename)
+                              cellfunc.ends_quiet(src), filename, shared=shared, src=src, fname=name,
+                              qualprefix=f"__nbaccel_make__.<locals>.{name}.<locals>.",
+                              plain_reason=plain_reason)
             self.entries[key] = entry
         env = _Env(values, entry.outputs)
         return entry, [ns[n] for n in traced], env
@@ -461,23 +527,6 @@ class NbaccelMagics(Magics):
         capi.reset()
         self.reset_state()
         print("nbaccel: forgot every compiled cell and graph (the disk cache stays)")
-
-
-def _from_cell(exc, filename):
-    """``exc`` with its traceback starting at the cell's first frame and without nbaccel's
-    frames after the user's last one: the traceback looks like the plain cell's."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
-        tb = tb.tb_next
-    if tb is None:
-        return exc
-    last_user, cur = tb, tb
-    while cur is not None:
-        if not cur.tb_frame.f_code.co_filename.startswith(_PKG_DIR):
-            last_user = cur
-        cur = cur.tb_next
-    last_user.tb_next = None          # what follows is nbaccel's own frames only
-    return exc.with_traceback(tb)
 
 
 def _in_notebook(shell) -> bool:

@@ -54,7 +54,8 @@ function fmtSeconds(s) {
 
 function fmtSpeedup(x) {
   x = num(x);
-  return x === null || x <= 0 ? "—" : `${sig(x)}×`;
+  if (x === null || x <= 0) return "—";
+  return x < 0.1 ? `${Number(x.toPrecision(2))}×` : `${sig(x)}×`;   // never "0.00×"
 }
 
 function fmtBytes(n) {
@@ -67,6 +68,7 @@ function fmtBytes(n) {
 }
 
 function speedupOf(r) {
+  if (r.speedup_note || r.fallback) return null;  // too short to measure / ran plainly
   let s = num(r.speedup);
   if (s === null) {
     const e = num(r.eager_seconds), c = num(r.compiled_seconds);
@@ -142,7 +144,7 @@ function codeBlock(title, src, testid) {
 
 function header(r) {
   const sp = speedupOf(r);
-  const verdict = sp === null ? "speedup not measured" : sp >= 1 ? "faster than eager" : "slower than eager";
+  const verdict = r.fallback ? "ran plainly: " + r.fallback : r.speedup_note ? r.speedup_note : sp === null ? "speedup not measured" : sp >= 1 ? "faster than eager" : "slower than eager";
   const big = h("div", { class: "nbaccel-speedup-box" },
     h("span", { class: `nbaccel-speedup ${sp !== null && sp < 1 ? "nbaccel-slower" : ""}`, testid: "speedup" },
       fmtSpeedup(sp)),

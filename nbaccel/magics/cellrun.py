@@ -1,0 +1,251 @@
+"""Running a %%compile cell beyond the compiled call: write-back, the plain path and the last
+safety net (see docs/magics.md).
+
+* :meth:`CellRuns._settle` / :meth:`CellRuns._write_partial`: what the namespace holds after a
+  run or after a user exception (the names the plain cell would have bound).
+* :meth:`CellRuns._internal_failure`: whether an exception is nbaccel's (the cell then runs
+  again plainly from its unchanged inputs) or the user's.
+* :meth:`CellRuns._run_plain`: the cell as plain Python (IPython's way: the body, then the
+  trailing expression), with a report that says why.
+* :meth:`CellRuns._maybe_probe` / :meth:`CellRuns._probe_plain`: cells whose tracing costs far
+  more than the plain run go plain.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import time
+import types
+
+from IPython.core.error import UsageError
+
+from . import boundary
+from ..compiler import GraphBreakError
+from ..compiler import api as capi
+from ..compiler.capture import TooManyGraphBreaks
+from ..tensor import Tensor
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _swap_out(value):
+    from .extension import _swap_out as swap     # (extension imports this module)
+    return swap(value)
+
+
+class CellRuns:
+    """Mixed into NbaccelMagics (which provides ``shell``, ``by_count``, ``last``, ``_show``)."""
+
+    def _settle(self, entry, ns, env):
+        """After a run: shared (global) names hold NumPy values, functions and classes defined in
+        the cell carry their plain names, and containers the cell filled hold no tensors."""
+        for k in entry.outputs:
+            if k in ns:
+                v = ns[k]
+                if k in entry.shared:
+                    v = ns[k] = _swap_out(_settled(v))
+                _fix_qualname(v, entry.qualprefix)
+                _fix_containers(v)
+        for v in env.values.values():
+            _fix_containers(v)
+
+    def _write_partial(self, exc, entry, ns):
+        """A user exception: the names the cell had bound when it raised are written back, as
+        the plain cell would have left them."""
+        tb = exc.__traceback__
+        frame = None
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename == entry.filename and code.co_name == entry.fname:
+                frame = tb.tb_frame
+            tb = tb.tb_next
+        if frame is None:
+            return
+        local_vars = frame.f_locals
+        for k in entry.outputs:
+            if k in entry.shared:
+                if k in ns:
+                    ns[k] = _swap_out(_settled(ns[k]))
+                continue
+            if k in local_vars:
+                v = _settled(local_vars[k])
+                ns[k] = _swap_out(v)
+                _fix_qualname(ns[k], entry.qualprefix)
+            elif k in entry.dels:
+                ns.pop(k, None)
+
+    @staticmethod
+    def _maybe_probe(entry, report):
+        """A run with many graph breaks that took long: the next run measures the plain cell."""
+        limits = capi.config["plain_probe"]
+        breaks = report.graph_breaks
+        if len(breaks) >= limits["breaks"] and (report.call_seconds or 0.0) > limits["seconds"]:
+            lines = {}
+            for b in breaks:
+                lines[b.get("lineno")] = lines.get(b.get("lineno"), 0) + 1
+            entry.probe = (report.call_seconds, len(breaks), max(lines, key=lines.get))
+
+    def _probe_plain(self, entry, count, opts):
+        """Run the cell plainly (a valid run of it) and compare with the last compiled run."""
+        compiled, breaks, line = entry.probe
+        entry.probe = None
+        t0 = time.perf_counter()
+        reason = "ran plainly once to compare with the compiled run"
+        try:
+            return self._run_plain(entry, count, opts, reason)
+        finally:
+            plain = time.perf_counter() - t0
+            limits = capi.config["plain_probe"]
+            if compiled > limits["ratio"] * plain + limits.get("slack", 0.05):
+                entry.plain_reason = (f"tracing cost more than running plainly: {compiled:.3g} s "
+                                      f"compiled against {plain:.3g} s plainly, {breaks} graph "
+                                      f"breaks (most at line {line}); the cell runs plainly")
+            self.last_fallback = entry.plain_reason or reason
+
+    def _internal_failure(self, exc, entry):
+        """Why ``exc`` is nbaccel's failure rather than the user's (None: the user's code raised
+        it, as it would plainly): it was raised inside nbaccel, or it is a tracer's TypeError."""
+        if isinstance(exc, TooManyGraphBreaks):
+            return str(exc)
+        if isinstance(exc, (UsageError, GraphBreakError)):
+            return None
+        frames = list(_frames(exc.__traceback__))
+        cell_at = max((i for i, f in enumerate(frames) if f[0] == entry.filename), default=-1)
+        boundary_file = os.path.join("magics", "boundary.py")
+        # raised inside nbaccel after the cell's own line (not in code the boundary called)
+        inside = False
+        for fn, _ in frames[cell_at + 1:]:
+            if fn.endswith(boundary_file):
+                continue                      # the first frame past the boundary decides
+            inside = fn.startswith(_PKG_DIR)
+            break
+        mentions = "Tensor" in str(exc) or "tensor" in str(exc) or "nbaccel" in str(exc)
+        if inside or mentions:
+            where = ""
+            if exc.__traceback__ is not None:
+                user = [t for t in _frames(exc.__traceback__) if t[0] == entry.filename]
+                if user:
+                    where = f" at line {user[-1][1]}"
+            return f"the compiled run failed{where} ({type(exc).__name__}: {exc}); the cell ran plainly"
+        return None
+
+    def _run_plain(self, entry, count, opts, reason, fresh=True):
+        """Run the cell as plain Python in the user namespace (IPython's way: the body, then the
+        trailing expression's value). User exceptions propagate as they would plainly."""
+        __tracebackhide__ = True  # noqa: F841
+        ns = self.shell.user_ns
+        tree = self.shell.compile.ast_parse(entry.src, entry.filename, "exec")
+        last = tree.body[-1] if tree.body else None
+        value = None
+        body = tree.body[:-1] if isinstance(last, ast.Expr) else tree.body
+        t0 = time.perf_counter()
+        try:
+            exec(compile(ast.Module(body, []), entry.filename, "exec", dont_inherit=True), ns)
+            if isinstance(last, ast.Expr):
+                value = eval(compile(ast.Expression(last.value), entry.filename, "eval",
+                                     dont_inherit=True), ns)
+        except Exception as e:
+            raise _from_cell(e, entry.filename)
+        finally:
+            self._show_plain(entry, count, opts, reason, time.perf_counter() - t0)
+        return None if entry.quiet else value
+
+    def _show_plain(self, entry, count, opts, reason, seconds):
+        from ..compiler.report import CompileReport
+        rep = CompileReport(name=f"In[{count}]", tier="plain", backend=opts.backend, mode=opts.mode,
+                            compiled_seconds=seconds, graphs=0, fallback=reason)
+        rep.first_call_seconds = seconds
+        entry.reports.append(rep)
+        del entry.reports[:-3]
+        self.by_count[count] = (entry, rep)
+        self.last = (entry, rep)
+        self._show(rep, opts.report, entry)
+        if opts.output:
+            self.shell.user_ns[opts.output] = rep
+
+
+def safety_net_disabled() -> bool:
+    """Test mode (``nb.config["test_mode"] = True``): an internal failure is raised, not hidden."""
+    return bool(capi.config.get("test_mode"))
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb.tb_frame.f_code.co_filename, tb.tb_lineno
+        tb = tb.tb_next
+
+
+def _settled(v):
+    """A written-back value: NumPy values for NumPy-flavoured tensors (tracers that never got a
+    value are left as they are; they cannot be read)."""
+    if isinstance(v, Tensor) and v._node is not None:
+        return v
+    try:
+        return boundary.to_numpy(v)
+    except Exception:   # pragma: no cover - a value that cannot be realised stays as it was
+        return v
+
+
+def _fix_containers(v, depth=0):
+    """Lists and dicts the cell filled with tensors (``res.append(t)``) hold NumPy values, in
+    place (other references to the container see the same change)."""
+    if depth > 3 or (type(v) in (list, dict) and len(v) > 10_000):   # (a big container: left as is)
+        return
+    if type(v) is list:
+        for i, item in enumerate(v):
+            if isinstance(item, Tensor) and item._np and item._node is None:
+                v[i] = boundary.to_numpy(item)
+            else:
+                _fix_containers(item, depth + 1)
+    elif type(v) is dict:
+        for k, item in list(v.items()):
+            if isinstance(item, Tensor) and item._np and item._node is None:
+                v[k] = boundary.to_numpy(item)
+            else:
+                _fix_containers(item, depth + 1)
+
+
+def _fix_qualname(obj, prefix, depth=0):
+    """Functions and classes defined in the cell are named as the plain cell names them
+    (``f``, ``Model.forward``), not after the function nbaccel made of the cell."""
+    if depth > 2 or not prefix:
+        return
+    if isinstance(obj, (types.FunctionType, type)) and obj.__qualname__.startswith(prefix):
+        obj.__qualname__ = obj.__qualname__[len(prefix):]
+        code = getattr(obj, "__code__", None)
+        if code is not None and hasattr(code, "co_qualname") and code.co_qualname.startswith(prefix):
+            obj.__code__ = code.replace(co_qualname=code.co_qualname[len(prefix):])
+        if isinstance(obj, type):
+            for v in list(vars(obj).values()):
+                _fix_qualname(getattr(v, "__func__", v), prefix, depth + 1)
+
+
+def _from_cell(exc, filename):
+    """``exc`` with its traceback starting at the cell's first frame and without nbaccel's
+    frames after the user's last one: the traceback looks like the plain cell's."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    if tb is None:
+        return exc
+    last_user, cur = tb, tb
+    while cur is not None:
+        if not cur.tb_frame.f_code.co_filename.startswith(_PKG_DIR):
+            last_user = cur
+        cur = cur.tb_next
+    last_user.tb_next = None          # what follows is nbaccel's own frames only
+    return exc.with_traceback(tb)
+
+
+def _as_name_error(exc, entry):
+    """A cell name read before the cell bound it (the namespace lacked it too) raises
+    ``UnboundLocalError`` inside the cell function; the plain cell raises ``NameError``."""
+    if type(exc) is not UnboundLocalError:
+        return exc
+    m = re.search(r"local variable '(\w+)'", str(exc))
+    if m is None or m.group(1) not in entry.outputs:
+        return exc
+    new = NameError(f"name '{m.group(1)}' is not defined")
+    new.__suppress_context__ = True
+    return new.with_traceback(exc.__traceback__)
