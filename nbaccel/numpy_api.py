@@ -236,8 +236,11 @@ def _make(name, module=_np):
 # ---- creation with NumPy's signatures and defaults -------------------------------------------
 
 def _npt(t):
-    """Mark a freshly created tensor NumPy-flavoured (NumPy's float64 defaults downstream)."""
+    """Mark a freshly created tensor NumPy-flavoured (NumPy's float64 defaults downstream). A
+    traced one marks its node too, so the compiler's re-tracing keeps the flavour."""
     t._np = True
+    if t._node is not None:
+        t._node.np_flavour = True
     return t
 
 

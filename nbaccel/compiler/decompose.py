@@ -73,7 +73,15 @@ def retrace(graph: Graph, decompose=True):
     with no_grad():
         for n in graph.nodes:
             args = tuple(env[id(a)] if isinstance(a, Node) else a for a in n.args)
-            env[id(n)] = rec.record(n.op, args, dict(n.params))
+            t = rec.record(n.op, args, dict(n.params))
+            if n.np_flavour and isinstance(t, Tensor):      # np.arange(...) keeps NumPy's promotion
+                t._np = True
+                t._node.np_flavour = True
+            if isinstance(t, Tensor) and (t.dtype is not n.dtype or tuple(t.shape) != n.shape):
+                # never a silent change of type: the graph then runs eagerly, and the report says why
+                raise RuntimeError(f"re-tracing {n.op.name} gave {t.dtype}{list(t.shape)}, "
+                                   f"captured {n.dtype}{list(n.shape)}")
+            env[id(n)] = t
     rec.outputs = [env[id(o)]._node for o in graph.outputs]
     return rec, env
 

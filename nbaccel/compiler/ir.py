@@ -19,7 +19,7 @@ from .. import dtypes as D
 
 class Node:
     __slots__ = ("op", "args", "params", "shape", "dtype", "graph", "index", "name", "where",
-                 "__weakref__")
+                 "np_flavour", "__weakref__")
 
     def __init__(self, op, args, params, shape, dtype, graph, index, name=None):
         self.op = op            # an OpDef, or None for a placeholder
@@ -31,6 +31,7 @@ class Node:
         self.index = index
         self.name = name        # placeholders: the user-facing name ("x", "w", "arg0")
         self.where = None       # (filename, lineno) of the user's line that made it
+        self.np_flavour = False  # made by NumPy's namespace with no array argument (np.arange)
 
     @property
     def is_placeholder(self):
