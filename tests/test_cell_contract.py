@@ -17,8 +17,7 @@ from nbaccel.compiler import api as capi  # noqa: E402
 # cells that are meant to run plainly (per-element Python calls) or whose compiled attempt
 # fails inside nbaccel with the user's own error (the plain run then raises NumPy's message)
 PLAIN_BY_DESIGN = {"vectorize", "frompyfunc_apply", "error_shape", "error_after_side_effect"}
-KNOWN = {"import_inside": "decompose.retrace drops the NumPy flavour of creation nodes "
-                          "(np.arange(10) * math.pi computes in float32); compiler/decompose.py"}
+KNOWN: dict[str, str] = {}     # cell name -> why it is expected to differ (none today)
 
 
 @pytest.fixture(scope="module")
