@@ -1,0 +1,227 @@
+"""2:4 semi-structured sparsity on the CPU with numba: compression, decompression and the
+sparse x dense products (see ``reference.py`` for the format).
+
+The products read only the kept values and the packed metadata, never a dense weight, and run
+in parallel over the weight's rows (the output features):
+
+* GEMV (one input vector): each row is a dot product of its kept values with the input entries
+  their 2-bit positions select. The input (a few KB) stays in L1, so the cost is streaming the
+  values and metadata: about 0.53 of the dense weight's bytes.
+* GEMM (a batch of inputs): the batch is transposed so the ``m`` inputs of one column ``k`` are
+  contiguous; each kept value ``w[n, k]`` then adds ``w * xt[k, :]`` to the output row ``n``: a
+  vectorised axpy over the batch, half the multiply-adds of the dense product.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .reference import check_dense, meta_cols
+
+# no-NaN/no-Inf assumptions stay off (see FINDINGS.md: they turn overflow into NaN)
+_FASTMATH = {"reassoc", "contract", "arcp", "nsz", "afn"}
+_KERNELS = None
+
+
+def _build():
+    import numba as nb
+
+    jit = dict(nogil=True, cache=True, fastmath=_FASTMATH)
+
+    @nb.njit(inline="always", **jit)
+    def _key(v):
+        a = abs(np.float64(v))
+        return np.inf if a != a else a
+
+    @nb.njit(parallel=True, **jit)
+    def compress(w, values, meta):
+        rows, cols = w.shape
+        groups = cols // 4
+        for r in nb.prange(rows):
+            for g in range(groups):
+                key = (_key(w[r, 4 * g]), _key(w[r, 4 * g + 1]), _key(w[r, 4 * g + 2]),
+                       _key(w[r, 4 * g + 3]))
+                nib = 0
+                slot = 0
+                for i in range(4):
+                    beaten = 0   # entries that outrank i: larger, or equal at a smaller position
+                    for j in range(4):
+                        if key[j] > key[i] or (key[j] == key[i] and j < i):
+                            beaten += 1
+                    if beaten < 2:
+                        values[r, 2 * g + slot] = w[r, 4 * g + i]
+                        nib |= i << (2 * slot)
+                        slot += 1
+                if g % 2 == 0:
+                    meta[r, g // 2] = nib
+                else:
+                    meta[r, g // 2] |= nib << 4
+
+    @nb.njit(parallel=True, **jit)
+    def decompress(values, meta, out):
+        rows, cols = out.shape
+        for r in nb.prange(rows):
+            for c in range(cols):
+                out[r, c] = 0
+            for g in range(cols // 4):
+                nib = (meta[r, g // 2] >> (4 * (g % 2))) & 15
+                out[r, 4 * g + (nib & 3)] = values[r, 2 * g]
+                out[r, 4 * g + (nib >> 2)] = values[r, 2 * g + 1]
+
+    @nb.njit(parallel=True, **jit)
+    def gather(dense, meta, out):
+        rows, cols = dense.shape
+        for r in nb.prange(rows):
+            for g in range(cols // 4):
+                nib = (meta[r, g // 2] >> (4 * (g % 2))) & 15
+                out[r, 2 * g] = dense[r, 4 * g + (nib & 3)]
+                out[r, 2 * g + 1] = dense[r, 4 * g + (nib >> 2)]
+
+    @nb.njit(inline="always", **jit)
+    def _pick_lo(p, x0, x1, x2):
+        # the first kept position of a group is 0, 1 or 2: a select, not a gather, vectorises
+        return x0 if p == 0 else (x1 if p == 1 else x2)
+
+    @nb.njit(inline="always", **jit)
+    def _pick_hi(p, x1, x2, x3):
+        # the second kept position is 1, 2 or 3
+        return x3 if p == 3 else (x2 if p == 2 else x1)
+
+    @nb.njit(parallel=True, **jit)
+    def gemv(x, values, meta, out):
+        rows = values.shape[0]
+        groups = values.shape[1] // 2
+        pairs = groups // 2
+        for r in nb.prange(rows):
+            vr = values[r]
+            mr = meta[r]
+            acc = vr[0] * 0
+            for b in range(pairs):          # one metadata byte: two groups, four kept values
+                m = np.int32(mr[b])
+                c = 8 * b
+                j = 4 * b
+                acc += (vr[j] * _pick_lo(m & 3, x[c], x[c + 1], x[c + 2])
+                        + vr[j + 1] * _pick_hi((m >> 2) & 3, x[c + 1], x[c + 2], x[c + 3])
+                        + vr[j + 2] * _pick_lo((m >> 4) & 3, x[c + 4], x[c + 5], x[c + 6])
+                        + vr[j + 3] * _pick_hi(m >> 6, x[c + 5], x[c + 6], x[c + 7]))
+            if groups % 2:                  # a last group alone in its byte
+                m = np.int32(mr[pairs])
+                c = 8 * pairs
+                j = 4 * pairs
+                acc += vr[j] * x[c + (m & 3)] + vr[j + 1] * x[c + ((m >> 2) & 3)]
+            out[r] = acc
+
+    @nb.njit(parallel=True, **jit)
+    def gemm_t(xt, values, meta, outt):
+        # outt = W @ xt: W is (rows, cols) 2:4, xt the batch transposed, (cols, m) contiguous.
+        # Each output row accumulates axpys of whole xt rows (the batch is the vector axis).
+        rows = values.shape[0]
+        groups = values.shape[1] // 2
+        pairs = groups // 2
+        m_cols = xt.shape[1]
+        for r in nb.prange(rows):
+            o = outt[r]
+            vr = values[r]
+            mr = meta[r]
+            for i in range(m_cols):
+                o[i] = 0
+            for b in range(pairs):          # four kept values per pass over the output row
+                m = np.int64(mr[b])
+                c = 8 * b
+                j = 4 * b
+                xa = xt[c + (m & 3)]
+                xb = xt[c + ((m >> 2) & 3)]
+                xc = xt[c + 4 + ((m >> 4) & 3)]
+                xd = xt[c + 4 + (m >> 6)]
+                va, vb, vc, vd = vr[j], vr[j + 1], vr[j + 2], vr[j + 3]
+                for i in range(m_cols):
+                    o[i] += va * xa[i] + vb * xb[i] + vc * xc[i] + vd * xd[i]
+            if groups % 2:
+                m = np.int64(mr[pairs])
+                xa = xt[8 * pairs + (m & 3)]
+                xb = xt[8 * pairs + ((m >> 2) & 3)]
+                va, vb = vr[4 * pairs], vr[4 * pairs + 1]
+                for i in range(m_cols):
+                    o[i] += va * xa[i] + vb * xb[i]
+
+    return {"compress": compress, "decompress": decompress, "gather": gather, "gemv": gemv,
+            "gemm_t": gemm_t}
+
+
+def _k(name):
+    global _KERNELS
+    if _KERNELS is None:
+        _KERNELS = _build()
+    return _KERNELS[name]
+
+
+def _check_pair(values, meta, cols):
+    if values.ndim != 2 or meta.ndim != 2 or values.shape[0] != meta.shape[0]:
+        raise ValueError(f"2:4 values {values.shape} and metadata {meta.shape} don't match")
+    if cols % 4 or values.shape[1] != cols // 2 or meta.shape[1] != meta_cols(cols):
+        raise ValueError(f"2:4 values {values.shape} and metadata {meta.shape} don't describe "
+                         f"{cols} dense columns")
+    if meta.dtype != np.uint8:
+        raise TypeError(f"2:4 metadata must be uint8, got {meta.dtype}")
+
+
+def compress(w):
+    """Dense 2-D ``w`` -> ``(values, meta)`` keeping the two largest magnitudes per group of 4."""
+    check_dense(w)
+    w = np.ascontiguousarray(w)
+    rows, cols = w.shape
+    values = np.empty((rows, cols // 2), w.dtype)
+    meta = np.zeros((rows, meta_cols(cols)), np.uint8)
+    if w.size:
+        _k("compress")(w, values, meta)
+    return values, meta
+
+
+def decompress(values, meta, cols: int):
+    """``(values, meta)`` -> dense ``(rows, cols)``."""
+    _check_pair(values, meta, cols)
+    out = np.empty((values.shape[0], cols), values.dtype)
+    if out.size:
+        _k("decompress")(np.ascontiguousarray(values), np.ascontiguousarray(meta), out)
+    return out
+
+
+def gather(dense, meta):
+    """Entries of dense ``(rows, cols)`` at the kept positions -> ``(rows, cols // 2)``."""
+    rows, cols = dense.shape
+    _check_pair(np.empty((rows, cols // 2)), meta, cols)
+    out = np.empty((rows, cols // 2), dense.dtype)
+    if out.size:
+        _k("gather")(np.ascontiguousarray(dense), np.ascontiguousarray(meta), out)
+    return out
+
+
+def linear(x, values, meta, cols: int, out=None):
+    """``x @ W.T`` for the 2:4 weight W: ``x`` is ``(cols,)`` (GEMV) or ``(m, cols)`` (GEMM).
+    ``x`` is cast to the values' dtype."""
+    _check_pair(values, meta, cols)
+    rows = values.shape[0]
+    if x.shape[-1] != cols or x.ndim not in (1, 2):
+        raise ValueError(f"2:4 linear: input of shape {x.shape} doesn't match a weight with "
+                         f"{cols} columns")
+    values = np.ascontiguousarray(values)
+    meta = np.ascontiguousarray(meta)
+    x = np.ascontiguousarray(x, dtype=values.dtype)
+    if x.ndim == 1:
+        out = np.empty(rows, values.dtype) if out is None else out
+        _k("gemv")(x, values, meta, out)
+        return out
+    m = x.shape[0]
+    if m == 1:
+        res = np.empty(rows, values.dtype)
+        _k("gemv")(x[0], values, meta, res)
+        res = res.reshape(1, rows)
+    else:
+        xt = np.ascontiguousarray(x.T)
+        outt = np.empty((rows, m), values.dtype)
+        if outt.size:
+            _k("gemm_t")(xt, values, meta, outt)
+        res = outt.T
+    if out is None:
+        return np.ascontiguousarray(res)
+    out[...] = res
+    return out
