@@ -200,7 +200,7 @@ def to_sparse_semi_structured(original) -> SparseSemiStructuredTensor:
     >>> nb.sparse.to_sparse_semi_structured(nb.ones(2, 4))
     Traceback (most recent call last):
     ...
-    ValueError: to_sparse_semi_structured: the tensor is not 2:4 sparse: row 0, columns 0..3 hold 4 non-zeros [1.0, 1.0, 1.0, 1.0] (at most 2 of every 4 may be non-zero); prune it first with nbaccel.sparse.prune_2_4
+    ValueError: to_sparse_semi_structured: the tensor is not 2:4 sparse: row 0, columns 0..3 hold 4 non-zeros [1, 1, 1, 1] (at most 2 of every 4 may be non-zero); prune it first with nbaccel.sparse.prune_2_4
     """
     if isinstance(original, SparseSemiStructuredTensor):
         return original
@@ -211,7 +211,7 @@ def to_sparse_semi_structured(original) -> SparseSemiStructuredTensor:
     nnz = np.count_nonzero(host.reshape(rows, cols // 4, 4), axis=-1)
     if (nnz > 2).any():
         r, g = np.unravel_index(int(np.argmax(nnz > 2)), nnz.shape)
-        group = host[r, 4 * g:4 * g + 4].tolist()
+        group = "[" + ", ".join(f"{v:g}" for v in host[r, 4 * g:4 * g + 4].tolist()) + "]"
         raise ValueError(f"to_sparse_semi_structured: the tensor is not 2:4 sparse: row {r}, "
                          f"columns {4 * g}..{4 * g + 3} hold {nnz[r, g]} non-zeros {group} (at "
                          "most 2 of every 4 may be non-zero); prune it first with "
