@@ -5,8 +5,9 @@ The products read only the kept values and the packed metadata, never a dense we
 in parallel over the weight's rows (the output features):
 
 * GEMV (one input vector): each row is a dot product of its kept values with the input entries
-  their 2-bit positions select. The input (a few KB) stays in L1, so the cost is streaming the
-  values and metadata: about 0.53 of the dense weight's bytes.
+  their 2-bit positions select (by selects over the 8 inputs of a metadata byte's two groups,
+  which vectorise). The input (a few KB) stays in L1, so what it costs is streaming the values
+  and the metadata: 0.53 of the dense weight's bytes.
 * GEMM (a batch of inputs): the batch is transposed so the ``m`` inputs of one column ``k`` are
   contiguous; each kept value ``w[n, k]`` then adds ``w * xt[k, :]`` to the output row ``n``: a
   vectorised axpy over the batch, half the multiply-adds of the dense product.
@@ -76,33 +77,32 @@ def _build():
                 out[r, 2 * g] = dense[r, 4 * g + (nib & 3)]
                 out[r, 2 * g + 1] = dense[r, 4 * g + (nib >> 2)]
 
-    @nb.njit(inline="always", **jit)
-    def _pick_lo(p, x0, x1, x2):
-        # the first kept position of a group is 0, 1 or 2: a select, not a gather, vectorises
-        return x0 if p == 0 else (x1 if p == 1 else x2)
-
-    @nb.njit(inline="always", **jit)
-    def _pick_hi(p, x1, x2, x3):
-        # the second kept position is 1, 2 or 3
-        return x3 if p == 3 else (x2 if p == 2 else x1)
-
     @nb.njit(parallel=True, **jit)
-    def gemv(x, values, meta, out):
+    def gemv(x, values, meta, out, zero):
         rows = values.shape[0]
         groups = values.shape[1] // 2
         pairs = groups // 2
         for r in nb.prange(rows):
             vr = values[r]
             mr = meta[r]
-            acc = vr[0] * 0
+            acc = zero                      # of the values' dtype: float32 stays float32
             for b in range(pairs):          # one metadata byte: two groups, four kept values
                 m = np.int32(mr[b])
                 c = 8 * b
                 j = 4 * b
-                acc += (vr[j] * _pick_lo(m & 3, x[c], x[c + 1], x[c + 2])
-                        + vr[j + 1] * _pick_hi((m >> 2) & 3, x[c + 1], x[c + 2], x[c + 3])
-                        + vr[j + 2] * _pick_lo((m >> 4) & 3, x[c + 4], x[c + 5], x[c + 6])
-                        + vr[j + 3] * _pick_hi(m >> 6, x[c + 5], x[c + 6], x[c + 7]))
+                p0 = m & 3
+                p1 = (m >> 2) & 3
+                p2 = (m >> 4) & 3
+                p3 = m >> 6
+                x0, x1, x2, x3 = x[c], x[c + 1], x[c + 2], x[c + 3]
+                x4, x5, x6, x7 = x[c + 4], x[c + 5], x[c + 6], x[c + 7]
+                # a group's first kept position is 0, 1 or 2 and its second 1, 2 or 3: selects
+                # over the eight loaded inputs vectorise, where gathers x[c + p] did not
+                a0 = x0 if p0 == 0 else (x1 if p0 == 1 else x2)
+                a1 = x3 if p1 == 3 else (x2 if p1 == 2 else x1)
+                a2 = x4 if p2 == 0 else (x5 if p2 == 1 else x6)
+                a3 = x7 if p3 == 3 else (x6 if p3 == 2 else x5)
+                acc += vr[j] * a0 + vr[j + 1] * a1 + vr[j + 2] * a2 + vr[j + 3] * a3
             if groups % 2:                  # a last group alone in its byte
                 m = np.int32(mr[pairs])
                 c = 8 * pairs
@@ -208,12 +208,12 @@ def linear(x, values, meta, cols: int, out=None):
     x = np.ascontiguousarray(x, dtype=values.dtype)
     if x.ndim == 1:
         out = np.empty(rows, values.dtype) if out is None else out
-        _k("gemv")(x, values, meta, out)
+        _k("gemv")(x, values, meta, out, values.dtype.type(0))
         return out
     m = x.shape[0]
     if m == 1:
         res = np.empty(rows, values.dtype)
-        _k("gemv")(x[0], values, meta, res)
+        _k("gemv")(x[0], values, meta, res, values.dtype.type(0))
         res = res.reshape(1, rows)
     else:
         xt = np.ascontiguousarray(x.T)
