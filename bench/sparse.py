@@ -16,7 +16,6 @@ reported for both (sparse: kept values plus metadata).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import time
@@ -75,7 +74,8 @@ def run(quick: bool = False) -> dict:
     _chain(*_setup(1, 64, None)[1:])           # JIT-compile (or load) the kernels first
     _chain(*_setup(1, 64, 4)[1:])
     cases = [_case("gemv8", 8, n, None, rounds), _case("gemm64", 1, n, 64, rounds)]
-    return {"quick": quick, "threads": os.environ.get("NUMBA_NUM_THREADS"),
+    from .timing import machine_info
+    return {"quick": quick, "machine": machine_info(),
             "targets": {"gemv8": 1.5, "gemm64": 1.1}, "cases": cases}
 
 
@@ -90,6 +90,11 @@ def markdown(results) -> str:
             f"| {s['dense']['median'] * 1e3:.2f} ms | {s['sparse']['median'] * 1e3:.2f} ms "
             f"| **{sp['median']:.2f}×** ({sp['min']:.2f}–{sp['max']:.2f}) | ≥ {t}× "
             f"| {c['weight_bytes']['dense'] / 2**20:.0f} MB → {c['weight_bytes']['sparse'] / 2**20:.0f} MB |")
+    m = results.get("machine", {})
+    load = m.get("load_average")
+    lines.append(f"\nnumba threads {m.get('numba_threads')}, BLAS {m.get('numpy_blas')} "
+                 f"(OPENBLAS_NUM_THREADS={m.get('env', {}).get('OPENBLAS_NUM_THREADS')})"
+                 + (f", load average {load[0]:.1f}" if load else ""))
     if results["quick"]:
         lines.append("\n(quick run: 1024 × 1024 layers, which fit in cache; the targets are for 4096)")
     return "\n".join(lines)
