@@ -128,6 +128,17 @@ def test_cpu_linear_matches_reference_and_dense(rows, cols, dt, batch):
     np.testing.assert_allclose(got, x @ np.where(ref.prune_mask(w), w, 0).T, **_tol(dt))
 
 
+@pytest.mark.parametrize("batch", [None, 3, 9])
+def test_cpu_linear_propagates_inf_and_nan(batch):
+    w = np.zeros((3, 8), np.float32)
+    w[0, :2] = [np.inf, 1.0]
+    w[1, 4:6] = [np.nan, 2.0]
+    w[2, 2:4] = [1.0, -1.0]
+    values, meta = cpu.compress(w)
+    x = np.ones(8 if batch is None else (batch, 8), np.float32)
+    np.testing.assert_array_equal(cpu.linear(x, values, meta, 8), ref.linear(x, values, meta, 8))
+
+
 def test_cpu_linear_full_size_gemv_and_gemm():
     rng = np.random.default_rng(3)
     w = rng.standard_normal((512, 1024)).astype(np.float32)

@@ -21,6 +21,7 @@ from .reference import check_dense, meta_cols
 # no-NaN/no-Inf assumptions stay off (see FINDINGS.md: they turn overflow into NaN)
 _FASTMATH = {"reassoc", "contract", "arcp", "nsz", "afn"}
 _KERNELS = None
+_GEMV_BATCH = 4     # batches up to this size run as one GEMV per input vector
 
 
 def _build():
@@ -211,10 +212,10 @@ def linear(x, values, meta, cols: int, out=None):
         _k("gemv")(x, values, meta, out, values.dtype.type(0))
         return out
     m = x.shape[0]
-    if m == 1:
-        res = np.empty(rows, values.dtype)
-        _k("gemv")(x[0], values, meta, res, values.dtype.type(0))
-        res = res.reshape(1, rows)
+    if m <= _GEMV_BATCH:        # a few vectors: one GEMV each beats an axpy a few lanes wide
+        res = np.empty((m, rows), values.dtype)
+        for i in range(m):
+            _k("gemv")(x[i], values, meta, res[i], values.dtype.type(0))
     else:
         xt = np.ascontiguousarray(x.T)
         outt = np.empty((rows, m), values.dtype)
