@@ -220,8 +220,8 @@ def test_triton_linear_matches_reference_and_dense(tri, rows, cols, dt, batch):
     x = np.random.default_rng(4).standard_normal(cols if batch is None else (batch, cols)).astype(dt)
     got = tri.linear(x, values, meta, cols)
     assert got.dtype == dt and got.shape == ((rows,) if batch is None else (batch, rows))
-    np.testing.assert_allclose(got, ref.linear(x, values, meta, cols), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got, x @ np.where(ref.prune_mask(w), w, 0).T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, ref.linear(x, values, meta, cols), **_tol(dt))
+    np.testing.assert_allclose(got, x @ np.where(ref.prune_mask(w), w, 0).T, **_tol(dt))
 
 
 def test_triton_linear_block_sizes(tri):

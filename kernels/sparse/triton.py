@@ -193,11 +193,15 @@ def _decompress_kernel(v_ptr, m_ptr, out_ptr, rows, cols, stride_v, stride_m, st
 
 @triton.jit
 def _linear_kernel(x_ptr, v_ptr, m_ptr, out_ptr, M, N, K, stride_xm, stride_v, stride_m,
-                   stride_om, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    # out[M, N] = x[M, K] @ W[N, K].T, W 2:4-compressed
+                   stride_om, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                   F64: tl.constexpr):
+    # out[M, N] = x[M, K] @ W[N, K].T, W 2:4-compressed; fp32 accumulation (fp64 for fp64)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if F64:
+        acc = tl.zeros((BM, BN), dtype=tl.float64)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         kc = k0 + tl.arange(0, BK)
         x = tl.load(x_ptr + rm[:, None] * stride_xm + kc[None, :],
@@ -260,5 +264,6 @@ def linear(x, values, meta, cols: int, BM=16, BN=32, BK=32):
     if out.size:
         grid = (triton.cdiv(m, BM), triton.cdiv(n, BN))
         _linear_kernel[grid](_View(x2), _View(values), _View(meta), _View(out), m, n, cols,
-                             cols, cols // 2, meta_cols(cols), n, BM=BM, BN=BN, BK=BK)
+                             cols, cols // 2, meta_cols(cols), n, BM=BM, BN=BN, BK=BK,
+                             F64=values.dtype == np.float64)
     return out.reshape(n) if vec else out
