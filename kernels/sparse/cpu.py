@@ -79,7 +79,9 @@ def _build():
                 out[r, 2 * g + 1] = dense[r, 4 * g + (nib >> 2)]
 
     @nb.njit(parallel=True, **jit)
-    def gemv(x, values, meta, out, zero):
+    def gemv(x, xp, values, meta, out, zero):
+        # xp: x deinterleaved, xp[i, b] = x[8 * b + i] (contiguous loads per position; every
+        # row reuses it, so the shuffles are paid once instead of once per row)
         rows = values.shape[0]
         groups = values.shape[1] // 2
         pairs = groups // 2
@@ -89,14 +91,13 @@ def _build():
             acc = zero                      # of the values' dtype: float32 stays float32
             for b in range(pairs):          # one metadata byte: two groups, four kept values
                 m = np.int32(mr[b])
-                c = 8 * b
                 j = 4 * b
                 p0 = m & 3
                 p1 = (m >> 2) & 3
                 p2 = (m >> 4) & 3
                 p3 = m >> 6
-                x0, x1, x2, x3 = x[c], x[c + 1], x[c + 2], x[c + 3]
-                x4, x5, x6, x7 = x[c + 4], x[c + 5], x[c + 6], x[c + 7]
+                x0, x1, x2, x3 = xp[0, b], xp[1, b], xp[2, b], xp[3, b]
+                x4, x5, x6, x7 = xp[4, b], xp[5, b], xp[6, b], xp[7, b]
                 # a group's first kept position is 0, 1 or 2 and its second 1, 2 or 3: selects
                 # over the eight loaded inputs vectorise, where gathers x[c + p] did not
                 a0 = x0 if p0 == 0 else (x1 if p0 == 1 else x2)
@@ -196,6 +197,12 @@ def gather(dense, meta):
     return out
 
 
+def _gemv(x, values, meta, out):
+    cols = x.shape[0]
+    planes = np.ascontiguousarray(x[:cols - cols % 8].reshape(-1, 8).T)
+    _k("gemv")(x, planes, values, meta, out, values.dtype.type(0))
+
+
 def linear(x, values, meta, cols: int, out=None):
     """``x @ W.T`` for the 2:4 weight W: ``x`` is ``(cols,)`` (GEMV) or ``(m, cols)`` (GEMM).
     ``x`` is cast to the values' dtype."""
@@ -209,13 +216,13 @@ def linear(x, values, meta, cols: int, out=None):
     x = np.ascontiguousarray(x, dtype=values.dtype)
     if x.ndim == 1:
         out = np.empty(rows, values.dtype) if out is None else out
-        _k("gemv")(x, values, meta, out, values.dtype.type(0))
+        _gemv(x, values, meta, out)
         return out
     m = x.shape[0]
     if m <= _GEMV_BATCH:        # a few vectors: one GEMV each beats an axpy a few lanes wide
         res = np.empty((m, rows), values.dtype)
         for i in range(m):
-            _k("gemv")(x[i], values, meta, res[i], values.dtype.type(0))
+            _gemv(x[i], values, meta, res[i])
     else:
         xt = np.ascontiguousarray(x.T)
         outt = np.empty((rows, m), values.dtype)
