@@ -23,6 +23,9 @@ import time
 import numpy as np
 
 
+_PAUSE = 0.3   # seconds before each timed call
+
+
 def _setup(layers, n, batch, seed=0):
     import nbaccel as nb
     rng = np.random.default_rng(seed)
@@ -44,7 +47,7 @@ def _chain(weights, x):
     return y
 
 
-def _case(name, layers, n, batch, rounds):
+def _case(name, layers, n, batch, rounds, pause=_PAUSE):
     dense, sparse, x = _setup(layers, n, batch)
     want = np.asarray(_chain(dense, x))
     got = np.asarray(_chain(sparse, x))
@@ -54,6 +57,9 @@ def _case(name, layers, n, batch, rounds):
     times = {"dense": [], "sparse": []}
     for _ in range(rounds):
         for impl, ws in (("dense", dense), ("sparse", sparse)):
+            # OpenBLAS's threads spin for a while after a call; a kernel started meanwhile
+            # shares its cores with them. A pause lets them sleep, for both sides alike.
+            time.sleep(pause)
             t0 = time.perf_counter()
             _chain(ws, x)
             times[impl].append(time.perf_counter() - t0)
