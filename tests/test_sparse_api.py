@@ -263,3 +263,14 @@ def test_compiled_training_step():
     assert step.stats["compiles"] == 1 and step.stats["graph_breaks"] == 0
     ops = {op for k in step.report.kernels if k["backend"] == "sparse24" for op in k["ops"]}
     assert ops == {"sparse24_linear", "sparse24_to_dense", "sparse24_gather"}
+
+
+# ---- the docstring examples ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("module", ["nbaccel.sparse", "nbaccel.sparse.semi_structured",
+                                    "nbaccel.sparse.pruning"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+    res = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted and not res.failed
