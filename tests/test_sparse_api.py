@@ -274,3 +274,15 @@ def test_docstring_examples(module):
     import importlib
     res = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
     assert res.attempted and not res.failed
+
+
+def test_gather_device_branch_matches_the_kernel():
+    # the array-module path the CUDA device takes (CuPy), run here on NumPy under another name
+    import types
+    from nbaccel.ops.sparse import _gather_impl
+    shim = types.SimpleNamespace(**{k: getattr(np, k) for k in ("stack", "arange", "int64",
+                                                                 "take_along_axis")})
+    shim.__name__ = "not_numpy"
+    w = _np(_pruned(5, 20))
+    values, meta = ref.compress(w)
+    np.testing.assert_array_equal(_gather_impl(shim, w, meta), values)
