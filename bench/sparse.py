@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 
-_PAUSE = 0.3   # seconds before each timed call
+_PAUSE = 1.0   # seconds before each timed call (OpenBLAS threads spin after a call; see docs/sparsity.md)
 
 
 def _setup(layers, n, batch, seed=0):
@@ -76,7 +76,7 @@ def _case(name, layers, n, batch, rounds, pause=_PAUSE):
 
 def run(quick: bool = False) -> dict:
     """Both workloads; ``quick`` shrinks them (1024 x 1024, fewer rounds) to a few seconds."""
-    n, rounds = (1024, 5) if quick else (4096, 11)
+    n, rounds = (1024, 3) if quick else (4096, 7)
     _chain(*_setup(1, 64, None)[1:])           # JIT-compile (or load) the kernels first
     _chain(*_setup(1, 64, 4)[1:])
     cases = [_case("gemv8", 8, n, None, rounds), _case("gemm64", 1, n, 64, rounds)]
