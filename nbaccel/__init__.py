@@ -39,6 +39,7 @@ def result_type(*arrays_and_dtypes):
     """Array API result_type: promote dtypes/tensors (Python scalars are weak)."""
     return _result_type(*arrays_and_dtypes)
 from . import nn, optim  # noqa: E402,F401
+from . import sparse  # noqa: E402,F401  (2:4 semi-structured sparsity)
 
 from .compiler import compile, explain, mark_dynamic, CompileReport, GraphBreakError, config  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401

@@ -155,6 +155,10 @@ class TraceSession:
         self.materialized: dict[int, tuple] = {}  # id(tracer) -> (tracer, concrete Tensor)
         self.view_base: dict[int, Tensor] = {}
         self.stale: set[int] = set()
+        # view functionalization: id(view) -> (root tensor, [(op, params, extra args)], root version)
+        self.view_of: dict[int, tuple] = {}
+        self.version: dict[int, int] = {}          # id(root) -> number of writes to it
+        self.view_tensors: dict[int, Tensor] = {}
         self.breaks: list[dict] = []
         self.grad_escapes: list[Tensor] = []
         self.segment_index = 0
@@ -214,6 +218,10 @@ class TraceSession:
             if id(a) in self.sources:               # an input of an earlier segment
                 return self._placeholder(self.sources[id(a)])
             raise RuntimeError("internal error: a tracer from a finished graph was used")
+        info = self.view_of.get(id(a))
+        if info is not None and self.version.get(id(info[0]), 0) != info[2]:
+            self._rederive(a, info)                 # its base was written since: re-read it
+            return a
         if id(a) in self.stale:
             fn, line, src = user_frame()
             raise RuntimeError(f"{fn}:{line}: a tensor is read after it was modified through a "
@@ -250,6 +258,7 @@ class TraceSession:
         if op.view and args and isinstance(args[0], Tensor):
             self.view_base[id(t)] = self.view_base.get(id(args[0]), args[0])
             self._keep.append(t)
+            self._note_view(t, op, params, args)
         self.live.append(weakref.ref(t))
         return t
 
@@ -269,8 +278,84 @@ class TraceSession:
         src = self.sources.get(id(t))
         return src if src is not None else Tensor._wrap(t._data, t.dtype, t.device, t._np)
 
+    # -- views: writes through them and reads after their base changed ---------------------------
+    # NumPy views share memory; the graph is functional. A view remembers its root and the view
+    # ops from it: a write through a view becomes a scatter into the root (and a new version of
+    # it), and a view read after its root changed is derived again from the root's new value.
+    _INVERTIBLE = {"getitem", "strided_slice", "reshape", "permute", "detach"}
+
+    def _note_view(self, t, op, params, args):
+        extra = tuple(args[1:])
+        if op.name not in self._INVERTIBLE or any(isinstance(a, Tensor) for a in extra):
+            return                                  # a copy (advanced indexing) or not invertible
+        parent = self.view_of.get(id(args[0]))
+        if parent is not None:
+            root, chain, ver = parent
+            if self.version.get(id(root), 0) != ver:
+                return
+        else:
+            root, chain = args[0], []
+        self.view_of[id(t)] = (root, chain + [(op, dict(params), extra)], self.version.get(id(root), 0))
+        self.view_tensors[id(t)] = t
+        self._keep.append(root)
+
+    def _replay(self, root, chain):
+        val = root
+        for op, params, extra in chain:
+            val = self.record(op, (val,) + extra, params)
+        return val
+
+    def _rederive(self, a, info):
+        root, chain, _ = info
+        val = self._replay(root, chain)
+        a._node = val._node
+        self.view_of[id(a)] = (root, chain, self.version.get(id(root), 0))
+
+    def _refresh_views(self):
+        """Every view whose root was written since it was made gets its new value (a graph
+        break or the function's end reads them all)."""
+        for vid, info in list(self.view_of.items()):
+            root, chain, ver = info
+            if self.version.get(id(root), 0) != ver:
+                view = self.view_tensors[vid]
+                if view._node is not None and view._node.graph is self.graph:
+                    self._rederive(view, info)
+
+    def _scatter(self, base, chain, new):
+        """The value of ``base`` after its view ``chain`` was set to ``new``."""
+        if not chain:
+            return new
+        from ..ops.registry import OPS
+        op, params, extra = chain[0]
+        sub = self.record(op, (base,) + extra, params)
+        sub_new = self._scatter(sub, chain[1:], new)
+        name = op.name
+        if name == "getitem":
+            return self.record(OPS["setitem"], (base, sub_new), {"index": params["index"], "accumulate": False})
+        if name == "strided_slice":
+            return self.record(OPS["slice_scatter"], (base, sub_new), {"slices": params["slices"]})
+        if name == "reshape":
+            return self.record(OPS["reshape"], (sub_new,), {"shape": tuple(base.shape)})
+        if name == "permute":
+            axes = params["axes"]
+            inv = tuple(sorted(range(len(axes)), key=lambda i: axes[i]))
+            return self.record(OPS["permute"], (sub_new,), {"axes": inv})
+        return sub_new                              # detach
+
     # -- in-place ---------------------------------------------------------------------------------
     def assign(self, target: Tensor, new: Tensor):
+        info = self.view_of.get(id(target))
+        if info is not None:                         # a write through a view updates its root
+            root, chain, _ = info
+            new = self.lift(new)
+            self.assign(root, self._scatter(self.lift(root), chain, new))
+            self.view_of[id(target)] = (root, chain, self.version.get(id(root), 0))
+            target._node = new._node
+            self.mutated = True
+            self.assigned[id(target)] = target
+            self._keep.append(target)
+            return
+        self.version[id(target)] = self.version.get(id(target), 0) + 1
         new = self.lift(new)
         if target._node is None:                     # a concrete tensor updated inside the trace
             self._placeholder(target)                # (its old value stays readable as an input)
@@ -324,6 +409,7 @@ class TraceSession:
     def flush(self, final=None):
         """Compile and run the pending graph; every live tracer gets its value. At the end of
         the function (``final``: the returned tracers) only results and in-place updates count."""
+        self._refresh_views()
         g = self.graph
         live, seen = [], set()
         # at the end, results first, then every tracer still referenced (e.g. optimizer state)

@@ -16,6 +16,18 @@ def apply(op, args, params):
     return _tensor().apply(op, args, params)
 
 
+def override(func, args):
+    """The ``__nbaccel_function__`` protocol (PyTorch's ``__torch_function__`` idea, reduced to
+    the fronts that call it: ``linear`` and ``matmul``): an operand that is not a Tensor but
+    defines ``__nbaccel_function__(self, func, args)`` (a compressed 2:4 weight, say) computes
+    the call itself. Returns NotImplemented when no operand does."""
+    for a in args:
+        f = getattr(type(a), "__nbaccel_function__", None)
+        if f is not None:
+            return f(a, func, args)
+    return NotImplemented
+
+
 def _tensor():
     # nbaccel.tensor imports the op table, so bind it lazily, once
     global _TENSOR_MODULE

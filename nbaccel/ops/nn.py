@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as D
-from .fronts import apply, as_tensor
+from .fronts import apply, as_tensor, override
 from .meta import broadcast_shapes, default_float, normalize_axis
 from .registry import OPS, defop
 
@@ -357,6 +357,9 @@ def _linear_grad(g, out, x, w, *b, bias):
 
 
 def _linear_front(input, weight, bias=None):
+    res = override(linear.front, (input, weight, bias))
+    if res is not NotImplemented:
+        return res
     args = (as_tensor(input), as_tensor(weight)) + (() if bias is None else (as_tensor(bias),))
     return apply(linear, args, {"bias": bias is not None})
 
