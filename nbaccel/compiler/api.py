@@ -319,9 +319,25 @@ class CompiledFunction:
         return f"<nbaccel compiled {self.name} (backend={self.backend}, mode={self.mode})>"
 
 
+_ARRAY_OPS = {"astype", "where", "clone", "copy", "detach", "real", "imag"}
+
+
+def _numpy_gives_array(node) -> bool:
+    """Whether NumPy's result of the op that made a 0-d value is a 0-d array (views, copies,
+    creation, astype, where, ``a[...]``) rather than a NumPy scalar (ufuncs, reductions,
+    ``a[()]``, ``v[0]``, ``v @ v``)."""
+    if node is None or node.op is None:
+        return True                       # an input returned as it came
+    op = node.op
+    if op.name == "getitem":
+        return any(e[0] != "i" for e in node.params.get("index", ()))
+    return op.kind in ("movement", "creation", "random") or op.name in _ARRAY_OPS
+
+
 def _to_output(session, t, numpy_out):
     if not isinstance(t, Tensor):
         return t
+    made_by = t._node
     c = None
     if t._node is not None:
         if id(t) in session.materialized:
@@ -335,7 +351,7 @@ def _to_output(session, t, numpy_out):
         c = t
     if numpy_out or (numpy_out is None and c._np):
         a = c._data
-        return a[()] if a.ndim == 0 else a
+        return a[()] if a.ndim == 0 and not _numpy_gives_array(made_by) else a
     return c
 
 
