@@ -158,6 +158,18 @@ def fallback(func, qualname):
     return call
 
 
+# NumPy functions whose 0-d results are 0-d arrays (ufuncs and reductions give scalars)
+_ARRAY_RESULTS = {"where", "copy", "asarray", "array", "ascontiguousarray", "asanyarray"}
+
+
+def mark_array_result(name, out):
+    """Note on a traced result that NumPy's function gives an ndarray even when it is 0-d."""
+    node = getattr(out, "_node", None)
+    if name in _ARRAY_RESULTS and node is not None:
+        node.array_result = True
+    return out
+
+
 def routed(front, name, kind, numpy_func):
     """An op-backed NumPy function; signatures the op's front does not take fall back to NumPy
     (so NumPy raises its own errors, never one NumPy would not raise)."""
@@ -174,7 +186,7 @@ def routed(front, name, kind, numpy_func):
             return slow(*args, **kwargs)
         if short in _LIST_RESULTS and isinstance(out, tuple):
             return list(out)               # NumPy's split family returns lists
-        return out
+        return mark_array_result(short, out)
     short = name.rsplit(".", 1)[-1]
     call.__name__ = call.__qualname__ = name.rsplit(".", 1)[-1]
     call.__doc__ = f"numpy.{name} through nbaccel's op ``{getattr(front, '__name__', name)}``."

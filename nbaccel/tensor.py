@@ -483,7 +483,8 @@ class Tensor:
         if front is None:
             raise TypeError(f"nbaccel has no op for numpy.{name}: convert with np.asarray(t) "
                             "first, or use an nbaccel op")
-        return front(*args, **kwargs)
+        from .numpy_api import mark_array_result
+        return mark_array_result(func.__name__, front(*args, **kwargs))
 
     def __reduce__(self):
         return (_rebuild, (np.asarray(self.cpu()._value()), self.dtype.name, str(self.device), self.requires_grad))

@@ -319,7 +319,7 @@ class CompiledFunction:
         return f"<nbaccel compiled {self.name} (backend={self.backend}, mode={self.mode})>"
 
 
-_ARRAY_OPS = {"astype", "where", "clone", "copy", "detach", "real", "imag"}
+_ARRAY_OPS = {"astype", "clone", "copy", "detach", "real", "imag"}
 
 
 def _numpy_gives_array(node) -> bool:
@@ -328,10 +328,18 @@ def _numpy_gives_array(node) -> bool:
     ``a[()]``, ``v[0]``, ``v @ v``)."""
     if node is None or node.op is None:
         return True                       # an input returned as it came
+    if node.array_result:                 # np.where, np.copy, ...
+        return True
     op = node.op
-    if op.name == "getitem":
+    if op.name == "getitem":              # a[()], v[0]: a scalar; a[...], a[None]: an array
         return any(e[0] != "i" for e in node.params.get("index", ()))
-    return op.kind in ("movement", "creation", "random") or op.name in _ARRAY_OPS
+    if op.name in ("reshape", "permute", "detach"):
+        # a view of a 0-d value has its type: a NumPy scalar's .T / .reshape(()) is a scalar
+        src = node.args[0] if node.args else None
+        if hasattr(src, "shape") and tuple(src.shape) == ():
+            return _numpy_gives_array(src)
+        return True
+    return op.kind in ("creation", "random", "movement") or op.view or op.name in _ARRAY_OPS
 
 
 def _to_output(session, t, numpy_out):

@@ -34,8 +34,8 @@ def _matmul_infer(args, p):
         raise ValueError(f"matmul: batch dimensions of shapes {sa} and {sb} do not broadcast") from None
     shape = batch + ((sa[-2],) if len(sa) >= 2 else ()) + ((sb[-1],) if len(sb) >= 2 else ())
     dt = D.result_type(a, b)
-    if dt.kind == "b":
-        raise TypeError("matmul is not defined for bool tensors")
+    if dt.kind == "b" and not any(getattr(x, "_np", False) for x in (a, b)):
+        raise TypeError("matmul is not defined for bool tensors")   # (NumPy data: NumPy's bool matmul)
     return shape, dt
 
 
