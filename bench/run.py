@@ -5,6 +5,9 @@
     python -m bench.run --quick         # small shapes, to check the harness (writes to a temp dir)
     python -m bench.run --no-torch      # skip the PyTorch peers even when installed
 
+Letters a-i are the compiler workloads; the kernel and contract benchmarks have names:
+attention, quant, sparse, cells, cache_reliability (each also runs alone as ``python -m bench.<name>``).
+
 A compiled result that differs from NumPy, or a crash, is reported in the table and makes
 the command exit with status 1 (after writing the results).
 """
@@ -19,11 +22,12 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SUITES = ("attention", "quant", "sparse", "cells", "cache_reliability")
 
 
 def _parse(argv):
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="abcdefghi", help="workload letters to run, e.g. 'a,b,e'")
+    ap.add_argument("--only", default="abcdefghi,attention,quant,sparse,cells,cache_reliability", help="workload letters to run, e.g. 'a,b,e'")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per big workload (default 5)")
     ap.add_argument("--quick", action="store_true", help="small shapes and few runs")
     ap.add_argument("--no-torch", action="store_true", help="leave the PyTorch peers out")
@@ -34,7 +38,8 @@ def _parse(argv):
 
 def main(argv=None) -> int:
     args = _parse(argv)
-    only = set(args.only.replace(",", ""))
+    words = [w for w in args.only.split(",") if w]
+    only = {c for w in words if w not in SUITES for c in w} | {w for w in words if w in SUITES}
     tmp = tempfile.mkdtemp(prefix="nbaccel-bench-")
     # an isolated cache: nothing from the user's cache helps, nothing of ours stays behind
     os.environ["NBACCEL_CACHE_DIR"] = os.path.join(tmp, "cache-main")
@@ -66,7 +71,7 @@ def main(argv=None) -> int:
                           "shape_note": f"(a)-(c) {rows}x{cols} float32; (d) MLP {mlp}; "
                                         f"(e) {lat_shape[0]}x{lat_shape[1]}"},
                "torch_import_seconds": peers.import_seconds(),
-               "workloads": {}, "failures": []}
+               "workloads": {}, "suites": {}, "failures": []}
     t_start = time.perf_counter()
 
     def note_failures(key, variants):
@@ -104,6 +109,18 @@ def main(argv=None) -> int:
             results[label] = {"error": f"error: {type(e).__name__}: {e}"}
             results["failures"].append(f"({key}) error: {type(e).__name__}: {e}")
 
+    import importlib
+    for name in SUITES:
+        if name not in only:
+            continue
+        print(f"[bench] {name} ...", flush=True)
+        mod = importlib.import_module(f"bench.{name}")
+        try:
+            results["suites"][name] = mod.run(quick=args.quick)
+        except Exception as e:
+            results["suites"][name] = {"error": f"{type(e).__name__}: {e}"}
+            results["failures"].append(f"({name}) error: {type(e).__name__}: {e}")
+
     results["targets"] = targets(results)
     results["total_seconds"] = time.perf_counter() - t_start
     try:
@@ -116,6 +133,9 @@ def main(argv=None) -> int:
     except Exception:
         pass
     md = markdown(results)
+    for name, res in results["suites"].items():
+        mod = importlib.import_module(f"bench.{name}")
+        md += f"\n\n## {name}\n\n" + (f"error: {res['error']}" if "error" in res else mod.markdown(res))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1, default=str)

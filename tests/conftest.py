@@ -30,6 +30,17 @@ except ImportError:  # pragma: no cover
 
 
 @pytest.fixture(autouse=True)
+def _restore_config():
+    """A test that changes nb.config (a magic's `config ...` line) leaves it as it found it."""
+    import copy
+    import nbaccel
+    saved = copy.deepcopy(nbaccel.compiler.config)
+    yield
+    nbaccel.compiler.config.clear()
+    nbaccel.compiler.config.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _seed():
     import nbaccel
     nbaccel.manual_seed(0)

@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from ._triton_args import TritonArg
+from .._triton_args import as_triton_arg
 from .packing import INT4_BLOCK, check_group_size
 
 
@@ -178,8 +178,8 @@ def int8_weight_only_matmul(x, q, scale, bias=None):
     b, has_bias = _bias_arg(bias, out)
     bm, bn = _blocks(m, n)
     _kernels()["int8_weight_only"][(_cdiv(m, bm), _cdiv(n, bn))](
-        TritonArg(_contig(x, np.float32)), TritonArg(_contig(q, np.int8)),
-        TritonArg(_contig(scale, np.float32)), TritonArg(b), TritonArg(out), m, n, k,
+        as_triton_arg(_contig(x, np.float32)), as_triton_arg(_contig(q, np.int8)),
+        as_triton_arg(_contig(scale, np.float32)), as_triton_arg(b), as_triton_arg(out), m, n, k,
         HAS_BIAS=has_bias, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=32)
     return out.astype(x.dtype, copy=False)
 
@@ -199,8 +199,8 @@ def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=
     bm, bn = _blocks(m, n)
     assert k % INT4_BLOCK == 0
     _kernels()["int4_weight_only"][(_cdiv(m, bm), _cdiv(n, bn))](
-        TritonArg(_contig(x, np.float32)), TritonArg(_contig(packed, np.uint8)),
-        TritonArg(_contig(scales, np.float32)), TritonArg(z), TritonArg(b), TritonArg(out),
+        as_triton_arg(_contig(x, np.float32)), as_triton_arg(_contig(packed, np.uint8)),
+        as_triton_arg(_contig(scales, np.float32)), as_triton_arg(z), as_triton_arg(b), as_triton_arg(out),
         m, n, k, GROUP=group_size, HAS_ZEROS=zeros is not None, HAS_BIAS=has_bias,
         BLOCK_M=bm, BLOCK_N=bn)
     return out.astype(x.dtype, copy=False)
@@ -213,8 +213,8 @@ def quantize_per_token_int8(x):
     q = xp.empty((m, k), np.int8)
     s = xp.empty((m,), np.float32)
     if m:
-        _kernels()["quantize_rows"][(m,)](TritonArg(_contig(x, np.float32)), TritonArg(q),
-                                          TritonArg(s), k, BLOCK_K=128)
+        _kernels()["quantize_rows"][(m,)](as_triton_arg(_contig(x, np.float32)), as_triton_arg(q),
+                                          as_triton_arg(s), k, BLOCK_K=128)
     return q, s
 
 
@@ -226,8 +226,8 @@ def _int8_launch(xq, wq, xs, ws, bias, out, rescale):
     b, has_bias = _bias_arg(bias, out)
     bm, bn = _blocks(m, n)
     _kernels()["int8_int8"][(_cdiv(m, bm), _cdiv(n, bn))](
-        TritonArg(_contig(xq, np.int8)), TritonArg(_contig(wq, np.int8)), TritonArg(xs),
-        TritonArg(ws), TritonArg(b), TritonArg(out), m, n, k,
+        as_triton_arg(_contig(xq, np.int8)), as_triton_arg(_contig(wq, np.int8)), as_triton_arg(xs),
+        as_triton_arg(ws), as_triton_arg(b), as_triton_arg(out), m, n, k,
         RESCALE=rescale, HAS_BIAS=has_bias, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=32)
     return out
 

@@ -18,72 +18,8 @@ import numpy as np
 import triton
 import triton.language as tl
 
+from .._triton_args import as_triton_arg
 from .reference import check_dense, meta_cols
-
-
-# ---- arrays as Triton arguments --------------------------------------------------------------
-
-class _Storage:
-    __slots__ = ("root",)
-
-    def __init__(self, root):
-        self.root = root
-
-    def data_ptr(self):
-        return _ptr(self.root)
-
-    def cpu(self):             # host memory already: zero copy
-        return self
-
-    def copy_(self, other):    # the interpreter copies results back; same memory, nothing to do
-        if other.data_ptr() != self.data_ptr():
-            np.copyto(self.root, other.root)
-        return self
-
-
-def _ptr(a):
-    if isinstance(a, np.ndarray):
-        return a.__array_interface__["data"][0]
-    return a.data.ptr          # CuPy
-
-
-def _root(a):
-    while isinstance(getattr(a, "base", None), np.ndarray):
-        a = a.base
-    return a
-
-
-class _View:
-    """The interface Triton's launcher and interpreter use on a tensor argument (data_ptr,
-    dtype, and the storage calls of the interpreter's host copy), over a NumPy or CuPy array.
-    Inside the interpreter host and "device" are the same memory, so every copy is a no-op."""
-
-    __slots__ = ("arr", "dtype")
-
-    def __init__(self, arr):
-        self.arr = arr
-        self.dtype = arr.dtype      # NumPy dtypes are long-lived singletons (Triton caches by id)
-
-    def data_ptr(self):
-        return _ptr(self.arr)
-
-    def untyped_storage(self):
-        return _Storage(_root(self.arr))
-
-    def storage_offset(self):
-        return (self.data_ptr() - _ptr(_root(self.arr))) // self.arr.itemsize
-
-    def size(self):
-        return self.arr.shape
-
-    def stride(self):
-        return tuple(s // self.arr.itemsize for s in self.arr.strides)
-
-    def new_empty(self, *size, device=None):
-        return self
-
-    def set_(self, storage, offset, size, stride):
-        return self
 
 
 def _empty(like, shape, dtype):
@@ -230,7 +166,7 @@ def compress(w, BR=16, BB=16):
     meta = _zeros(w, (rows, meta_cols(cols)), np.uint8)
     if w.size:
         grid = (triton.cdiv(rows, BR), triton.cdiv(meta_cols(cols), BB))
-        _compress_kernel[grid](_View(w), _View(values), _View(meta), rows, cols // 4,
+        _compress_kernel[grid](as_triton_arg(w), as_triton_arg(values), as_triton_arg(meta), rows, cols // 4,
                                w.strides[0] // w.itemsize, cols // 2, meta_cols(cols), BR=BR, BB=BB)
     return values, meta
 
@@ -243,7 +179,7 @@ def decompress(values, meta, cols: int, BN=16, BK=32):
     out = _empty(values, (rows, cols), values.dtype)
     if out.size:
         grid = (triton.cdiv(rows, BN), triton.cdiv(cols, BK))
-        _decompress_kernel[grid](_View(values), _View(meta), _View(out), rows, cols, cols // 2,
+        _decompress_kernel[grid](as_triton_arg(values), as_triton_arg(meta), as_triton_arg(out), rows, cols, cols // 2,
                                  meta_cols(cols), cols, BN=BN, BK=BK)
     return out
 
@@ -263,7 +199,7 @@ def linear(x, values, meta, cols: int, BM=16, BN=32, BK=32):
     out = _empty(values, (m, n), values.dtype)
     if out.size:
         grid = (triton.cdiv(m, BM), triton.cdiv(n, BN))
-        _linear_kernel[grid](_View(x2), _View(values), _View(meta), _View(out), m, n, cols,
+        _linear_kernel[grid](as_triton_arg(x2), as_triton_arg(values), as_triton_arg(meta), as_triton_arg(out), m, n, cols,
                              cols, cols // 2, meta_cols(cols), n, BM=BM, BN=BN, BK=BK,
                              F64=values.dtype == np.float64)
     return out.reshape(n) if vec else out
