@@ -43,6 +43,11 @@ def main(argv=None) -> int:
     tmp = tempfile.mkdtemp(prefix="nbaccel-bench-")
     # an isolated cache: nothing from the user's cache helps, nothing of ours stays behind
     os.environ["NBACCEL_CACHE_DIR"] = os.path.join(tmp, "cache-main")
+    # One OpenMP wait policy for every library in the run (numba's and torch's pools). With
+    # sleeping threads (nbaccel's notebook default, PASSIVE) the same numba kernel took 11 ms or
+    # 85 ms from call to call on this VM; spinning threads (torch's default) gave 11 ms every
+    # time. Set before nbaccel or torch is imported; recorded in results.json.
+    os.environ.setdefault("OMP_WAIT_POLICY", "ACTIVE")
     out_dir = args.out or (tmp if args.quick else HERE)
     if args.quick:
         rows = cols = 512
@@ -65,7 +70,7 @@ def main(argv=None) -> int:
     from .workloads import ARRAY_WORKLOADS
 
     torch = peers.torch_or_none()
-    results = {"machine": machine_info(torch),
+    results = {"machine": dict(machine_info(torch), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY")),
                "config": {"repeat": repeat, "shape": [rows, cols], "mlp": mlp,
                           "latency_shape": list(lat_shape), "quick": args.quick,
                           "shape_note": f"(a)-(c) {rows}x{cols} float32; (d) MLP {mlp}; "

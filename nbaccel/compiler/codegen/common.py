@@ -9,6 +9,7 @@ so that later allocations can reuse the memory.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def render_program(sch, kernel_names, backend) -> str:
     for s in sch.steps:
         if isinstance(s, Kernel):
             for o in s.outputs:
-                lines.append(f"    {ref_name(o)} = np.empty({math.prod(o.shape)}, dtype=DT[{o.index}])")
+                lines.append(f"    {ref_name(o)} = alloc({o.index}, {math.prod(o.shape)}, DT[{o.index}])")
             args = [ref_name(a) for a in s.inputs] + [ref_name(o) for o in s.outputs]
             lines.append(f"    {kernel_names[s.index]}({', '.join(args)})  # {s.ranges_text()} "
                          f"{', '.join(dict.fromkeys(s.op_names()))}")
@@ -106,8 +107,27 @@ def make_extern(sch):
     return extern
 
 
+class BufferPool:
+    """Kernel output buffers kept from one call to the next: a buffer nobody else holds any
+    more (the caller dropped the result, an intermediate was freed) is written again instead of
+    a fresh one. A fresh 64 MB buffer costs its page faults on every call, about as much as a
+    fused kernel's work, and the spread of those costs made run times bimodal."""
+
+    def __init__(self):
+        self.buffers: dict[int, np.ndarray] = {}
+
+    def __call__(self, key, n, dtype):
+        a = self.buffers.get(key)
+        # references: the pool's, this local, getrefcount's argument; any more is a live view
+        if a is not None and sys.getrefcount(a) <= 3:
+            return a
+        a = np.empty(n, dtype=dtype)
+        self.buffers[key] = a
+        return a
+
+
 def program_namespace(sch, kernels: dict):
-    ns = {"np": np, "flat": flat, "strided": strided, "extern": make_extern(sch),
+    ns = {"np": np, "flat": flat, "strided": strided, "extern": make_extern(sch), "alloc": BufferPool(),
           "DT": {n.index: n.dtype.np for n in sch.graph.nodes}}
     ns.update(kernels)
     return ns

@@ -308,11 +308,13 @@ class _Renderer:
             self.lines.append(f"{pad}{acc} = {init}")
         if kind in ("amax", "amin") and floaty:
             self.lines.append(f"{pad}nan{r.index} = " + (f"np.zeros({BLOCK}, np.bool_)" if block else "False"))
+        memo = dict(self.stashed)
+        if not block:
+            self.hoist([r.src], var, memo, pad, accs)
         inner = self.loops(k.axes, var, pad)
         if block:
             self.lines.append(f"{inner}for jj in range(jn):")
             inner += "    "
-        memo = dict(self.stashed)
         v = self.expr(r.src, var, memo, inner, accs)
         self.stash(r, var, memo, inner)
         target = f"{acc}[jj]" if block else acc
@@ -361,11 +363,13 @@ class _Renderer:
         else:
             self.lines.append(f"{pad}{best} = {init}")
             self.lines.append(f"{pad}{idx} = np.int64(0)")
+        memo = dict(self.stashed)
+        if not block:
+            self.hoist([r.src], var, memo, pad, accs)
         inner = self.loops(k.axes, var, pad)
         if block:
             self.lines.append(f"{inner}for jj in range(jn):")
             inner += "    "
-        memo = dict(self.stashed)
         v = self.expr(r.src, var, memo, inner, accs)
         flat = var[k.axes[0]]
         for a in k.axes[1:]:
@@ -471,15 +475,48 @@ class _Renderer:
                 self.store(st.node, self.expr(st.expr, zero, memo, inner, accs), zero, inner)
         if elems:
             v2 = dict(var)
+            memo = dict(self.stashed)
+            if not block:
+                self.hoist([st.expr for st in elems], v2, memo, pad, accs)
             inner = self.loops(k.axes, v2, pad)
             if block:
                 self.lines.append(f"{inner}for jj in range(jn):")
                 inner += "    "
-            self.final_pass(elems, v2, inner, accs)
+            self.final_pass(elems, v2, inner, accs, memo)
         return total
 
-    def final_pass(self, elems, var, pad, accs):
-        memo = dict(self.stashed)
+    def hoist(self, exprs, var, memo, pad, accs):
+        """Emit, before the loops over the reduction ranges, every largest sub-expression that
+        does not vary along them (a row's mean, its 1/sqrt(var + eps)): computed once per kept
+        index instead of once per element (LLVM does not hoist a sqrt or a division)."""
+        axes = self.k.axes
+        seen = {}
+
+        def invariant(e):
+            if id(e) not in seen:
+                if e.kind == "load":
+                    seen[id(e)] = all(e.layout.strides[a] == 0 for a in axes)
+                elif e.kind == "acc":
+                    seen[id(e)] = id(e.red) in accs
+                elif e.kind == "const":
+                    seen[id(e)] = True
+                else:
+                    seen[id(e)] = all(invariant(a) for a in e.args)
+            return seen[id(e)]
+
+        def walk(e):
+            if e.kind != "op" or e.key() in memo:
+                return
+            if invariant(e) and any(a.kind != "const" for a in e.args):
+                self.expr(e, var, memo, pad, accs)
+                return
+            for a in e.args:
+                walk(a)
+        for e in exprs:
+            walk(e)
+
+    def final_pass(self, elems, var, pad, accs, memo=None):
+        memo = dict(self.stashed) if memo is None else memo
         for st in elems:
             self.store(st.node, self.expr(st.expr, var, memo, pad, accs), var, pad)
 
