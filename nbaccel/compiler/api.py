@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
-from .capture import TooManyGraphBreaks, TraceSession
+from .capture import TooManyGraphBreaks, TraceSession, numpy_gives_array as _numpy_gives_array
 from .entries import GraphCache
 from . import cache
 from .report import CompileReport
@@ -317,29 +317,6 @@ class CompiledFunction:
 
     def __repr__(self):
         return f"<nbaccel compiled {self.name} (backend={self.backend}, mode={self.mode})>"
-
-
-_ARRAY_OPS = {"astype", "clone", "copy", "detach", "real", "imag"}
-
-
-def _numpy_gives_array(node) -> bool:
-    """Whether NumPy's result of the op that made a 0-d value is a 0-d array (views, copies,
-    creation, astype, where, ``a[...]``) rather than a NumPy scalar (ufuncs, reductions,
-    ``a[()]``, ``v[0]``, ``v @ v``)."""
-    if node is None or node.op is None:
-        return True                       # an input returned as it came
-    if node.array_result:                 # np.where, np.copy, ...
-        return True
-    op = node.op
-    if op.name == "getitem":              # a[()], v[0]: a scalar; a[...], a[None]: an array
-        return any(e[0] != "i" for e in node.params.get("index", ()))
-    if op.name in ("reshape", "permute", "detach"):
-        # a view of a 0-d value has its type: a NumPy scalar's .T / .reshape(()) is a scalar
-        src = node.args[0] if node.args else None
-        if hasattr(src, "shape") and tuple(src.shape) == ():
-            return _numpy_gives_array(src)
-        return True
-    return op.kind in ("creation", "random", "movement") or op.view or op.name in _ARRAY_OPS
 
 
 def _to_output(session, t, numpy_out):

@@ -42,6 +42,30 @@ def _is_internal(filename: str) -> bool:
     return hit
 
 
+
+_ARRAY_OPS = {"astype", "clone", "copy", "detach", "real", "imag"}
+
+
+def numpy_gives_array(node) -> bool:
+    """Whether NumPy's result of the op that made a 0-d value is a 0-d array (views, copies,
+    creation, astype, where, ``a[...]``) rather than a NumPy scalar (ufuncs, reductions,
+    ``a[()]``, ``v[0]``, ``v @ v``)."""
+    if node is None or node.op is None:
+        return True                       # an input returned as it came
+    if node.array_result:                 # np.where, np.copy, ...
+        return True
+    op = node.op
+    if op.name == "getitem":              # a[()], v[0]: a scalar; a[...], a[None]: an array
+        return any(e[0] != "i" for e in node.params.get("index", ()))
+    if op.name in ("reshape", "permute", "detach"):
+        # a view of a 0-d value has its type: a NumPy scalar's .T / .reshape(()) is a scalar
+        src = node.args[0] if node.args else None
+        if hasattr(src, "shape") and tuple(src.shape) == ():
+            return numpy_gives_array(src)
+        return True
+    return op.kind in ("creation", "random", "movement") or op.view or op.name in _ARRAY_OPS
+
+
 class GraphBreakError(RuntimeError):
     """Raised instead of a graph break when ``fullgraph=True``."""
 
@@ -283,16 +307,22 @@ class TraceSession:
     # ops from it: a write through a view becomes a scatter into the root (and a new version of
     # it), and a view read after its root changed is derived again from the root's new value.
     _INVERTIBLE = {"getitem", "strided_slice", "reshape", "permute", "detach"}
+    _DERIVED = _INVERTIBLE | {"broadcast_to", "real", "imag"}   # re-read after a write to the root
 
     def _note_view(self, t, op, params, args):
         extra = tuple(args[1:])
-        if op.name not in self._INVERTIBLE or any(isinstance(a, Tensor) for a in extra):
+        if op.name not in self._DERIVED or any(isinstance(a, Tensor) for a in extra):
             return                                  # a copy (advanced indexing) or not invertible
+        src = args[0]._node
+        if tuple(args[0].shape) == () and src is not None and not numpy_gives_array(src):
+            return                                  # NumPy holds a scalar there: its .T is a new scalar
+        if not numpy_gives_array(t._node):
+            return                                  # a[()], v[0]: NumPy gives a scalar copy
         parent = self.view_of.get(id(args[0]))
         if parent is not None:
             root, chain, ver = parent
-            if self.version.get(id(root), 0) != ver:
-                return
+            if self.version.get(id(root), 0) != ver or chain[-1][0].name == "broadcast_to":
+                return                              # NumPy copies a broadcast view it reshapes
         else:
             root, chain = args[0], []
         self.view_of[id(t)] = (root, chain + [(op, dict(params), extra)], self.version.get(id(root), 0))
@@ -345,9 +375,16 @@ class TraceSession:
     # -- in-place ---------------------------------------------------------------------------------
     def assign(self, target: Tensor, new: Tensor):
         info = self.view_of.get(id(target))
+        if info is not None and any(op.name not in self._INVERTIBLE for op, _, _ in info[1]):
+            if any(op.name == "broadcast_to" for op, _, _ in info[1]):
+                raise ValueError("assignment destination is read-only")    # NumPy's broadcast view
+            info = None                               # real/imag: the old refusal below applies
+        new = self.lift(new)
+        if isinstance(new, Tensor) and new.dtype is not target.dtype:
+            from ..ops.registry import OPS          # an in-place result keeps the target's dtype
+            new = self.record(OPS["astype"], (new,), {"dtype": target.dtype})
         if info is not None:                         # a write through a view updates its root
             root, chain, _ = info
-            new = self.lift(new)
             self.assign(root, self._scatter(self.lift(root), chain, new))
             self.view_of[id(target)] = (root, chain, self.version.get(id(root), 0))
             target._node = new._node

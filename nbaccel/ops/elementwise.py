@@ -189,7 +189,10 @@ def _power_infer(args, params):
     from .meta import default_infer
     shape, dtype = default_infer("binary", "int8bool")(args, params)
     b = args[1]
-    if dtype.kind in "iu" and isinstance(b, int) and not isinstance(b, bool) and b < 0:
+    size = 1
+    for d in getattr(args[0], "shape", ()):
+        size *= d
+    if dtype.kind in "iu" and isinstance(b, int) and not isinstance(b, bool) and b < 0 and size:
         raise ValueError("Integers to negative integer powers are not allowed.")
     return shape, dtype
 
