@@ -166,7 +166,7 @@ def test_errors():
 VIEWS = [lambda x: x.reshape(6, 2), lambda x: x.permute(1, 0, 2), lambda x: x.unsqueeze(0),
          lambda x: x.squeeze(), lambda x: x.transpose(0, 1), lambda x: x[1:, ::-1],
          lambda x: x[0], lambda x: x.flip(0), lambda x: x[..., None, 1],
-         lambda x: nb.moveaxis(x, 0, 2), lambda x: x.flatten()]
+         lambda x: nb.moveaxis(x, 0, 2), lambda x: x.ravel(), lambda x: x.flatten(0, 1)]
 
 
 @pytest.mark.parametrize("view", VIEWS)
@@ -176,6 +176,13 @@ def test_views_share_memory_and_version(view):
     assert v._version is base._version
     np.asarray(v)[(0,) * v.ndim] = -7.0     # a write through the view shows in the base
     assert (np.asarray(base) == -7.0).sum() == 1
+
+
+def test_flatten_of_numpy_data_copies_as_numpy_does():
+    base = nb.asarray(np.arange(6.0).reshape(3, 2))
+    flat = base.flatten()
+    np.asarray(flat)[0] = -1.0
+    assert np.asarray(base)[0, 0] == 0.0 and flat.shape == (6,)
 
 
 def test_copies_do_not_alias():

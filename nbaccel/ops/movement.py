@@ -242,8 +242,8 @@ defalias("unsqueeze", lambda x, dim: _expand_dims(x, dim), methods="unsqueeze")
 def _flatten(x, start_dim=0, end_dim=-1):
     """Merge dims start_dim..end_dim (PyTorch); all of them by default (0-d gives shape (1,))."""
     x = as_tensor(x)
-    if x._np:       # NumPy's ndarray.flatten always copies (a write to it never reaches x)
-        return x.reshape(-1).clone()
+    if x._np and start_dim == 0 and end_dim == -1:
+        return x.reshape(-1).clone()   # NumPy's ndarray.flatten copies: a write never reaches x
     if x.ndim == 0:
         return x.reshape(1)
     s, e = axis_index(start_dim, x.ndim, "start_dim"), axis_index(end_dim, x.ndim, "end_dim")
