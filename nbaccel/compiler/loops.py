@@ -229,6 +229,9 @@ class Expr:
         memo[id(self)] = out
         return out
 
+    def __repr__(self):
+        return f"<Expr {self.text()}>"
+
     def text(self, names=None):
         names = names or {}
         if self.kind == "load":
@@ -297,7 +300,6 @@ class Kernel:
         self.inputs: list = []      # graph nodes whose buffers it loads, in argument order
         self.outputs: list = []     # graph nodes whose buffers it writes, in argument order
         self.name = f"k{index}"
-        self.refusals: list[str] = []
 
     # -- what the report and the renderers read ----------------------------------------------
     def kept_axes(self):

@@ -22,8 +22,6 @@ kernel. Every refusal is recorded with why. Softmax and layer_norm over any axis
 """
 from __future__ import annotations
 
-import math
-
 from .ir import Graph, Node
 from .loops import Expr, Kernel, Layout, Reduction, Store, const, load
 from .passes import prune
@@ -356,6 +354,3 @@ def _cast(e: Expr, dtype):
 def schedule(graph: Graph) -> Schedule:
     return _Scheduler(graph).run()
 
-
-def numel(shape):
-    return math.prod(shape)

@@ -13,59 +13,17 @@ multiply), so one compiled kernel serves every size of a dynamic entry. The loop
   other kept axes × blocks of the last axis; accumulators are arrays over the block, so the
   innermost loop still walks the contiguous axis.
 
-Per-element expressions come from :data:`SCALAR`, this renderer's own table; ``fexp``/
+Per-element expressions come from :data:`SCALAR` (``numba_syntax.py``), this renderer's own table; ``fexp``/
 ``ftanh``/... are the vectorisable float32 helpers of ``fastmath.py`` (llvmlite has no SVML).
 Constants are typed module globals (``np.float32(...)``) so float32 code never promotes.
 """
 from __future__ import annotations
 
 from ..loops import Expr, Kernel
+from .numba_syntax import (COMPLEX_SCALAR, SCALAR, _CAST_INPUTS, _COMPARISONS, _COMPLEX_UNSUPPORTED,  # noqa: F401
+                           _DTYPES, _NUMPY_ONLY, _float_lit, _int_limit, _np_type, _operand_dtype,
+                           _small_power, _weak_dtype)
 
-SCALAR = {
-    "add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
-    "divide": "({0} / {1})", "floor_divide": "np.floor_divide({0}, {1})",
-    "remainder": "np.remainder({0}, {1})", "fmod": "np.fmod({0}, {1})",
-    "maximum": "({0} if ({0} > {1} or {0} != {0}) else {1})",
-    "minimum": "({0} if ({0} < {1} or {0} != {0}) else {1})",
-    "power": "({0} ** {1})", "atan2": "math.atan2({0}, {1})", "copysign": "np.copysign({0}, {1})",
-    "equal": "({0} == {1})", "not_equal": "({0} != {1})", "less": "({0} < {1})",
-    "less_equal": "({0} <= {1})", "greater": "({0} > {1})", "greater_equal": "({0} >= {1})",
-    "logical_and": "(({0} != 0) & ({1} != 0))", "logical_or": "(({0} != 0) | ({1} != 0))",
-    "logical_xor": "(({0} != 0) != ({1} != 0))",
-    "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})",
-    "where": "({1} if {0} else {2})",
-    "negative": "(-{0})", "positive": "(+{0})", "abs": "abs({0})", "logical_not": "(not {0})",
-    "bitwise_invert": "np.invert({0})", "signbit": "np.signbit({0})", "isfinite": "np.isfinite({0})",
-    "isinf": "np.isinf({0})", "isnan": "np.isnan({0})", "sign": "np.sign({0})",
-    "floor": "np.floor({0})", "ceil": "np.ceil({0})", "trunc": "np.trunc({0})", "round": "np.rint({0})",
-    "exp": "fexp({0})", "expm1": "fexpm1({0})", "log": "flog({0})", "log1p": "flog1p({0})",
-    "sqrt": "math.sqrt({0})", "sin": "math.sin({0})", "cos": "math.cos({0})", "tan": "math.tan({0})",
-    "asin": "math.asin({0})", "acos": "math.acos({0})", "atan": "math.atan({0})",
-    "tanh": "ftanh({0})", "asinh": "math.asinh({0})", "acosh": "math.acosh({0})",
-    "atanh": "math.atanh({0})", "erf": "ferf({0})",
-    "detach": "{0}", "clone": "{0}",
-    "real": "({0}).real", "imag": "({0}).imag", "conj": "np.conj({0})", "complex": "complex({0}, {1})",
-}
-# numba's scalar shifts differ from NumPy's for shift counts >= the bit width
-_NUMPY_ONLY = {"bitwise_left_shift", "bitwise_right_shift"}
-_DTYPES = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-           "float32", "float64", "complex64", "complex128"}
-# complex values take cmath's functions; ordering has no complex meaning in numba
-COMPLEX_SCALAR = {
-    "exp": "cmath.exp({0})", "log": "cmath.log({0})", "sqrt": "cmath.sqrt({0})",
-    "sin": "cmath.sin({0})", "cos": "cmath.cos({0})", "tan": "cmath.tan({0})",
-    "tanh": "cmath.tanh({0})", "asin": "cmath.asin({0})", "acos": "cmath.acos({0})",
-    "atan": "cmath.atan({0})", "asinh": "cmath.asinh({0})", "acosh": "cmath.acosh({0})",
-    "atanh": "cmath.atanh({0})",
-}
-_COMPLEX_UNSUPPORTED = {"maximum", "minimum", "less", "less_equal", "greater", "greater_equal",
-                        "expm1", "log1p", "sign", "power"}
-# ops whose inputs are converted to the computation dtype first, as NumPy's loops are (numba's
-# scalar rules are NumPy 1's: uint64 + int64 would wrap instead of giving float64)
-_CAST_INPUTS = {"add", "subtract", "multiply", "divide", "floor_divide", "remainder", "fmod",
-                "power", "maximum", "minimum", "equal", "not_equal", "less", "less_equal",
-                "greater", "greater_equal", "where"}
-_COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 _INIT = {"sum": "0", "prod": "1", "any": "False", "all": "True"}
 PARALLEL_MIN_ELEMS = 1 << 20   # below this, threads cost more than they save on 2 cores
 BLOCK = 256                    # kept-last-axis block of a column reduction (accumulators in L1)
@@ -116,10 +74,6 @@ def _all_ops(k):
             out.append(e)
         stack.extend(e.args)
     return out
-
-
-def _np_type(dtype):
-    return "np.bool_" if dtype.name == "bool" else f"np.{dtype.name}"
 
 
 def _leaves_in_order(e, seen=None):
@@ -538,36 +492,6 @@ class _Renderer:
         return "\n".join(src) + "\n"
 
 
-def _weak_dtype(e: Expr, value):
-    """The dtype a weak Python scalar operand is computed in: NumPy's loop dtype, which is the
-    result dtype, except for comparisons, where a scalar of a higher kind than the array (a
-    float next to ints or bools) is compared in its own default dtype."""
-    from ... import dtypes as D
-    if e.op.name not in _COMPARISONS:
-        return e.dtype
-    base = _operand_dtype(e)
-    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
-    kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else \
-        "f" if isinstance(value, float) else "c"
-    if rank[kind] > rank[base.kind]:
-        return {"i": D.int64, "f": D.float64, "c": D.complex128}[kind]
-    return base
-
-
-def _float_lit(v):
-    return repr(float(v)) if v == v and abs(v) != float("inf") else f"float('{v}')"
-
-
-def _small_power(e: Expr):
-    """x ** 2 and x ** 3 with a constant exponent: multiplications (a pow call does not
-    vectorise), as NumPy's own fast path does."""
-    if e.op.name != "power" or e.args[1].kind != "const" or e.dtype.kind not in "fiu":
-        return False
-    v = e.args[1].value
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and v in (2, 3) \
-        and e.args[0].dtype is e.dtype
-
-
 def _subexprs(e, seen=None):
     seen = set() if seen is None else seen
     if id(e) in seen:
@@ -583,27 +507,8 @@ def _keys(e):
     return {x.key() for x in _subexprs(e)}
 
 
-def _operand_dtype(e: Expr):
-    """The dtype weak scalar constants of e take: that of its array operands."""
-    from ...dtypes import result_type
-    ts = [a for a in e.args if not (a.kind == "const" and a.dtype is None)]
-    if e.op.name == "where":
-        ts = ts[1:] or ts
-    if not ts:
-        return e.dtype
-    return result_type(*[a.dtype for a in ts])
-
-
 def render_kernel(k: Kernel, name: str, parallel: bool):
     """(source, P): the shape-generic source and this shape's sizes, offsets and strides."""
     r = _Renderer(k, parallel)
     src = r.render(name)
     return src, r.params
-
-
-def _int_limit(dtype, for_min):
-    import numpy as np
-    if dtype.kind not in "iu":   # bool
-        return True if for_min else False
-    info = np.iinfo(dtype.np)
-    return int(info.max) if for_min else int(info.min)
