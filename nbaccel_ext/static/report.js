@@ -148,7 +148,7 @@ function header(r) {
   const big = h("div", { class: "nbaccel-speedup-box" },
     h("span", { class: `nbaccel-speedup ${sp !== null && sp < 1 ? "nbaccel-slower" : ""}`, testid: "speedup" },
       fmtSpeedup(sp)),
-    h("span", { class: "nbaccel-muted" }, verdict));
+    h("span", { class: "nbaccel-muted", testid: "speedup-verdict" }, verdict));
 
   const e = num(r.eager_seconds), c = num(r.compiled_seconds);
   const top = Math.max(e || 0, c || 0) || 1;
