@@ -242,7 +242,6 @@ class _Renderer:
 
     def reduction_pass(self, r, var, pad, accs, block):
         acc = f"acc{r.index}"
-        k = self.k
         kind = r.op
         if kind in ("argmax", "argmin"):
             return self.arg_pass(r, var, pad, accs, block)
@@ -254,21 +253,10 @@ class _Renderer:
         else:
             acc_t = "np.float64" if floaty else "np.complex128" if r.dtype.kind == "c" else _np_type(r.dtype)
             init = f"{acc_t}({_INIT[kind]})"
-        if block:
-            self.lines.append(f"{pad}{acc} = np.empty({BLOCK}, {acc_t})")
-            self.lines.append(f"{pad}for jj in range(jn):")
-            self.lines.append(f"{pad}    {acc}[jj] = {init}")
-        else:
-            self.lines.append(f"{pad}{acc} = {init}")
+        self.init_acc(acc, acc_t, init, pad, block)
         if kind in ("amax", "amin") and floaty:
             self.lines.append(f"{pad}nan{r.index} = " + (f"np.zeros({BLOCK}, np.bool_)" if block else "False"))
-        memo = dict(self.stashed)
-        if not block:
-            self.hoist([r.src], var, memo, pad, accs)
-        inner = self.loops(k.axes, var, pad)
-        if block:
-            self.lines.append(f"{inner}for jj in range(jn):")
-            inner += "    "
+        inner, memo = self.open_pass([r.src], var, pad, accs, block)
         v = self.expr(r.src, var, memo, inner, accs)
         self.stash(r, var, memo, inner)
         target = f"{acc}[jj]" if block else acc
@@ -300,6 +288,28 @@ class _Renderer:
         if not block:
             self.lines.append(f"{pad}r{r.index} = {cast}({acc})")
 
+    def init_acc(self, name, type_text, init, pad, block):
+        """An accumulator: a scalar, or an array over the column block."""
+        if block:
+            self.lines.append(f"{pad}{name} = np.empty({BLOCK}, {type_text})")
+            self.lines.append(f"{pad}for jj in range(jn):")
+            self.lines.append(f"{pad}    {name}[jj] = {init}")
+        else:
+            self.lines.append(f"{pad}{name} = {init}")
+
+    def open_pass(self, exprs, var, pad, accs, block):
+        """Start one pass over the reduction ranges: values that do not vary along them are
+        emitted first, then the loops open (the column block innermost). Returns the body's
+        indentation and the memo the body continues with."""
+        memo = dict(self.stashed)
+        if not block:
+            self.hoist(exprs, var, memo, pad, accs)
+        inner = self.loops(self.k.axes, var, pad)
+        if block:
+            self.lines.append(f"{inner}for jj in range(jn):")
+            inner += "    "
+        return inner, memo
+
     def arg_pass(self, r, var, pad, accs, block):
         """argmax/argmin: the best value and its flat index over the reduction ranges; the
         first occurrence wins, and the first NaN, as in NumPy."""
@@ -309,21 +319,9 @@ class _Renderer:
         big = float("inf") if floaty else _int_limit(src_t, r.op == "argmin")
         init = ("-" if r.op == "argmax" and floaty else "") + self.const(big, src_t)
         best, idx = f"best{r.index}", f"acc{r.index}"
-        if block:
-            self.lines.append(f"{pad}{best} = np.empty({BLOCK}, {_np_type(src_t)})")
-            self.lines.append(f"{pad}{idx} = np.zeros({BLOCK}, np.int64)")
-            self.lines.append(f"{pad}for jj in range(jn):")
-            self.lines.append(f"{pad}    {best}[jj] = {init}")
-        else:
-            self.lines.append(f"{pad}{best} = {init}")
-            self.lines.append(f"{pad}{idx} = np.int64(0)")
-        memo = dict(self.stashed)
-        if not block:
-            self.hoist([r.src], var, memo, pad, accs)
-        inner = self.loops(k.axes, var, pad)
-        if block:
-            self.lines.append(f"{inner}for jj in range(jn):")
-            inner += "    "
+        self.init_acc(best, _np_type(src_t), init, pad, block)
+        self.init_acc(idx, "np.int64", "np.int64(0)", pad, block)
+        inner, memo = self.open_pass([r.src], var, pad, accs, block)
         v = self.expr(r.src, var, memo, inner, accs)
         flat = var[k.axes[0]]
         for a in k.axes[1:]:
@@ -429,13 +427,7 @@ class _Renderer:
                 self.store(st.node, self.expr(st.expr, zero, memo, inner, accs), zero, inner)
         if elems:
             v2 = dict(var)
-            memo = dict(self.stashed)
-            if not block:
-                self.hoist([st.expr for st in elems], v2, memo, pad, accs)
-            inner = self.loops(k.axes, v2, pad)
-            if block:
-                self.lines.append(f"{inner}for jj in range(jn):")
-                inner += "    "
+            inner, memo = self.open_pass([st.expr for st in elems], v2, pad, accs, block)
             self.final_pass(elems, v2, inner, accs, memo)
         return total
 
