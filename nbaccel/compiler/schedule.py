@@ -123,15 +123,13 @@ class _Scheduler:
             return const(e)
         if e.shape is None or e.shape == tuple(shape):
             return e
-        return e.map_layouts(lambda lay: lay.broadcast_to(shape) if lay.shape != tuple(shape) else lay)
+        return e.map_layouts(lambda lay: lay.broadcast_to(shape))
 
     def visit(self, n: Node):
         op = n.op
         if op.name in MOVEMENT_OPS:
             return self.movement(n, self.arg(n.args[0]))
-        if op.name == "full":
-            return const(n.params["value"], n.dtype)
-        if op.name == "full_like":
+        if op.name in ("full", "full_like"):
             return const(n.params["value"], n.dtype)
         if is_pointwise(n):
             args = [self.broadcast(self.arg(a), n.shape) for a in n.args]
