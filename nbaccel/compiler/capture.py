@@ -387,18 +387,13 @@ class TraceSession:
             root, chain, _ = info
             self.assign(root, self._scatter(self.lift(root), chain, new))
             self.view_of[id(target)] = (root, chain, self.version.get(id(root), 0))
-            target._node = new._node
-            self.mutated = True
-            self.assigned[id(target)] = target
-            self._keep.append(target)
-            return
-        self.version[id(target)] = self.version.get(id(target), 0) + 1
-        new = self.lift(new)
-        if target._node is None:                     # a concrete tensor updated inside the trace
-            self._placeholder(target)                # (its old value stays readable as an input)
-            self.concrete_targets[id(target)] = target
-        elif id(target) in self.view_base:           # writing through a view: the base is stale
-            self.stale.add(id(self.view_base[id(target)]))
+        else:
+            self.version[id(target)] = self.version.get(id(target), 0) + 1
+            if target._node is None:                 # a concrete tensor updated inside the trace
+                self._placeholder(target)            # (its old value stays readable as an input)
+                self.concrete_targets[id(target)] = target
+            elif id(target) in self.view_base:       # writing through a view: the base is stale
+                self.stale.add(id(self.view_base[id(target)]))
         self.stale.discard(id(target))
         target._node = new._node
         self.mutated = True
