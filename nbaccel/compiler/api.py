@@ -20,7 +20,8 @@ import weakref
 import numpy as np
 
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
-from .capture import TooManyGraphBreaks, TraceSession, numpy_gives_array as _numpy_gives_array
+from .capture import TooManyGraphBreaks, TraceSession
+from .views import numpy_gives_array as _numpy_gives_array
 from .entries import GraphCache
 from . import cache
 from .report import CompileReport

@@ -23,6 +23,7 @@ import weakref
 
 from ..ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
 from ..tensor import Tensor, _eager
+from .views import ViewTracking
 from .ir import Graph
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,29 +42,6 @@ def _is_internal(filename: str) -> bool:
         hit = _internal_memo[filename] = filename.startswith(_SKIP_PREFIXES) and filename not in _USER_FILES_IN_PKG
     return hit
 
-
-
-_ARRAY_OPS = {"astype", "clone", "copy", "detach", "real", "imag"}
-
-
-def numpy_gives_array(node) -> bool:
-    """Whether NumPy's result of the op that made a 0-d value is a 0-d array (views, copies,
-    creation, astype, where, ``a[...]``) rather than a NumPy scalar (ufuncs, reductions,
-    ``a[()]``, ``v[0]``, ``v @ v``)."""
-    if node is None or node.op is None:
-        return True                       # an input returned as it came
-    if node.array_result:                 # np.where, np.copy, ...
-        return True
-    op = node.op
-    if op.name == "getitem":              # a[()], v[0]: a scalar; a[...], a[None]: an array
-        return any(e[0] != "i" for e in node.params.get("index", ()))
-    if op.name in ("reshape", "permute", "detach"):
-        # a view of a 0-d value has its type: a NumPy scalar's .T / .reshape(()) is a scalar
-        src = node.args[0] if node.args else None
-        if hasattr(src, "shape") and tuple(src.shape) == ():
-            return numpy_gives_array(src)
-        return True
-    return op.kind in ("creation", "random", "movement") or op.view or op.name in _ARRAY_OPS
 
 
 class GraphBreakError(RuntimeError):
@@ -167,7 +145,7 @@ class _SessionProxy:
         return self.session.graph.lift_args(args)
 
 
-class TraceSession:
+class TraceSession(ViewTracking):
     """Traces one call. ``runner.run_segment(session, graph, live)`` compiles and runs a segment
     and returns one array per graph output."""
 
@@ -301,76 +279,6 @@ class TraceSession:
             return self.materialized[id(t)][1]
         src = self.sources.get(id(t))
         return src if src is not None else Tensor._wrap(t._data, t.dtype, t.device, t._np)
-
-    # -- views: writes through them and reads after their base changed ---------------------------
-    # NumPy views share memory; the graph is functional. A view remembers its root and the view
-    # ops from it: a write through a view becomes a scatter into the root (and a new version of
-    # it), and a view read after its root changed is derived again from the root's new value.
-    _INVERTIBLE = {"getitem", "strided_slice", "reshape", "permute", "detach"}
-    _DERIVED = _INVERTIBLE | {"broadcast_to", "real", "imag"}   # re-read after a write to the root
-
-    def _note_view(self, t, op, params, args):
-        extra = tuple(args[1:])
-        if op.name not in self._DERIVED or any(isinstance(a, Tensor) for a in extra):
-            return                                  # a copy (advanced indexing) or not invertible
-        src = args[0]._node
-        if tuple(args[0].shape) == () and src is not None and not numpy_gives_array(src):
-            return                                  # NumPy holds a scalar there: its .T is a new scalar
-        if not numpy_gives_array(t._node):
-            return                                  # a[()], v[0]: NumPy gives a scalar copy
-        parent = self.view_of.get(id(args[0]))
-        if parent is not None:
-            root, chain, ver = parent
-            if self.version.get(id(root), 0) != ver or chain[-1][0].name == "broadcast_to":
-                return                              # NumPy copies a broadcast view it reshapes
-        else:
-            root, chain = args[0], []
-        self.view_of[id(t)] = (root, chain + [(op, dict(params), extra)], self.version.get(id(root), 0))
-        self.view_tensors[id(t)] = t
-        self._keep.append(root)
-
-    def _replay(self, root, chain):
-        val = root
-        for op, params, extra in chain:
-            val = self.record(op, (val,) + extra, params)
-        return val
-
-    def _rederive(self, a, info):
-        root, chain, _ = info
-        val = self._replay(root, chain)
-        a._node = val._node
-        self.view_of[id(a)] = (root, chain, self.version.get(id(root), 0))
-
-    def _refresh_views(self):
-        """Every view whose root was written since it was made gets its new value (a graph
-        break or the function's end reads them all)."""
-        for vid, info in list(self.view_of.items()):
-            root, chain, ver = info
-            if self.version.get(id(root), 0) != ver:
-                view = self.view_tensors[vid]
-                if view._node is not None and view._node.graph is self.graph:
-                    self._rederive(view, info)
-
-    def _scatter(self, base, chain, new):
-        """The value of ``base`` after its view ``chain`` was set to ``new``."""
-        if not chain:
-            return new
-        from ..ops.registry import OPS
-        op, params, extra = chain[0]
-        sub = self.record(op, (base,) + extra, params)
-        sub_new = self._scatter(sub, chain[1:], new)
-        name = op.name
-        if name == "getitem":
-            return self.record(OPS["setitem"], (base, sub_new), {"index": params["index"], "accumulate": False})
-        if name == "strided_slice":
-            return self.record(OPS["slice_scatter"], (base, sub_new), {"slices": params["slices"]})
-        if name == "reshape":
-            return self.record(OPS["reshape"], (sub_new,), {"shape": tuple(base.shape)})
-        if name == "permute":
-            axes = params["axes"]
-            inv = tuple(sorted(range(len(axes)), key=lambda i: axes[i]))
-            return self.record(OPS["permute"], (sub_new,), {"axes": inv})
-        return sub_new                              # detach
 
     # -- in-place ---------------------------------------------------------------------------------
     def assign(self, target: Tensor, new: Tensor):
