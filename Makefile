@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 # two workers (this is a 2-core machine); each notebook and each test file stays on one worker
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: setup test lab demo bench fuzz chromium docs notebooks clean
+.PHONY: setup test lab demo bench fuzz chromium docs notebooks screenshots clean
 
 setup: $(STAMP)
 
@@ -46,6 +46,10 @@ notebooks: $(STAMP)
 	cd notebooks && for nb in *.ipynb; do \
 	  NBACCEL_STABLE_OUTPUT=1 ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.store_widget_state=False $$nb || exit 1; done
+
+# refresh the README's widget screenshots in docs/img (the browser test, writing where the docs look)
+screenshots: $(STAMP) chromium
+	NBACCEL_REFRESH_SCREENSHOTS=1 $(BIN)/python -m pytest tests/browser -p no:randomly -q
 
 docs: $(STAMP)
 	$(BIN)/python -m nbaccel.docgen docs/supported-ops.md
