@@ -29,6 +29,12 @@ def set_active_trace(graph):
     return prev
 
 
+def _outranks(g, graph):
+    """A vmap level (``nbaccel.func``) takes an op before the compiler's trace and before an
+    outer vmap: the innermost transform interprets it first and hands the rest down."""
+    return g is not graph and getattr(g, "level", 0) > getattr(graph, "level", 0)
+
+
 def apply(op, args, params):
     """Run ``op`` on ``args`` (Tensors and Python scalars): trace, or execute eagerly, and
     record autograd when any input requires grad."""
@@ -38,7 +44,7 @@ def apply(op, args, params):
     dev = None
     for a in args:
         if isinstance(a, Tensor):
-            if a._node is not None:
+            if a._node is not None and (graph is None or _outranks(a._node.graph, graph)):
                 graph = a._node.graph
             if a.requires_grad:
                 needs_grad = True

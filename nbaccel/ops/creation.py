@@ -167,10 +167,17 @@ def generator():
     return _rng
 
 
+# Set by nbaccel.func.vmap while a vmapped function runs (the engine never imports it): it
+# decides how a draw batches (randomness= "error" raises, "same" draws once, "different"
+# draws one sample per example). ``hook(sample, shape, make) -> Tensor``.
+vmap_random_hook = None
+
+
 def _random_tensor(sample, shape, dtype, device, requires_grad):
     from ..tensor import asarray
     shape = _shape_arg(shape)
-    t = asarray(sample(shape), dtype=dtype, device=device, _np=False)
+    make = lambda data: asarray(data, dtype=dtype, device=device, _np=False)   # noqa: E731
+    t = make(sample(shape)) if vmap_random_hook is None else vmap_random_hook(sample, shape, make)
     return t.requires_grad_(True) if requires_grad else t
 
 

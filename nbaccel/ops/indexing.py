@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as D
+from .batching import logical_ndim, pad_batched, with_batch
 from .fronts import _tensor, apply, as_tensor, as_tensor_arg
 from .meta import DataDependentShape, broadcast_shapes
 from .registry import defalias, defop
@@ -213,8 +214,13 @@ def _slice_key(slices):
     return tuple(slice(0, 0, c) if a < 0 else slice(a, b if b >= 0 else None, c) for a, b, c in slices)
 
 
+def _batch_slices(params, size):
+    return {"slices": ((0, size, 1),) + tuple(params["slices"])}
+
+
 strided_slice = defop(
     "strided_slice", kind="movement", view=True,
+    batch_rule=lambda args, batched, p, size: apply(strided_slice, args, _batch_slices(p, size)),
     impl=lambda xp, x, slices: x[_slice_key(slices)],
     infer=lambda args, p: (tuple(len(range(*s)) for s in p["slices"]), args[0].dtype),
     grad=lambda g, out, x, slices: (apply(slice_scatter, (_zeros(x, g.dtype), g),
@@ -228,8 +234,15 @@ def _slice_scatter_impl(xp, x, src, slices):
     return out
 
 
+def _slice_scatter_batch(args, batched, params, size):
+    (x, src), (bx, bs) = args, batched
+    x = with_batch(x, bx, size)
+    return apply(slice_scatter, (x, pad_batched(src, x.ndim - 1) if bs else src),
+                 _batch_slices(params, size))
+
+
 slice_scatter = defop(
-    "slice_scatter", kind="movement", impl=_slice_scatter_impl,
+    "slice_scatter", kind="movement", impl=_slice_scatter_impl, batch_rule=_slice_scatter_batch,
     infer=lambda args, p: (args[0].shape, args[0].dtype),
     grad=lambda g, out, x, src, slices: (
         apply(slice_scatter, (g, 0), {"slices": slices}),
@@ -251,8 +264,33 @@ def _index_infer(args, p):
     return _adv_shape([tuple(a.shape) for a in arrays], p["axes"], tuple(x.shape)), x.dtype
 
 
+def _batched_key(x, bx, arrays, barrays, axes, size):
+    """``(x, arrays, axes)`` that index the whole batch at once, the batch dim staying at the
+    front; None where NumPy's placement of advanced-index dims would move it (the loop)."""
+    axes = tuple(axes)
+    x = with_batch(x, bx, size)
+    if not any(barrays):
+        if axes != tuple(range(axes[0], axes[0] + len(axes))):
+            return None      # separated index arrays: NumPy puts their dims first
+        return x, tuple(arrays), tuple(a + 1 for a in axes)
+    if axes != tuple(range(len(axes))):
+        return None
+    k = max(logical_ndim(a, b) for a, b in zip(arrays, barrays))
+    rows = _tensor().asarray(np.arange(size).reshape((size,) + (1,) * k), device=x.device)
+    arrays = tuple(pad_batched(a, k) if b else a for a, b in zip(arrays, barrays))
+    return x, (rows,) + arrays, (0,) + tuple(a + 1 for a in axes)
+
+
+def _index_batch(args, batched, params, size):
+    key = _batched_key(args[0], batched[0], args[1:], batched[1:], params["axes"], size)
+    if key is None:
+        return NotImplemented
+    x, arrays, axes = key
+    return apply(index, (x,) + arrays, {"axes": axes})
+
+
 index = defop(
-    "index", kind="index", infer=_index_infer,
+    "index", kind="index", infer=_index_infer, batch_rule=_index_batch,
     impl=lambda xp, x, *arrays, axes: x[_key(xp, x, arrays, axes)],
     grad=lambda g, out, x, *arrays, axes: (
         apply(index_put, (_zeros(x, g.dtype), g) + arrays, {"axes": axes, "accumulate": True}),
@@ -286,8 +324,21 @@ def _index_put_grad(g, out, x, values, *arrays, axes, accumulate):
     return _put_grad(index_put, index, g, values, arrays, {"axes": axes}, accumulate)
 
 
+def _index_put_batch(args, batched, params, size):
+    x, values, arrays = args[0], args[1], args[2:]
+    key = _batched_key(x, batched[0], arrays, batched[2:], params["axes"], size)
+    if key is None:
+        return NotImplemented
+    if batched[1]:     # as many logical dims as x[key] has, for broadcasting
+        k = max((logical_ndim(a, b) for a, b in zip(arrays, batched[2:])), default=0)
+        values = pad_batched(values, k + key[0].ndim - 1 - len(params["axes"]))
+    x, arrays, axes = key
+    return apply(index_put, (x, values) + arrays, dict(params, axes=axes))
+
+
 index_put = defop(
     "index_scatter", kind="index", impl=_index_put_impl, grad=_index_put_grad,
+    batch_rule=_index_put_batch,
     infer=lambda args, p: (args[0].shape, args[0].dtype),
     front=lambda x, values, *arrays, axes, accumulate=False: apply(
         index_put, (as_tensor(x), as_tensor_arg(values)) + arrays,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 
 from .. import dtypes as D
+from .batching import with_batch
 from .fronts import apply, as_tensor
 from .movement import _expand_dims, _numpy, axis_index
 from .registry import defalias, defop
@@ -47,8 +48,14 @@ def _concat_front(tensors, axis=0, *, dim=None, dtype=None, out=None, casting=No
     return apply(concat, tuple(ts), {"axis": axis_index(axis, ts[0].ndim), "dtype": dt})
 
 
+def _concat_batch(args, batched, params, size):
+    xs = tuple(with_batch(x, b, size) for x, b in zip(args, batched))
+    return apply(concat, xs, dict(params, axis=params["axis"] + 1))
+
+
 concat = defop(
     "concat", kind="movement", infer=_concat_infer, grad=_concat_grad, front=_concat_front,
+    batch_rule=_concat_batch,
     impl=lambda xp, *xs, axis, dtype: xp.concatenate([x.astype(dtype.np, copy=False) for x in xs],
                                                      axis=axis),
     numpy=("concatenate", "concat"))

@@ -9,6 +9,7 @@ import math
 
 from .. import dtypes as D
 from . import einsum_rules
+from .batching import logical_ndim, pad_batched, reshape
 from .fronts import apply, as_tensor, override
 from .meta import broadcast_shapes
 from .registry import defalias, defop
@@ -64,7 +65,29 @@ def _matmul_front(a, b):
     return apply(matmul, (as_tensor(a), as_tensor(b)), {})
 
 
+def _matmul_batch(args, batched, params, size):
+    """Vectors become matrices (a row, b a column), batched operands get as many matrix-batch
+    dims as the other so broadcasting lines them up, and the vector dims go again after."""
+    (a, b), (ba, bb) = args, batched
+    la, lb = logical_ndim(a, ba), logical_ndim(b, bb)
+    if la == 1:
+        a = reshape(a, tuple(a.shape[:-1]) + (1, a.shape[-1]))
+    if lb == 1:
+        b = reshape(b, tuple(b.shape) + (1,))
+    n = max(la, lb, 2)
+    a = pad_batched(a, n) if ba else a
+    b = pad_batched(b, n) if bb else b
+    out = apply(matmul, (a, b), {})
+    keep = tuple(out.shape)
+    if lb == 1:
+        keep = keep[:-1]
+    if la == 1:
+        keep = keep[:-2] + keep[-1:] if lb != 1 else keep[:-1]
+    return reshape(out, keep)
+
+
 matmul = defop("matmul", kind="linalg", impl=lambda xp, a, b: xp.matmul(a, b),
+               batch_rule=_matmul_batch,
                infer=_matmul_infer, grad=_matmul_grad, front=_matmul_front,
                methods=("matmul", "__matmul__", "__rmatmul__"), numpy=("matmul", "linalg.matmul"),
                inplace=True)
@@ -253,8 +276,14 @@ def _cross_front(a, b, axis=-1, *, dim=None, axisa=None, axisb=None, axisc=None)
     return apply(cross, (a, b), {"axis": axis})
 
 
+def _cross_batch(args, batched, params, size):
+    n = max(logical_ndim(a, b) for a, b in zip(args, batched))
+    args = tuple(pad_batched(a, n) if b else a for a, b in zip(args, batched))
+    return apply(cross, args, {"axis": params["axis"] % n + 1})
+
+
 cross = defop(
-    "cross", kind="linalg", infer=_cross_infer, front=_cross_front,
+    "cross", kind="linalg", infer=_cross_infer, front=_cross_front, batch_rule=_cross_batch,
     impl=lambda xp, a, b, axis: xp.cross(a, b, axis=axis),
     grad=lambda g, out, a, b, axis: (cross.front(b, g, axis=axis), cross.front(g, a, axis=axis)),
     numpy=("cross", "linalg.cross"), methods="cross")
@@ -305,6 +334,8 @@ def _diagonal_front(x, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None):
 
 diagonal = defop(
     "diagonal", kind="linalg", infer=_diagonal_infer, grad=_diagonal_grad,
+    batch_rule=lambda args, batched, p, size: apply(
+        diagonal, args, dict(p, axis1=p["axis1"] + 1, axis2=p["axis2"] + 1)),
     impl=lambda xp, x, offset, axis1, axis2: xp.diagonal(x, offset, axis1, axis2).copy(),
     front=_diagonal_front, numpy="diagonal", methods="diagonal")
 

@@ -14,6 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as D
+from .batching import leading_dims_rule
 from .fronts import apply, as_tensor
 from .meta import broadcast_shapes, default_float, normalize_axis, reduced_shape
 from .reduction import _expand_back
@@ -70,13 +71,13 @@ def _front1(op_ref):
 # ---- inv, det, slogdet ----------------------------------------------------------------------
 
 inv = defop(
-    "inv", kind="linalg", infer=_square_infer("inv"),
+    "inv", kind="linalg", batch_rule=leading_dims_rule("inv"), infer=_square_infer("inv"),
     impl=lambda xp, x: xp.linalg.inv(_lapack(x)),
     grad=lambda g, out, x: (-(out.mT @ g @ out.mT),),
     front=_front1(lambda: inv), methods="inverse", numpy="linalg.inv")
 
 det = defop(
-    "det", kind="linalg", infer=_square_infer("det", lambda s: s[:-2]),
+    "det", kind="linalg", batch_rule=leading_dims_rule("det"), infer=_square_infer("det", lambda s: s[:-2]),
     impl=lambda xp, x: xp.linalg.det(_lapack(x)),
     grad=lambda g, out, x: (_mat(g * out) * inv.front(x).mT,),
     front=_front1(lambda: det), methods="det", numpy="linalg.det")
@@ -104,7 +105,7 @@ def _slogdet_infer(args, p):
 
 
 _slogdet = defop(
-    "slogdet", kind="linalg", infer=_slogdet_infer,
+    "slogdet", kind="linalg", batch_rule=leading_dims_rule("slogdet"), infer=_slogdet_infer,
     impl=lambda xp, x, part: xp.linalg.slogdet(_lapack(x))[0 if part == "sign" else 1],
     grad=_slogdet_grad, front=slogdet, numpy="linalg.slogdet")
 
@@ -173,7 +174,7 @@ def _cholesky_front(x, upper=False):
     return out.mT if upper else out
 
 
-_cholesky = defop("cholesky", kind="linalg", infer=_square_infer("cholesky"),
+_cholesky = defop("cholesky", kind="linalg", batch_rule=leading_dims_rule("cholesky"), infer=_square_infer("cholesky"),
                   impl=lambda xp, x: xp.linalg.cholesky(_lapack(x)), grad=_cholesky_grad,
                   front=_cholesky_front, methods="cholesky", numpy="linalg.cholesky")
 
@@ -224,7 +225,7 @@ def svdvals(x):
     return apply(_svd, (as_tensor(x),), {"part": "S", "full_matrices": False})
 
 
-_svd = defop("svd", kind="linalg", infer=_svd_infer, impl=_svd_impl, grad=_svd_grad, front=svd,
+_svd = defop("svd", kind="linalg", batch_rule=leading_dims_rule("svd"), infer=_svd_infer, impl=_svd_impl, grad=_svd_grad, front=svd,
              numpy="linalg.svd")
 defalias("svdvals", svdvals, numpy="linalg.svdvals")
 
@@ -260,7 +261,7 @@ def eigvalsh(x):
     return apply(_eigh, (as_tensor(x),), {"part": "eigenvalues"})
 
 
-_eigh = defop("eigh", kind="linalg", infer=_eigh_infer, grad=_eigh_grad, front=eigh,
+_eigh = defop("eigh", kind="linalg", batch_rule=leading_dims_rule("eigh"), infer=_eigh_infer, grad=_eigh_grad, front=eigh,
               impl=lambda xp, x, part: xp.linalg.eigh(_lapack(x))[0 if part == "eigenvalues" else 1],
               numpy="linalg.eigh")
 defalias("eigvalsh", eigvalsh, numpy="linalg.eigvalsh")
@@ -287,7 +288,7 @@ def qr(x, mode="reduced"):
     return QRResult(*(apply(_qr, (x,), {"part": p, "mode": mode}) for p in ("Q", "R")))
 
 
-_qr = defop("qr", kind="linalg", infer=_qr_infer, grad=_no_grad_rule("qr"), front=qr,
+_qr = defop("qr", kind="linalg", batch_rule=leading_dims_rule("qr"), infer=_qr_infer, grad=_no_grad_rule("qr"), front=qr,
             impl=lambda xp, x, part, mode: xp.linalg.qr(_lapack(x), mode=mode)[part == "R"],
             numpy="linalg.qr")
 
@@ -313,7 +314,7 @@ def _pinv_impl(xp, x, rtol):
     return xp.linalg.pinv(x, rcond=rtol)
 
 
-pinv = defop("pinv", kind="linalg", infer=_pinv_infer, impl=_pinv_impl,
+pinv = defop("pinv", kind="linalg", batch_rule=leading_dims_rule("pinv"), infer=_pinv_infer, impl=_pinv_impl,
              grad=_no_grad_rule("pinv"), front=_pinv_front, numpy="linalg.pinv")
 
 
@@ -338,7 +339,7 @@ def _rank_infer(args, p):
     return tuple(x.shape[:-2]), D.int64
 
 
-matrix_rank = defop("matrix_rank", kind="linalg", differentiable=False, infer=_rank_infer,
+matrix_rank = defop("matrix_rank", kind="linalg", batch_rule=leading_dims_rule("matrix_rank"), differentiable=False, infer=_rank_infer,
                     impl=_rank_impl, front=_rank_front, numpy="linalg.matrix_rank")
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..devices import device as _device
+from .batching import pad_batched
 from .fronts import apply, as_tensor
 from .meta import normalize_axis
 from .registry import ALIAS_METHODS, NUMPY_FUNCS, defalias, defop
@@ -43,8 +44,12 @@ def _reshape_front(x, *shape, newshape=None):
     return apply(reshape, (x,), {"shape": shape})
 
 
+def _reshape_batch(args, batched, params, size):
+    return apply(reshape, args, {"shape": (size,) + tuple(params["shape"])})
+
+
 reshape = defop(
-    "reshape", kind="movement", view=True,
+    "reshape", kind="movement", view=True, batch_rule=_reshape_batch,
     impl=lambda xp, x, shape: xp.reshape(x, shape),
     infer=lambda args, p: (_resolve_shape(p["shape"], math.prod(args[0].shape)), args[0].dtype),
     grad=lambda g, out, x, shape: (g.reshape(x.shape),),
@@ -68,6 +73,8 @@ def _inverse(axes):
 
 permute = defop(
     "permute", kind="movement", view=True,
+    batch_rule=lambda args, batched, p, size: apply(
+        permute, args, {"axes": (0,) + tuple(a + 1 for a in p["axes"])}),
     impl=lambda xp, x, axes: xp.transpose(x, axes),
     infer=lambda args, p: (tuple(args[0].shape[a] for a in p["axes"]), args[0].dtype),
     grad=lambda g, out, x, axes: (g.permute(_inverse(axes)),),
@@ -96,6 +103,8 @@ def _broadcast_front(x, *shape):
 
 broadcast_to = defop(
     "broadcast_to", kind="movement", view=True,
+    batch_rule=lambda args, batched, p, size: apply(
+        broadcast_to, (pad_batched(args[0], len(p["shape"])),), {"shape": (size,) + tuple(p["shape"])}),
     impl=lambda xp, x, shape: xp.broadcast_to(x, shape),
     infer=lambda args, p: (p["shape"], args[0].dtype),
     grad=lambda g, out, x, shape: (g,),   # autograd sums the broadcast dims away
@@ -126,6 +135,7 @@ def _to_device_impl(xp, x, device):
 
 to_device = defop(
     "to_device", kind="other", impl=_to_device_impl,
+    batch_rule=lambda args, batched, p, size: apply(to_device, args, p),
     infer=lambda args, p: (args[0].shape, args[0].dtype),
     grad=lambda g, out, x, device: (g.to(x.device),),
     methods="to_device",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as D
+from .batching import leading_dims_rule
 from .fronts import apply, as_tensor, override
 from .meta import broadcast_shapes, default_float, normalize_axis
 from .registry import OPS, defop
@@ -378,9 +379,12 @@ def keep_mask(shape, p, device):
     Drawn with the (static) shape of the input, even when the input is a tracer, so a compiled
     graph receives the mask as an input and stays deterministic given it."""
     from ..tensor import asarray
-    from .creation import generator
-    keep = generator().random(tuple(shape)) >= p
-    return asarray(keep, device=device, _np=False)
+    from . import creation
+    sample = lambda s: creation.generator().random(tuple(s)) >= p   # noqa: E731
+    make = lambda data: asarray(data, device=device, _np=False)     # noqa: E731
+    if creation.vmap_random_hook is not None:   # inside vmap: randomness= decides
+        return creation.vmap_random_hook(sample, tuple(shape), make)
+    return make(sample(shape))
 
 
 def _dropout_front(input, p=0.5, training=True, inplace=False):
@@ -464,6 +468,7 @@ def _embedding_front(input, weight, padding_idx=None, max_norm=None, norm_type=2
 
 embedding = defop(
     "embedding", kind="index", impl=_embedding_impl,
+    batch_rule=leading_dims_rule("embedding", 1),   # a batched index, the same table
     infer=lambda args, p: (tuple(args[1].shape) + (args[0].shape[1],), args[0].dtype),
     grad=lambda g, out, w, idx, padding_idx: (
         embedding_backward.front(g, idx, w.shape[0], padding_idx), None),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as D
+from .batching import leading_dims_rule
 from .fronts import apply, as_tensor
 from .registry import defop
 
@@ -131,5 +132,6 @@ def _linear_front(input, qdata, scale, zero_point=None, bias=None, *, mode, grou
 quantized_linear = defop(
     "quantized_linear", kind="linalg", impl=_linear_impl, infer=_linear_infer,
     grad=_linear_grad, front=_linear_front, extern_backend=lambda params: params["mode"],
+    batch_rule=leading_dims_rule("quantized_linear"),   # a batched input, the same weight
     doc="x @ W.T + bias with an int8 / int4 quantized weight (an extern kernel; "
         "see ``nbaccel.quant``).")

@@ -16,6 +16,7 @@ import math
 from collections import namedtuple
 
 from .. import dtypes as D
+from .batching import axis_param_rule
 from .fronts import apply, as_tensor, reduce_params
 from .meta import default_float, normalize_axis, real_only, reduced_shape
 from .registry import defalias, defop
@@ -398,5 +399,5 @@ def _cumprod_grad(g, out, x, axis, dtype):
 SCANS = {}
 for _name, _grad, _sym in (("cumsum", _cumsum_grad, "+"), ("cumprod", _cumprod_grad, "*")):
     SCANS[_name] = defop(_name, kind="other", impl=_scan_impl(_name), infer=_scan_infer,
-                         grad=_grad, front=_scan_front(_name), 
+                         grad=_grad, front=_scan_front(_name), batch_rule=axis_param_rule(_name),
                          methods=_name, numpy=(_name, _name.replace("cum", "cumulative_")))

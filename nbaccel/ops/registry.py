@@ -16,6 +16,9 @@ An :class:`OpDef` holds everything the engine and the compiler need to know:
 * ``extern_backend``  for an op the compiler runs whole (an extern kernel: attention, quantized
                or sparse matmul): ``extern_backend(params) -> str``, the backend label the
                report shows for it (``"flash"``, ``"int4"``, ``"sparse24"``)
+* ``batch_rule``  vmap's rule for a primitive whose kind does not give one
+               (``rule(args, batched, params, size) -> result``, see ``ops/batching.py``);
+               elementwise and reduction ops get theirs from their kind (``nbaccel/func``)
 * ``front``    the user-facing function (argument parsing, NumPy and PyTorch spellings); it
                becomes ``nbaccel.<name>``, the Tensor methods in ``methods`` and the NumPy
                functions in ``numpy`` (``__array_function__`` / ``__array_ufunc__`` dispatch)
@@ -42,7 +45,7 @@ KINDS = ("unary", "binary", "ternary", "reduce", "movement", "index", "creation"
 class OpDef:
     __slots__ = ("name", "kind", "impl", "infer", "grad", "decomp", "primitive",
                  "differentiable", "front", "methods", "numpy",
-                 "view", "inplace", "doc", "dtype_rule", "extern_backend")
+                 "view", "inplace", "doc", "dtype_rule", "extern_backend", "batch_rule")
 
     def __init__(self, name, kind, impl, infer, grad, decomp, primitive, differentiable,
                  methods, numpy, view, inplace, doc, dtype_rule):
@@ -61,6 +64,7 @@ class OpDef:
         self.doc = doc
         self.dtype_rule = dtype_rule
         self.extern_backend = None
+        self.batch_rule = None
         self.front = None
 
     def __repr__(self):
@@ -71,7 +75,7 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
           grad: Callable | None = None, decomp: Callable | None = None,
           differentiable: bool = True, methods=(), numpy=(), view: bool = False, inplace: bool = False,
           dtype_rule: str = "promote", front: Callable | None = None, doc: str = "",
-          extern_backend: Callable | None = None):
+          extern_backend: Callable | None = None, batch_rule: Callable | None = None):
     """Register one op. Returns the OpDef; ``front`` (or a default one for the kind) is
     attached as ``op.front`` and exported by name."""
     if name in OPS:
@@ -95,6 +99,7 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
         front.__doc__ = doc or f"nbaccel op ``{name}`` ({kind})."
     op.front = front
     op.extern_backend = extern_backend
+    op.batch_rule = batch_rule
     OPS[name] = op
     for np_name in op.numpy:
         NUMPY_FUNCS[np_name] = front

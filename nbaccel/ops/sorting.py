@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 
 from .. import dtypes as D
+from .batching import axis_param_rule
 from .fronts import apply, as_tensor
 from .gather import _take_along_axis
 from .movement import _method, axis_index
@@ -56,6 +57,7 @@ def _argsort_front(x, axis=-1, kind=None, order=None, *, descending=False, stabl
 
 argsort = defop(
     "argsort", kind="other", differentiable=False, impl=_argsort_impl,
+    batch_rule=axis_param_rule("argsort"),
     infer=lambda args, p: (args[0].shape, D.int64), front=_argsort_front,
     methods="argsort", numpy="argsort")
 

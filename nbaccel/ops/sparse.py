@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as D
+from .batching import leading_dims_rule
 from .fronts import apply
 from .registry import defop
 
@@ -89,6 +90,7 @@ def _linear_front(input, values, meta, bias=None, *, cols):
 
 linear = defop("sparse24_linear", kind="linalg", impl=_linear_impl, infer=_linear_infer,
                grad=_linear_grad, front=_linear_front, extern_backend=lambda p: "sparse24",
+               batch_rule=leading_dims_rule("sparse24_linear"),   # a batched input, one weight
                doc="``x @ W.T + bias`` for a 2:4 weight W given compressed as (values, meta); "
                    "reads only the kept values and their 2-bit positions.")
 
