@@ -279,7 +279,7 @@ def _cross_front(a, b, axis=-1, *, dim=None, axisa=None, axisb=None, axisc=None)
 def _cross_batch(args, batched, params, size):
     n = max(logical_ndim(a, b) for a, b in zip(args, batched))
     args = tuple(pad_batched(a, n) if b else a for a, b in zip(args, batched))
-    return apply(cross, args, {"axis": params["axis"] % n + 1})
+    return apply(cross, args, {"axis": params["axis"] % n - n})   # from the end: past the batch dim
 
 
 cross = defop(
