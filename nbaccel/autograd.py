@@ -70,6 +70,15 @@ class Node:
     def apply(self, g):
         if self.backward_fn is not None:
             grads = self.backward_fn(g)
+        elif self.out is not None and is_grad_enabled():
+            # create_graph: a rule that reads the output (exp, tanh, sqrt) must be
+            # differentiable through this node, but the saved shell cannot hold it for good
+            # (node -> shell -> node would be a reference cycle): lend it for the call
+            self.out.grad_fn = self
+            try:
+                grads = self.op.grad(g, self.out, *self.args, **self.params)
+            finally:
+                self.out.grad_fn = None
         else:
             grads = self.op.grad(g, self.out, *self.args, **self.params)
         if not isinstance(grads, (tuple, list)):
