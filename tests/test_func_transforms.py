@@ -114,6 +114,10 @@ def test_compositions_grad_of_grad_grad_of_vmap_vmap_of_grad():
     x = T(5)
     np.testing.assert_allclose(grad(lambda v: grad(lambda u: (u ** 3).sum())(v).sum())(x).numpy(),
                                6 * x.numpy(), rtol=1e-12)
+    # the inner gradient depends on a tensor the inner function closes over
+    c = T(5)
+    np.testing.assert_allclose(
+        grad(lambda v: (grad(lambda u: (v * u).sum())(c) ** 2).sum())(x).numpy(), 2 * x.numpy())
     X = T(6, 4)
     np.testing.assert_allclose(grad(lambda m: vmap(lambda r: (r * r).sum())(m).sum())(X).numpy(),
                                2 * X.numpy())

@@ -9,6 +9,7 @@ outer tape (then they stay differentiable, as ``torch.func``'s are under an oute
 from __future__ import annotations
 
 import functools
+import threading
 
 from .. import autograd
 from ..dispatch import apply
@@ -18,6 +19,25 @@ from .batched import BatchNode, wrap
 from .pytree import tree_flatten, tree_unflatten
 
 __all__ = ["grad", "grad_and_value", "vjp"]
+
+
+# how many grad/vjp transforms are running their function on this thread: inside one, a
+# nested transform keeps its results differentiable (the outer one may need them, also when
+# they depend on a tensor the function closes over rather than on an argument)
+_active = threading.local()
+
+
+def _depth() -> int:
+    return getattr(_active, "depth", 0)
+
+
+class _running:
+    def __enter__(self):
+        _active.depth = _depth() + 1
+
+    def __exit__(self, *exc):
+        _active.depth -= 1
+        return False
 
 
 def on_outer_tape(x) -> bool:
@@ -93,7 +113,8 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
             fresh = [fresh_leaf(x, what) for x in leaves]
             trees.append((fresh, spec))
             args[a] = tree_unflatten(fresh, spec)
-        with autograd.enable_grad():
+        connected = connected or _depth() > 0
+        with autograd.enable_grad(), _running():
             out = func(*args, **kwargs)
         aux = None
         if has_aux:
@@ -163,7 +184,8 @@ def vjp_with_leaves(func, primals, has_aux, what, create_graph=False):
         fresh = [fresh_leaf(x, what) for x in leaves]
         trees.append((fresh, spec))
         args.append(tree_unflatten(fresh, spec))
-    with autograd.enable_grad():
+    connected = connected or _depth() > 0
+    with autograd.enable_grad(), _running():
         out = func(*args)
     aux = None
     if has_aux:
