@@ -29,7 +29,11 @@ class BatchNode:
     """What a batched tensor's ``_node`` holds: its level, physical tensor and logical shape."""
 
     __slots__ = ("graph", "physical", "shape", "np_flavour")
-    is_placeholder = True          # the tape may hold it strongly: it is not a traced temporary
+    # like a traced temporary, the tape refers to it weakly: a strong reference would make a
+    # cycle (tensor -> grad_fn -> output shell -> tensor) that keeps a compiled trace's
+    # intermediates alive until the garbage collector runs, so the compiler would have to
+    # return them all as outputs
+    is_placeholder = False
 
     def __init__(self, graph, physical):
         self.graph = graph
