@@ -224,3 +224,19 @@ def test_vmap_of_grad_inside_compile_is_one_graph():
     got2 = cf(X, Y)          # served from the compiled graph
     np.testing.assert_allclose(got2.numpy(), got.numpy())
     assert cf.report.cache == "hit"
+
+
+@pytest.mark.parametrize("transform", ["vmap(vmap)", "jacrev", "grad(vmap)"])
+def test_other_compositions_compile_to_one_graph(transform):
+    from nbaccel.func import jacrev
+    w = T(3, 3, dtype=np.float32)
+    fns = {
+        "vmap(vmap)": (vmap(vmap(lambda v: nb.tanh(v @ w).sum())), T(2, 4, 3, dtype=np.float32)),
+        "jacrev": (jacrev(lambda v: nb.sin(w @ v)), T(3, dtype=np.float32)),
+        "grad(vmap)": (grad(lambda m: vmap(lambda r: (nb.tanh(r @ w) ** 2).sum())(m).sum()),
+                       T(5, 3, dtype=np.float32)),
+    }
+    f, x = fns[transform]
+    cf = nb.compile(f)
+    np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert cf.report.graphs == 1 and cf.report.graph_breaks == []
