@@ -240,3 +240,15 @@ def test_other_compositions_compile_to_one_graph(transform):
     cf = nb.compile(f)
     np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
     assert cf.report.graphs == 1 and cf.report.graph_breaks == []
+
+
+def test_chunk_size_gives_the_same_result():
+    x = T(7, 3)
+    f = lambda v: (v * 2, v.sum(), W34)   # noqa: E731
+    whole = vmap(f, out_dims=(1, 0, None))(x)
+    chunked = vmap(f, out_dims=(1, 0, None), chunk_size=3)(x)
+    for a, b in zip(whole, chunked):
+        np.testing.assert_allclose(a.numpy(), b.numpy())
+    assert chunked[2] is W34
+    with pytest.raises(ValueError, match="chunk_size"):
+        vmap(f, chunk_size=0)

@@ -92,7 +92,7 @@ def _jacobian_layout(rows, o, x, inputs_first):
     return rows.reshape(tuple(o.shape) + tuple(x.shape))
 
 
-def _jac(func, argnums, has_aux, mode):
+def _jac(func, argnums, has_aux, mode, chunk_size=None):
     what = f"{mode}({getattr(func, '__name__', 'f')})(*args)"
 
     @functools.wraps(func)
@@ -119,7 +119,7 @@ def _jac(func, argnums, has_aux, mode):
                     cts = [u if k == i else _zeros_like(flat_out[k]) for k in range(len(flat_out))]
                     res = vjp_fn(tree_unflatten(cts, out_spec))
                     return [g for r in res for g in tree_flatten(r)[0]]
-                rows = vmap(row)(_eye_basis(o))
+                rows = vmap(row, chunk_size=chunk_size)(_eye_basis(o))
                 for j, x in enumerate(flat_in):
                     jac[i][j] = _jacobian_layout(rows[j], o, x, False)
         else:
@@ -149,8 +149,9 @@ def _jac(func, argnums, has_aux, mode):
 
 def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None):
     """The Jacobian by reverse mode (``torch.func.jacrev``): one ``vmap``'d vjp over the rows
-    of an identity. Shaped ``output.shape + input.shape``."""
-    return _jac(func, argnums, has_aux, "jacrev")
+    of an identity (``chunk_size`` rows at a time when given). Shaped
+    ``output.shape + input.shape``."""
+    return _jac(func, argnums, has_aux, "jacrev", chunk_size)
 
 
 def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error"):

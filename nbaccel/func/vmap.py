@@ -38,6 +38,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
     ``randomness``: ``"error"`` (a random draw inside raises), ``"different"`` (one draw per
     example) or ``"same"`` (one draw shared by the batch).
 
+    ``chunk_size`` runs the batch that many examples at a time (less memory, more calls).
+
     Composes with :func:`grad` (``vmap(grad(f))`` gives per-example gradients), with itself
     and with ``nb.compile`` (the batched function is one graph). Ops run through their
     batching rules; one without a rule loops over the batch with a warning naming it.
@@ -66,6 +68,11 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
         dims = broadcast_prefix(list(in_dims) if isinstance(in_dims, tuple) else in_dims,
                                 list(args), "in_dims")
         size = _batch_size(leaves, dims, where)
+        if chunk_size is not None and chunk_size < size:
+            return _in_chunks(wrapped_once, leaves, spec, dims, size, chunk_size, kwargs, out_dims)
+        return wrapped_once(leaves, spec, dims, size, kwargs)
+
+    def wrapped_once(leaves, spec, dims, size, kwargs):
         level = B.BatchLevel(size, randomness)
         inputs = [x if d is None else B.wrap(_move(x, d % x.ndim, 0), level)
                   for x, d in zip(leaves, dims)]
@@ -80,6 +87,24 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
         return _unbatch(out, level, out_dims, size, func)
 
     return wrapped
+
+
+def _in_chunks(run, leaves, spec, dims, size, chunk, kwargs, out_dims):
+    """``chunk_size``: run the batch ``chunk`` examples at a time (less memory at once), and
+    join the chunks' outputs along their out dims."""
+    outs = []
+    for start in range(0, size, chunk):
+        stop = min(start + chunk, size)
+        part = [x if d is None else x[(slice(None),) * (d % x.ndim) + (slice(start, stop),)]
+                for x, d in zip(leaves, dims)]
+        outs.append(run(part, spec, dims, stop - start, kwargs))
+    parts = [tree_flatten(o)[0] for o in outs]
+    out_spec = tree_flatten(outs[0])[1]
+    joined = []
+    for k, d in enumerate(broadcast_prefix(out_dims, outs[0], "out_dims")):
+        pieces = [p[k] for p in parts]
+        joined.append(pieces[0] if d is None else OPS["concat"].front(pieces, d % pieces[0].ndim))
+    return tree_unflatten(joined, out_spec)
 
 
 def _batch_size(leaves, dims, where):
