@@ -14,15 +14,24 @@ batched tensors and the backward rules run on them, so each example gets its own
 """
 from __future__ import annotations
 
+import threading
 import warnings
 
 from ..tensor import Tensor
 from .kind_rules import rule_for
 
-__all__ = ["BatchLevel", "BatchNode", "wrap", "is_batched_at", "levels"]
+__all__ = ["BatchLevel", "BatchNode", "wrap", "is_batched_at", "active_levels"]
 
-# the active vmap levels, innermost last (level numbers start at 1: the compiler's trace is 0)
-levels: list["BatchLevel"] = []
+_state = threading.local()
+
+
+def active_levels() -> list:
+    """This thread's running vmap levels, innermost last (level numbers start at 1: the
+    compiler's trace counts as 0)."""
+    levels = getattr(_state, "levels", None)
+    if levels is None:
+        levels = _state.levels = []
+    return levels
 
 
 class BatchNode:
@@ -62,7 +71,7 @@ class BatchLevel:
     def __init__(self, size: int, randomness: str):
         self.size = size
         self.randomness = randomness
-        self.level = len(levels) + 1
+        self.level = len(active_levels()) + 1
 
     # -- the tracing protocol (see nbaccel/ops/registry.py) ------------------------------------
     def lift_args(self, args):

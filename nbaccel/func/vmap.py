@@ -76,13 +76,13 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
         level = B.BatchLevel(size, randomness)
         inputs = [x if d is None else B.wrap(_move(x, d % x.ndim, 0), level)
                   for x, d in zip(leaves, dims)]
-        B.levels.append(level)
+        B.active_levels().append(level)
         prev_hook = creation.vmap_random_hook
         creation.vmap_random_hook = _random_draw
         try:
             out = func(*tree_unflatten(inputs, spec), **kwargs)
         finally:
-            B.levels.pop()
+            B.active_levels().pop()
             creation.vmap_random_hook = prev_hook
         return _unbatch(out, level, out_dims, size, func)
 
@@ -166,7 +166,7 @@ def _random_draw(sample, shape, make):
     """``creation.vmap_random_hook``: how a random draw inside vmap batches."""
     shape = tuple(shape)
     draw_levels = []
-    for level in B.levels:
+    for level in B.active_levels():
         if level.randomness == "error":
             raise RuntimeError("vmap: called random operation while in randomness error mode. "
                                "Please either use the 'same' or 'different' randomness flags "
