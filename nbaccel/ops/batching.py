@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import math
 
-from .fronts import apply
+import numpy as np
+
+from .fronts import _tensor, apply
 from .registry import OPS
 
 
@@ -88,3 +90,20 @@ def axis_param_rule(op_name: str, key: str = "axis"):
         return apply(OPS[op_name], (x,) + tuple(args[1:]), dict(params, **{key: axis}))
     rule.__name__ = f"{op_name}_batch_rule"
     return rule
+
+
+def batched_index_key(x, bx, arrays, barrays, axes, size):
+    """``(x, arrays, axes)`` that index the whole batch at once, the batch dim staying at the
+    front; None where NumPy's placement of advanced-index dims would move it (the loop)."""
+    axes = tuple(axes)
+    x = with_batch(x, bx, size)
+    if not any(barrays):
+        if axes != tuple(range(axes[0], axes[0] + len(axes))):
+            return None      # separated index arrays: NumPy puts their dims first
+        return x, tuple(arrays), tuple(a + 1 for a in axes)
+    if axes != tuple(range(len(axes))):
+        return None
+    k = max(logical_ndim(a, b) for a, b in zip(arrays, barrays))
+    rows = _tensor().asarray(np.arange(size).reshape((size,) + (1,) * k), device=x.device)
+    arrays = tuple(pad_batched(a, k) if b else a for a, b in zip(arrays, barrays))
+    return x, (rows,) + arrays, (0,) + tuple(a + 1 for a in axes)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as D
-from .batching import logical_ndim, pad_batched, with_batch
+from .batching import batched_index_key, logical_ndim, pad_batched, with_batch
 from .fronts import _tensor, apply, as_tensor, as_tensor_arg
 from .meta import DataDependentShape, broadcast_shapes
 from .registry import defalias, defop
@@ -264,25 +264,8 @@ def _index_infer(args, p):
     return _adv_shape([tuple(a.shape) for a in arrays], p["axes"], tuple(x.shape)), x.dtype
 
 
-def _batched_key(x, bx, arrays, barrays, axes, size):
-    """``(x, arrays, axes)`` that index the whole batch at once, the batch dim staying at the
-    front; None where NumPy's placement of advanced-index dims would move it (the loop)."""
-    axes = tuple(axes)
-    x = with_batch(x, bx, size)
-    if not any(barrays):
-        if axes != tuple(range(axes[0], axes[0] + len(axes))):
-            return None      # separated index arrays: NumPy puts their dims first
-        return x, tuple(arrays), tuple(a + 1 for a in axes)
-    if axes != tuple(range(len(axes))):
-        return None
-    k = max(logical_ndim(a, b) for a, b in zip(arrays, barrays))
-    rows = _tensor().asarray(np.arange(size).reshape((size,) + (1,) * k), device=x.device)
-    arrays = tuple(pad_batched(a, k) if b else a for a, b in zip(arrays, barrays))
-    return x, (rows,) + arrays, (0,) + tuple(a + 1 for a in axes)
-
-
 def _index_batch(args, batched, params, size):
-    key = _batched_key(args[0], batched[0], args[1:], batched[1:], params["axes"], size)
+    key = batched_index_key(args[0], batched[0], args[1:], batched[1:], params["axes"], size)
     if key is None:
         return NotImplemented
     x, arrays, axes = key
@@ -326,7 +309,7 @@ def _index_put_grad(g, out, x, values, *arrays, axes, accumulate):
 
 def _index_put_batch(args, batched, params, size):
     x, values, arrays = args[0], args[1], args[2:]
-    key = _batched_key(x, batched[0], arrays, batched[2:], params["axes"], size)
+    key = batched_index_key(x, batched[0], arrays, batched[2:], params["axes"], size)
     if key is None:
         return NotImplemented
     if batched[1]:     # as many logical dims as x[key] has, for broadcasting
