@@ -74,10 +74,14 @@ def save(obj: dict, f) -> None:
         np.savez(f, **arrays)
 
 
-def load(f, map_location=None) -> dict:
+def load(f, map_location=None):
     """Read a file written by :func:`save`: a dict of Tensors and QuantizedTensors.
-    ``map_location`` is a device to put them on (default: the CPU)."""
+    ``map_location`` is a device to put them on (default: the CPU). A directory written by
+    ``ExportedProgram.save`` loads as that ``ExportedProgram`` (see docs/export.md)."""
     from .quant.tensor import QuantizedTensor
+    if isinstance(f, (str, os.PathLike)) and os.path.isdir(f):
+        from .export.load import load as load_program
+        return load_program(f)
     with np.load(f, allow_pickle=False) as z:
         if _META not in z.files:
             raise ValueError("nb.load: not a file written by nb.save (no metadata entry)")

@@ -38,6 +38,12 @@ def export(fn_or_module, *example_args, dynamic_shapes=None):
             kinds.setdefault(id(p), (n, "parameter"))
         for n, b in target.named_buffers():
             kinds.setdefault(id(b), (n, "buffer"))
+        for prefix, mod in target.named_modules():
+            for attr, val in vars(mod).items():     # QuantizedTensor weights: their stored parts
+                parts = getattr(val, "tensors", None)
+                if callable(parts) and not isinstance(val, (Tensor, Module)):
+                    for part, t in parts().items():
+                        kinds.setdefault(id(t), (f"{prefix + '.' if prefix else ''}{attr}.{part}", "buffer"))
     elif callable(target):
         fn = target
     else:
@@ -55,7 +61,7 @@ def export(fn_or_module, *example_args, dynamic_shapes=None):
             raise ExportError(f"dynamic_shapes marks {names[i]!r}, which is not an array")
     dims, sizes = symbols_of(marks, shapes, names)
     weight_names = {k: n for k, (n, _) in kinds.items()}
-    main = trace(fn, example_args, [n for n, a in zip(names, arrays) if a], weight_names)
+    main = trace(fn, example_args, names, weight_names)
     raws = [_raw(main, kinds)]
     points = None
     if dims:
@@ -63,7 +69,17 @@ def export(fn_or_module, *example_args, dynamic_shapes=None):
         points = fit_points + [check_point]
         for pt in points[1:]:
             args = [_probe_arg(a, marks.get(i, {}), pt) for i, a in enumerate(example_args)]
-            raws.append(_raw(trace(fn, args, [n for n, a in zip(names, arrays) if a], weight_names), kinds))
+            try:
+                tr = trace(fn, args, names, weight_names)
+            except ExportError:
+                raise
+            except Exception as e:   # noqa: BLE001 - the user's code rejects another size
+                at = ", ".join(f"{k}={v}" for k, v in sorted(pt.items()))
+                raise ExportError(f"nb.export traces the function again at other sizes of its dynamic "
+                                  f"dims to find how the graph depends on them, and at {at} it raised "
+                                  f"{type(e).__name__}: {e}. A dynamic dim must work at every size in its "
+                                  "range: narrow the range, or make the dim static") from e
+            raws.append(_raw(tr, kinds))
         _check_same_length(raws, dims)
     spec = _merge_all(raws, points, len(points) - 1 if points else 1)
     for w in spec["weights"]:
@@ -87,8 +103,7 @@ def export(fn_or_module, *example_args, dynamic_shapes=None):
 def _probe_arg(a, marked, point):
     if not isinstance(a, (Tensor, np.ndarray)):
         return a
-    shape = tuple(point[dim.name] if d in marked else s for d, (s, dim) in
-                  enumerate((s, marked.get(d)) for s in a.shape))
+    shape = tuple(point[marked[d].name] if d in marked else s for d, s in enumerate(a.shape))
     if isinstance(a, np.ndarray):
         return np.zeros(shape, a.dtype)
     return Tensor._wrap(np.zeros(shape, a.dtype.np), a.dtype, a.device, a._np)
@@ -205,7 +220,7 @@ class _Merger:
             poly = fit(names, self.points[:self.n_fit], [int(v) for v in vals[:self.n_fit]])
             if poly is None or any(poly(p) != int(v) for p, v in zip(self.points, vals)):
                 raise ExportError(
-                    f"nb.export: {what} uses a size computed from {', '.join(names)} that is not a "
+                    f"nb.export: {what} uses a value computed from {', '.join(names)} that is not a "
                     f"product or sum of dims ({', '.join(str(int(v)) for v in vals)} at the traced sizes, "
                     "e.g. n // 2); make the dim static, or compute it from shapes inside nbaccel ops")
             return poly

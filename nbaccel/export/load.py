@@ -80,7 +80,7 @@ def _encode_tree(t):
 def _weights_npz(ep):
     arrays = {}
     for i, a in enumerate(ep._weights):
-        if a.dtype.kind == "V" or type(a.dtype).__module__ != "numpy":
+        if a.dtype.kind not in "biufc":
             a = a.view(f"u{a.dtype.itemsize}")        # bfloat16: its raw bits
         arrays[f"w{i}"] = a
     buf = io.BytesIO()
@@ -314,7 +314,7 @@ def _decode_weights(blob, spec, path):
             a = z[f"w{i}"]
             dt = e["dtype"].np
             if a.dtype != dt:
-                if a.dtype.kind == "u" and a.dtype.itemsize == np.dtype(dt).itemsize and e["dtype"].name == "bfloat16":
+                if a.dtype.kind == "u" and a.dtype.itemsize == np.dtype(dt).itemsize and np.dtype(dt).kind not in "biufc":
                     a = a.view(dt)
                 else:
                     raise ExportError(f"weight {e['name']!r}: stored as {a.dtype}, the program says {e['dtype'].name}")

@@ -39,7 +39,7 @@ class ExportedProgram:
 
     def __init__(self, spec, weights):
         self._spec = spec
-        self._weights = [np.ascontiguousarray(w) for w in weights]
+        self._weights = [np.asarray(w, order="C") for w in weights]   # (0-d stays 0-d)
         self._executables = {}
         if len(self._weights) != len(spec["weights"]):
             raise ExportError("the program and its weights do not match")

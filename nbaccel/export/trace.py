@@ -101,6 +101,7 @@ def trace(fn, args, names, weight_names):
         else:
             targs.append(a)
     n_inputs = len(session.graph.placeholders)
+    rng_before = _rng_states()
     prev = set_active_trace(session.graph_proxy)
     leaves = []
     try:
@@ -111,6 +112,10 @@ def trace(fn, args, names, weight_names):
             session.flush(final=[t for t in leaves])
     finally:
         set_active_trace(prev)
+    if _rng_states() != rng_before:
+        raise ExportError("nb.export: the function draws random numbers (nb.randn, np.random, dropout "
+                          "in training mode); an exported graph would replay one fixed draw. Pass "
+                          "the random values in as an argument, or call model.eval()")
     if not hasattr(g, "sources"):
         g.sources = list(session.ph_sources)
     srcs = list(g.sources)
@@ -142,3 +147,10 @@ def _tree(session, out, leaves):
         return {"value": out}
     raise ExportError(f"nb.export: the function returns a {type(out).__name__}; outputs must be "
                       "tensors, arrays, Python scalars or tuples/lists/dicts of them")
+
+
+def _rng_states():
+    """nbaccel's and NumPy's global generator states (random draws are eager, not graph ops)."""
+    from ..ops import creation
+    st = np.random.get_state(legacy=False)
+    return (repr(creation._rng.bit_generator.state), st["state"]["key"].tobytes(), st["state"]["pos"])
