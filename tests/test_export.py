@@ -259,3 +259,40 @@ def test_fuzz_programs_export_and_run_like_the_compiled_function(tmp_path):
                 assert outcome.ok, f"{backend}: {outcome}\n{p.source()}"
         exported += 1
     assert exported >= 16
+
+
+def test_fuzz_programs_with_a_dynamic_dim_run_at_new_sizes():
+    """Dim 0 of the inputs that share the first input's size is made one dynamic Dim; the
+    program then runs at another size like the live compiled function. Programs whose code
+    fixes that size (a reshape to (2, 3)) are refused at export with an ExportError."""
+    import warnings
+    from fuzz.check import compare
+    from fuzz.programs import FLOAT_GRID
+    ran = refused = 0
+    for p in _fuzz_programs(40):
+        arrays = p.arrays()
+        if not arrays[0].ndim or arrays[0].shape[0] < 2:
+            continue
+        n0 = arrays[0].shape[0]
+        dyn = tuple({0: Dim("n", max=64)} if a.ndim and a.shape[0] == n0 else None for a in arrays)
+        fn = p.function()
+        try:
+            ep = nb.export(fn, *arrays, dynamic_shapes=dyn)
+        except ExportError:
+            refused += 1
+            continue
+        rng = np.random.default_rng(p.seed)
+        new = []
+        for a, d in zip(arrays, dyn):
+            shape = (n0 + 2,) + a.shape[1:] if d else a.shape
+            v = (rng.choice(FLOAT_GRID, shape) if a.dtype.kind == "f" else
+                 rng.integers(-3, 4, shape) if a.dtype.kind in "iu" else rng.random(shape) < 0.5)
+            new.append(np.asarray(v, a.dtype))
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = nb.compile(fn, backend="numpy")(*[a.copy() for a in new])
+            for backend in BACKENDS:
+                outcome = compare(ep.run(*[a.copy() for a in new], backend=backend), want)
+                assert outcome.ok, f"{backend}: {outcome}\n{p.source()}"
+        ran += 1
+    assert ran >= 10 and refused >= 1

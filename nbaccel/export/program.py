@@ -24,6 +24,7 @@ from .runner import Executable, bind, replay
 from .serialize import Ref
 
 BACKENDS = ("auto", "numba", "numpy", "eager")
+MAX_EXECUTABLES = 32     # built graphs kept per program (one per set of sizes and backend)
 
 
 def _backends():
@@ -139,9 +140,12 @@ class ExportedProgram:
         arrays = [a._data if isinstance(a, Tensor) else a for a in inputs]
         arrays += [w._data if isinstance(w, Tensor) else w for w in wts]
         key = (tuple(sorted(env.items())), backend)
-        exe = self._executables.get(key)
+        exe = self._executables.pop(key, None)
         if exe is None:
-            exe = self._executables[key] = Executable(spec, env, backend)
+            exe = Executable(spec, env, backend)
+            if len(self._executables) >= MAX_EXECUTABLES:       # least recently used goes
+                self._executables.pop(next(iter(self._executables)))
+        self._executables[key] = exe
         got = exe.run(arrays)
         numpy_out = True if kinds == {"numpy"} else False if kinds else None
         leaves = []
