@@ -296,3 +296,32 @@ def test_fuzz_programs_with_a_dynamic_dim_run_at_new_sizes():
                 assert outcome.ok, f"{backend}: {outcome}\n{p.source()}"
         ran += 1
     assert ran >= 10 and refused >= 1
+
+
+def test_attention_block_with_two_dynamic_dims(tmp_path):
+    """Embedding, LayerNorm, MultiheadAttention (the flash extern kernel) and a residual: the
+    reshapes to (B, T, heads, head_dim) become symbolic in both dims."""
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 32)
+            self.ln = nn.LayerNorm(32)
+            self.attn = nn.MultiheadAttention(32, 4, batch_first=True)
+            self.out = nn.Linear(32, 50)
+
+        def forward(self, idx):
+            h = self.ln(self.emb(idx))
+            a, _ = self.attn(h, h, h, need_weights=False)
+            return self.out(h + a)
+
+    block = Block().eval()
+    B, T = Dim("B", max=16), Dim("T", max=128)
+    ep = nb.export(block, nb.randint(0, 50, (2, 8)), dynamic_shapes={"idx": {0: B, 1: T}})
+    assert "reshape(%8, shape=(B, T, 4, 8))" in ep.graph and "flash_attention" in ep.ops
+    ep.save(tmp_path / "block")
+    loaded = nb.load(tmp_path / "block")
+    idx = nb.randint(0, 50, (3, 17))
+    for backend in BACKENDS:
+        close(loaded.run(idx, backend=backend), block(idx), tol=1e-5)
+    with pytest.raises(ExportError, match=r"input 'idx': expected dtype int64, got int32"):
+        loaded.run(idx.astype(nb.int32))
