@@ -3,7 +3,8 @@ within 10%).
 
 Workloads, forward passes in inference (``no_grad``):
 
-* ``tutorial``: the MLP of notebooks/04 (1 → 64 → 64 → 1, GELU) on a batch of 4096 points;
+* ``tutorial``: the MLP of notebooks/04 (1 → 64 → 64 → 1, GELU) on a batch of 8 points (where
+  the per-call overhead shows: live re-traces, loaded does not) and of 4096;
 * ``mlp``: bench/workloads.py's MLP shape (Linear 1024 → 1024, ReLU, Linear 1024 → 1024) on a
   batch of 512 (256 with ``--quick``).
 
@@ -11,8 +12,9 @@ Workloads, forward passes in inference (``no_grad``):
 kernels); *loaded* is the model exported with a dynamic batch, saved, read back with
 ``nb.load`` and run with ``backend="numba"`` (no tracing: it checks the inputs and runs the
 program). Both are warmed up and checked against the eager model first. The two run
-interleaved, round by round; each round times a block of calls; the ratio is loaded / live
-per round (median, min, max). Below 1.0 the loaded program is faster.
+interleaved, round by round (who goes first alternates); each round times a short block of
+calls; the ratio is loaded / live per round (median, min, max). Below 1.0 the loaded program
+is faster.
 
     NUMBA_NUM_THREADS=2 python -m bench.export [--quick]
 """
@@ -25,7 +27,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 
 
 def _models():
@@ -54,8 +55,10 @@ def _case(name, model, batch, rounds, calls):
         for fn in impls.values():
             fn()
         times = {k: [] for k in impls}
-        for _ in range(rounds):
-            for k, fn in impls.items():
+        order = list(impls)
+        for r in range(rounds):
+            for k in (order if r % 2 == 0 else order[::-1]):   # alternate who goes first
+                fn = impls[k]
                 t0 = time.perf_counter()
                 for _ in range(calls):
                     fn()
@@ -70,9 +73,10 @@ def _case(name, model, batch, rounds, calls):
 def run(quick: bool = False) -> dict:
     """Both workloads; ``quick`` keeps the whole run to a few seconds."""
     tutorial, mlp = _models()
-    rounds, calls = (5, 10) if quick else (11, 30)
-    cases = [_case("tutorial", tutorial, 4096, rounds, calls),
-             _case("mlp", mlp, 256 if quick else 512, rounds, max(2, calls // 5))]
+    rounds = 15 if quick else 61
+    cases = [_case("tutorial", tutorial, 8, rounds, 20),
+             _case("tutorial", tutorial, 4096, rounds, 3),
+             _case("mlp", mlp, 256 if quick else 512, rounds, 1)]
     from .timing import machine_info
     return {"quick": quick, "machine": machine_info(), "target_ratio": 1.10, "cases": cases}
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as D
 from ..compiler.ir import fmt_param
 from ..devices import cpu
 from ..tensor import Tensor, active_trace
@@ -222,4 +221,4 @@ def _param(v):
     return fmt_param(v)
 
 
-__all__ = ["ExportedProgram", "D"]
+__all__ = ["ExportedProgram"]
