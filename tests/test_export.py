@@ -106,6 +106,8 @@ def test_bad_dynamic_shapes_are_clear_errors():
         nb.export(f, np.ones((1, 3), np.float32), dynamic_shapes={"x": {0: Dim("n")}})
     with pytest.raises(ExportError, match="dim 5 is out of range"):
         nb.export(f, x, dynamic_shapes={"x": {5: Dim("n")}})
+    with pytest.raises(ExportError, match="unpacked"):
+        nb.export(f, (x,))
     with pytest.raises(ExportError, match="identifier"):
         Dim("not a name")
 

@@ -6,6 +6,8 @@ names its op by its op-table name. Dynamic dims come from traces at other sizes 
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..compiler.capture import display_filename
@@ -52,6 +54,9 @@ def export(fn_or_module, *example_args, dynamic_shapes=None):
     arrays = [isinstance(a, (Tensor, np.ndarray)) for a in example_args]
     for a, name in zip(example_args, names):
         if not (isinstance(a, (Tensor, np.ndarray)) or a is None or isinstance(a, (bool, int, float, str))):
+            if isinstance(a, (tuple, list)) and len(example_args) == 1:
+                raise ExportError("nb.export takes the example arguments unpacked: nb.export(model, x, y), "
+                                  "not torch.export's nb.export(model, (x, y))")
             raise ExportError(f"nb.export: argument {name!r} is a {type(a).__name__}; pass arrays, "
                               "tensors or Python scalars")
     shapes = [tuple(a.shape) if is_arr else () for a, is_arr in zip(example_args, arrays)]
@@ -117,8 +122,12 @@ def _host(t):
 
 
 def _where(node):
+    """The user's line that made a node, for messages (a file's base name: no home paths)."""
     w = node.where
-    return f"{display_filename(w[0])}:{w[1]}" if w else "<unknown>"
+    if not w:
+        return "<unknown>"
+    name = display_filename(w[0])
+    return f"{os.path.basename(name) if os.sep in name else name}:{w[1]}"
 
 
 def _raw(tr, kinds):

@@ -84,6 +84,8 @@ def build_graph(spec, env):
     """The concrete graph at dim values ``env`` (a compiler Recorder; no decomposition)."""
     from ..compiler.decompose import Recorder
     rec = Recorder(decompose=False)
+    rec.dynamic = {i: {d: str(s) for d, s in enumerate(e["shape"]) if isinstance(s, Poly)}
+                   for i, e in enumerate(spec["inputs"]) if any(isinstance(s, Poly) for s in e["shape"])}
     values = []
     for entry in spec["inputs"] + spec["weights"]:
         shape = tuple(evaluate(s, env) for s in entry["shape"])
