@@ -327,3 +327,21 @@ def test_attention_block_with_two_dynamic_dims(tmp_path):
         close(loaded.run(idx, backend=backend), block(idx), tol=1e-5)
     with pytest.raises(ExportError, match=r"input 'idx': expected dtype int64, got int32"):
         loaded.run(idx.astype(nb.int32))
+
+
+def test_sizes_the_graph_does_not_hold_for_are_errors_not_wrong_answers():
+    ep = nb.export(lambda x: x[:10] * 2, np.ones((12, 3), np.float32),
+                   dynamic_shapes=({0: Dim("n", max=100)},))
+    assert ep.run(np.ones((50, 3), np.float32)).shape == (10, 3)
+    with pytest.raises(ExportError, match=r"getitem from .* gives float32\[5, 3\] at n=5"):
+        ep.run(np.ones((5, 3), np.float32))
+
+
+def test_inputs_that_require_grad_get_gradients():
+    m = tutorial_model()
+    ep = nb.export(m, nb.randn(4, 1), dynamic_shapes={"input": {0: Dim("batch")}})
+    x = nb.randn(6, 1, requires_grad=True)
+    ep.run(x).sum().backward()
+    x2 = x.detach().clone().requires_grad_()
+    m(x2).sum().backward()
+    close(x.grad, x2.grad)

@@ -113,8 +113,9 @@ def build_graph(spec, env):
                 t._node.np_flavour = True
             want = tuple(evaluate(s, env) for s in n["shape"])
             if t.dtype is not n["dtype"] or tuple(t.shape) != want:
-                raise ExportError(f"node {k} ({n['op']}) gives {t.dtype.name}{list(t.shape)} at "
-                                  f"{_fmt_env(env)}, but the program says {n['dtype'].name}{list(want)}")
+                raise ExportError(f"node {k} ({n['op']} from {n['where']}) gives {t.dtype.name}{list(t.shape)} "
+                                  f"at {_fmt_env(env)}, but the program says {n['dtype'].name}{list(want)}: "
+                                  "these sizes are outside what the exported graph holds for")
             values.append(t)
     node_refs = []
     for o in spec["outputs"]:
