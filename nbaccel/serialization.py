@@ -44,8 +44,12 @@ def _restore(arr, dtype_name, device=None):
 
 def save(obj: dict, f) -> None:
     """Write a dict ``name -> Tensor | QuantizedTensor | ndarray`` (e.g. a ``state_dict()``)
-    to ``f`` (a path or a binary file) as an ``.npz`` archive."""
+    to ``f`` (a path or a binary file) as an ``.npz`` archive. An ``ExportedProgram`` is saved
+    as its directory (``ep.save(f)``)."""
     from .quant.tensor import QuantizedTensor
+    from .export.program import ExportedProgram
+    if isinstance(obj, ExportedProgram):
+        return obj.save(f)                     # an exported program: a directory (docs/export.md)
     if not isinstance(obj, dict):
         raise TypeError(f"nb.save expects a dict of tensors, got {type(obj).__name__}")
     arrays, entries = {}, []

@@ -115,6 +115,9 @@ def test_round_trip_and_layout(saved):
     assert ep.run(nb.ones(5, 4)).shape == (5, 2)
     ep.save(saved)                                        # saving over an export replaces it
     assert nb.load(str(saved)).ops == ep.ops
+    nb.save(ep, saved.parent / "again")                   # nb.save of a program: ep.save
+    nb.export.save(ep, saved.parent / "again")            # torch.export.save's spelling
+    assert nb.export.load(saved.parent / "again").ops == ep.ops
 
 
 def _err(path, pattern):
