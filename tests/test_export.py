@@ -121,6 +121,11 @@ def test_shape_dependent_values_that_are_not_polynomials_are_refused():
     with pytest.raises(ExportError, match="float computed from a dynamic dim"):
         nb.export(lambda x: x * (1.0 / x.shape[0]), np.ones((8, 2), np.float32), dynamic_shapes=n)
 
+    with pytest.raises(ExportError, match=r"the constant 'constant_0' has a shape that depends .*nb.arange"):
+        nb.export(lambda x: x.T * np.arange(x.shape[0]), np.ones((8, 2)), dynamic_shapes=n)
+    ep = nb.export(lambda x: x.T * nb.arange(x.shape[0]), np.ones((8, 2)), dynamic_shapes=n)
+    np.testing.assert_array_equal(ep.run(np.ones((3, 2))), [[0, 1, 2]] * 2)
+
     def branchy(x):
         return np.tanh(x) if x.shape[0] < 9 else np.exp(x)
     with pytest.raises(ExportError, match="structure depends on the size of n"):

@@ -90,8 +90,9 @@ def export(fn_or_module, *example_args, dynamic_shapes=None):
     for w in spec["weights"]:
         if any(isinstance(s, Poly) for s in w["shape"]):
             raise ExportError(f"nb.export: the constant {w['name']!r} has a shape that depends on a dynamic "
-                              f"dim ({_fmt_shape(w['shape'])}); create it inside the function from the "
-                              "input's shape (nb.ones(x.shape[0]), np.arange(n)) so that it is part of the graph")
+                              f"dim ({_fmt_shape(w['shape'])}): NumPy made it outside the graph. Create it with nbaccel "
+                              "from the input's shape (nb.arange(x.shape[0]), nb.zeros(x.shape)) so that "
+                              "it is part of the graph")
     spec["dims"] = {n: {"min": d.min, "max": d.max, "example": sizes[n]} for n, d in sorted(dims.items())}
     spec["args"] = []
     k = 0
