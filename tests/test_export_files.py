@@ -260,3 +260,24 @@ def test_scripts_in_docs_run():
     src = (ROOT / "docs" / "export.md").read_text()
     block = src.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(textwrap.dedent(block), "docs/export.md", "exec"), {})
+
+
+@pytest.mark.parametrize("edit", [
+    lambda p: p.update(nodes="not a list"),
+    lambda p: p["nodes"][0].pop("params"),
+    lambda p: p["nodes"][0].update(args=[{"$tuple": [[[[[]]]]] * 3}, 7]),
+    lambda p: p.update(dims={"batch": {"min": 5, "max": 2, "example": 3}}),
+    lambda p: p["inputs"][0].update(shape=[{"$sym": [[2, 1, ["batch"]]]}, 4]),
+    lambda p: p["inputs"][0].update(shape=[{"$sym": [[1, 1, ["nobody"]]]}, 4]),
+    lambda p: p["nodes"][0].update(dtype="object"),
+    lambda p: p.update(tree={"leaf": 5}),
+    lambda p: p["nodes"][0].update(args=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]),
+])
+def test_malformed_programs_are_export_errors(saved, edit):
+    _rewrite(saved, "program.json", _edit_program(edit))
+    _err(saved, None)
+
+
+def test_deeply_nested_json_is_an_export_error(saved):
+    _rewrite(saved, "program.json", lambda data: b"[" * 100000 + b"]" * 100000)
+    _err(saved, None)

@@ -145,7 +145,7 @@ def load(path):
         spec = _decode_program(program)
     except ExportError as e:
         raise ExportError(f"{path}/{PROGRAM}: {e}") from None
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         raise ExportError(f"{path}/{PROGRAM}: malformed program ({type(e).__name__}: {e})") from None
     weights = _decode_weights(weights_blob, spec, path)
     ep = ExportedProgram(spec, weights)
@@ -184,7 +184,7 @@ def _json(data, name):
         raise ValueError(f"{c} is not valid JSON")
     try:
         return json.loads(data.decode("utf-8"), parse_constant=no_constants)
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise ExportError(f"{name}: not valid JSON ({e}); the file is corrupt or truncated") from None
 
 
