@@ -350,3 +350,14 @@ def test_inputs_that_require_grad_get_gradients():
     x2 = x.detach().clone().requires_grad_()
     m(x2).sum().backward()
     close(x.grad, x2.grad)
+
+
+def test_triton_backend_where_the_compiler_has_one():
+    pytest.importorskip("triton")
+    from nbaccel.compiler.api import BACKENDS as compiler_backends
+    if "triton" not in compiler_backends:
+        pytest.skip("this compiler has no triton backend")
+    m = tutorial_model()
+    ep = nb.export(m, nb.randn(4, 1), dynamic_shapes={"input": {0: Dim("batch", max=64)}})
+    x = nb.randn(3, 1)                        # tiny: Triton's interpreter runs it on the CPU
+    close(ep.run(x, backend="triton"), m(x), tol=1e-4)

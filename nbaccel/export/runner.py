@@ -136,10 +136,14 @@ class Executable:
         self.program = None
         self.consts = []
         if backend != "eager":
+            from ..compiler import entries
             from ..compiler.decompose import decompose
             from ..compiler.runtime import Program
             prim = decompose(self.graph)
-            self.program = Program(prim, backend, "default", dynamic=bool(env))
+            # the compiler's choice of program class per backend (a Triton program, where the
+            # compiler has one), else the CPU program
+            pick = getattr(entries, "_program_class", lambda _backend: Program)
+            self.program = pick(backend)(prim, backend, "default", dynamic=bool(env))
             n0 = len(self.graph.placeholders)
             self.consts = [prim.constants[i] for i in range(n0, len(prim.placeholders))]
 
