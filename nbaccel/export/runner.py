@@ -131,7 +131,8 @@ class Executable:
 
     def __init__(self, spec, env, backend):
         self.graph, self.node_refs = build_graph(spec, env)
-        self.n_values = len(spec["inputs"]) + len(spec["weights"])
+        self.n_inputs = len(spec["inputs"])
+        self.n_values = self.n_inputs + len(spec["weights"])
         self.backend = backend
         self.program = None
         self.consts = []
@@ -155,8 +156,9 @@ class Executable:
         else:
             outs = self.program.run(list(arrays) + self.consts)
         got = dict(zip(self.node_refs, outs))
-        for k in range(self.n_values):
-            got.setdefault(k, arrays[k])
+        for k in range(self.n_values):      # an input returned as it is stays that array; a
+            if k not in got:                # weight is copied (the caller must not edit the program)
+                got[k] = arrays[k] if k < self.n_inputs else arrays[k].copy()
         return got
 
     def wait(self):
