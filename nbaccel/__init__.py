@@ -51,3 +51,4 @@ from .magics import load_ipython_extension, unload_ipython_extension  # noqa: E4
 from . import quant  # noqa: E402,F401  (nbaccel.quant: int8 / int4 quantization)
 from .serialization import save, load  # noqa: E402,F401
 from . import func  # noqa: E402,F401  (nbaccel.func: grad, vmap, jacrev, ... as torch.func)
+from . import export  # noqa: E402,F401  (nb.export(fn, *args, dynamic_shapes=...): see docs/export.md)

@@ -44,8 +44,12 @@ def _restore(arr, dtype_name, device=None):
 
 def save(obj: dict, f) -> None:
     """Write a dict ``name -> Tensor | QuantizedTensor | ndarray`` (e.g. a ``state_dict()``)
-    to ``f`` (a path or a binary file) as an ``.npz`` archive."""
+    to ``f`` (a path or a binary file) as an ``.npz`` archive. An ``ExportedProgram`` is saved
+    as its directory (``ep.save(f)``)."""
     from .quant.tensor import QuantizedTensor
+    from .export.program import ExportedProgram
+    if isinstance(obj, ExportedProgram):
+        return obj.save(f)                     # an exported program: a directory (docs/export.md)
     if not isinstance(obj, dict):
         raise TypeError(f"nb.save expects a dict of tensors, got {type(obj).__name__}")
     arrays, entries = {}, []
@@ -74,10 +78,14 @@ def save(obj: dict, f) -> None:
         np.savez(f, **arrays)
 
 
-def load(f, map_location=None) -> dict:
+def load(f, map_location=None):
     """Read a file written by :func:`save`: a dict of Tensors and QuantizedTensors.
-    ``map_location`` is a device to put them on (default: the CPU)."""
+    ``map_location`` is a device to put them on (default: the CPU). A directory written by
+    ``ExportedProgram.save`` loads as that ``ExportedProgram`` (see docs/export.md)."""
     from .quant.tensor import QuantizedTensor
+    if isinstance(f, (str, os.PathLike)) and os.path.isdir(f):
+        from .export.load import load as load_program
+        return load_program(f)
     with np.load(f, allow_pickle=False) as z:
         if _META not in z.files:
             raise ValueError("nb.load: not a file written by nb.save (no metadata entry)")
