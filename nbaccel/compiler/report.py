@@ -35,6 +35,8 @@ class CompileReport:
     first_call_seconds: float | None = None   # wall time of the first call, compile included
     call_seconds: float | None = None   # wall time of this call (tracing included)
     fallback: str | None = None         # why the call ran plainly (None: it ran compiled)
+    transfer_seconds: float | None = None   # %%compile --device cuda: host<->GPU copies of this call
+    device_note: str | None = None      # --device auto: why the cell ran where it did
 
     def measure_eager(self):
         """Finish the report when it is first read: render the graph and code text, and run the
