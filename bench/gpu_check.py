@@ -38,7 +38,7 @@ import numpy as np
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUDGET_SECONDS = 290.0
-TARGETS = {"copy_fraction": 0.85, "vs_torch_compile": 1.0}    # issue 13, for (a) and (b)
+from bench.gpu_check_md import TARGETS, markdown, problems  # noqa: F401  (the report half)
 # what bench.gpu_check assumes of the Triton backend (the triton engineer's part of issue 13)
 TRITON_API = ('nb.compile(fn, backend="triton", mode=...)(*cuda_tensors) returns CUDA tensors; '
               'its .report.kernels list each kernel with "backend": "triton" and "device": "cuda:N"')
@@ -111,11 +111,25 @@ def _installed(mod) -> bool:
     return importlib.util.find_spec(mod) is not None
 
 
+def gpu_test_files() -> list[str]:
+    """The test files that mark tests ``gpu`` (only these are collected: a module elsewhere that
+    fails to import on this machine must not fail the GPU subset)."""
+    tdir = os.path.join(ROOT, "tests")
+    out = []
+    for name in sorted(os.listdir(tdir)):
+        if name.startswith("test_") and name.endswith(".py"):
+            with open(os.path.join(tdir, name), encoding="utf-8") as f:
+                if "mark.gpu" in f.read():
+                    out.append(os.path.join("tests", name))
+    return out
+
+
 def stage_tests(out_dir, timeout):
-    """``pytest -m gpu`` over tests/ in a subprocess (the marker skips nothing here)."""
+    """``pytest -m gpu`` over the files with GPU tests, in a subprocess."""
     xml = os.path.join(out_dir, "gpu_tests.xml")
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "tests", "-q", "-p", "no:randomly",
-           "-p", "no:cacheprovider", f"--junitxml={xml}", "-rf"]
+    files = gpu_test_files()
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", *files, "-q", "-p", "no:randomly",
+           "-p", "no:cacheprovider", f"--junitxml={xml}", "-rfE"]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -124,7 +138,7 @@ def stage_tests(out_dir, timeout):
         return {"returncode": None, "timed_out": True, "ok": False, "tail": str(tail)}
     counts = _junit_counts(xml)
     # pytest exit 5: nothing collected (no gpu tests at all): not a wrong result, but say so
-    return {"returncode": r.returncode, "ok": r.returncode in (0, 5), "counts": counts,
+    return {"returncode": r.returncode, "ok": r.returncode in (0, 5), "counts": counts, "files": files,
             "tail": (r.stdout + r.stderr)[-3000:]}
 
 
@@ -235,7 +249,8 @@ def stage_workloads(size, rounds, copy, deadline):
         dev = [cp.asarray(a) for a in host]
         notes = []
         impls = _impls_for(w, dev, deadline, notes)
-        rec = {"title": w.title, "shape": [size, size], "notes": notes, "impls": {}}
+        rec = {"title": w.title, "shape": [size, size], "notes": notes, "impls": {},
+               "triton_ran": any(n.startswith("nbaccel triton") for n in impls)}
         live = {}
         for name, entry in impls.items():        # first call: compile, autotune, check
             fn, to_np, cf = entry
@@ -248,10 +263,14 @@ def stage_workloads(size, rounds, copy, deadline):
                 got = np.asarray(to_np(got))
                 err = float(np.max(np.abs(got.astype(np.float64) - ref)) if got.shape == ref.shape else np.inf)
                 r["max_abs_error"] = err
-                r["correct"] = bool(got.shape == ref.shape and np.allclose(got, ref, rtol=w.rtol * 10,
-                                                                           atol=w.atol * 10))
+                # atol scaled to the data: softmax rows of 8192 hold values near 1e-4
+                atol = min(w.atol * 10, 1e-3 * float(np.max(np.abs(ref))))
+                r["correct"] = bool(got.shape == ref.shape and np.allclose(got, ref, rtol=1e-3, atol=atol))
                 if cf is not None:
                     r["kernels"] = _kernel_labels(cf)
+                    if not any(k.get("backend") == "triton" for k in r["kernels"] or []):
+                        r["correct"] = False      # right numbers, but not from Triton kernels
+                        r["error"] = f"no kernel ran on the triton backend: {r['kernels']}"
                 live[name] = fn
             except Exception as e:
                 r["correct"] = False
@@ -291,7 +310,8 @@ def stage_attention(rounds, shape=(4, 8, 2048, 64)):
     b, h, n, d = shape
     rng = np.random.default_rng(0)
     res = {"shape": list(shape)}
-    for dtype, tol in (("float16", 2e-2), ("float32", 2e-3)):
+    # float32: tl.dot may use TF32 on Ampere and later (errors ~1e-4 here); a wrong kernel is off by ~0.1
+    for dtype, tol in (("float16", 2e-2), ("float32", 5e-3)):
         q, k, v = (cp.asarray(rng.standard_normal((b, h, n, d)).astype(dtype)) for _ in range(3))
         tq, tk, tv = (nb.asarray(a) for a in (q, k, v))
         for causal in (False, True):
@@ -340,6 +360,7 @@ def run(quick: bool = False, out_dir: str | None = None, size: int | None = None
     if not ok:
         return results
     out_dir = out_dir or os.path.join(ROOT, "bench", "gpu_check_out")
+    os.makedirs(out_dir, exist_ok=True)
     guarded(results, "environment", stage_environment)
     if tests:
         guarded(results, "tests", stage_tests, out_dir, max(30.0, min(120.0, deadline.left() - 150)))
@@ -351,101 +372,6 @@ def run(quick: bool = False, out_dir: str | None = None, size: int | None = None
     else:
         results["stages"].append({"name": "attention", "ok": False, "error": "time budget spent"})
     return results
-
-
-def problems(results: dict) -> list[str]:
-    """Every wrong result and failed stage, one line each (empty: all right)."""
-    out = []
-    for st in results.get("stages", []):
-        if not st.get("ok"):
-            out.append(f"stage {st['name']} failed: {st.get('error')}")
-            continue
-        res = st.get("result") or {}
-        if st["name"] == "tests" and not res.get("ok", True):
-            out.append(f"GPU tests failed (pytest exit {res.get('returncode')}, {res.get('counts')})")
-        if st["name"] == "workloads":
-            for key, w in res.items():
-                for name, r in w.get("impls", {}).items():
-                    if not r.get("correct"):
-                        out.append(f"({key}) {name}: wrong result or error: {r.get('error') or r.get('max_abs_error')}")
-        if st["name"] == "attention":
-            for key, r in res.items():
-                if isinstance(r, dict) and not r.get("correct"):
-                    out.append(f"attention {key}: wrong result or error: {r.get('error') or r.get('max_abs_error')}")
-    return out
-
-
-def _fmt_ms(s):
-    return "–" if s is None else f"{s * 1e3:.3f} ms"
-
-
-def _fmt_time(t):
-    if not t:
-        return "–"
-    return f"{_fmt_ms(t['median'])} ({t['min'] * 1e3:.3f}–{t['max'] * 1e3:.3f})"
-
-
-def markdown(results: dict) -> str:
-    """The results as a markdown page (what DIR/gpu_check.md holds)."""
-    lines = ["# nbaccel GPU check", "", f"- when: {results.get('when')}, host: {results.get('host')}"]
-    if not results.get("gpu"):
-        lines += [f"- **no GPU**: {results.get('no_gpu_reason')}", "",
-                  "Nothing was run on a GPU. Install CuPy for your CUDA (`pip install -e '.[gpu,test]'`) "
-                  "on a machine with an NVIDIA GPU and run `python -m bench.gpu_check --out DIR` again."]
-        return "\n".join(lines) + "\n"
-    stages = {s["name"]: s for s in results.get("stages", [])}
-    env = (stages.get("environment") or {}).get("result") or {}
-    if env:
-        lines.append("- " + ", ".join(f"{k} {v}" for k, v in env.items()))
-    lines.append(f"- size {results['size']}×{results['size']} float32, {results['rounds']} rounds, "
-                 "GPU time by CUDA events (median, min–max)")
-    lines.append(f"- Triton backend API assumed: {results.get('triton_api')}")
-    bad = problems(results)
-    lines += ["", f"**verdict: {'all right' if not bad else f'{len(bad)} problem(s)'}**", ""]
-    lines += [f"- {p}" for p in bad]
-    t = (stages.get("tests") or {}).get("result")
-    if t:
-        lines += ["", "## GPU tests", "", f"pytest -m gpu: exit {t.get('returncode')}, {t.get('counts')}"]
-    c = (stages.get("copy") or {}).get("result")
-    if c:
-        lines += ["", "## Copy bandwidth (cupy.copyto, device to device)", "",
-                  f"{_fmt_time(c)} for {c['bytes'] / 1e6:.0f} MB moved: **{c['gb_per_s']:.0f} GB/s**"]
-    w = (stages.get("workloads") or {}).get("result")
-    if w:
-        lines += ["", "## Workloads (a)–(c)", "",
-                  "| workload | implementation | time | of copy bandwidth | vs torch.compile | correct | kernels |",
-                  "|---|---|---|---|---|---|---|"]
-        for key, rec in w.items():
-            if "skipped" in rec:
-                lines.append(f"| ({key}) {rec['title']} | – | skipped: {rec['skipped']} | | | | |")
-                continue
-            for name, r in rec["impls"].items():
-                frac = (r.get("time") or {}).get("copy_fraction")
-                vs = r.get("vs_torch_compile")
-                ks = ", ".join(f"{k.get('device')}/{k.get('backend')}" for k in r.get("kernels") or []) or ""
-                ok = "yes" if r.get("correct") else f"**no** {r.get('error') or r.get('max_abs_error')}"
-                lines.append(f"| ({key}) {rec['title']} | {name} | {_fmt_time(r.get('time'))} | "
-                             f"{'' if frac is None else f'{100 * frac:.0f}%'} | {'' if vs is None else f'{vs:.2f}x'} | "
-                             f"{ok} | {ks} |")
-            for n in rec.get("notes", []):
-                lines.append(f"| ({key}) | note | {n} | | | | |")
-        lines += ["", f"Targets (issue 13), for (a) and (b): nbaccel triton ≥ {100 * TARGETS['copy_fraction']:.0f}% "
-                  f"of the copy bandwidth and ≥ {TARGETS['vs_torch_compile']:.1f}x torch.compile."]
-    a = (stages.get("attention") or {}).get("result")
-    if a:
-        lines += ["", f"## Attention (Triton flash, B, H, L, D = {tuple(a.get('shape', ()))})", "",
-                  "| case | time | TFLOP/s | max abs error | correct |", "|---|---|---|---|---|"]
-        for key, r in a.items():
-            if isinstance(r, dict):
-                tf = r.get("tflops")
-                lines.append(f"| {key} | {_fmt_time(r.get('time'))} | {'' if tf is None else f'{tf:.1f}'} | "
-                             f"{r.get('max_abs_error', r.get('error', ''))} | {'yes' if r.get('correct') else '**no**'} |")
-    failed = [s for s in results.get("stages", []) if not s.get("ok")]
-    if failed:
-        lines += ["", "## Failed stages", ""]
-        for s in failed:
-            lines += [f"### {s['name']}: {s.get('error')}", "", "```", (s.get("traceback") or "").strip(), "```"]
-    return "\n".join(lines) + "\n"
 
 
 def write(results: dict, out_dir: str) -> tuple[str, str]:

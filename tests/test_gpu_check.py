@@ -65,7 +65,7 @@ def _results(correct=True, tests_ok=True):
                                                           "counts": {"tests": 9, "failures": 0 if tests_ok else 2}}},
                 {"name": "copy", "ok": True, "result": dict(t, bytes=2 ** 29, gb_per_s=3900.0)},
                 {"name": "workloads", "ok": True, "result": {"a": {
-                    "title": "gelu", "notes": ["PyTorch with CUDA is not installed"], "impls": {
+                    "title": "gelu", "notes": ["PyTorch with CUDA is not installed"], "triton_ran": True, "impls": {
                         "cupy": {"correct": True, "time": t},
                         "nbaccel triton (default)": {"correct": correct, "max_abs_error": 0.5 if not correct else 1e-7,
                                                      "time": t, "vs_torch_compile": 1.25,
@@ -79,7 +79,7 @@ def test_markdown_and_verdict_of_a_full_run():
     res = _results()
     md = gc.markdown(res)
     assert "NVIDIA H200" in md and "3900 GB/s" in md
-    assert "| (a) gelu | nbaccel triton (default) | 1.000 ms (0.900–1.200) | 90% | 1.25x | yes | cuda:0/triton |" in md
+    assert "| (a) gelu | nbaccel triton (default) | 1.000 ms (0.900–1.200) | 90% | 1.25x |  | yes | cuda:0/triton |" in md
     assert "skipped: time budget spent" in md and "PyTorch with CUDA is not installed" in md
     assert "## Failed stages" in md and "### attention: RuntimeError: no" in md
     assert "85%" in md                                             # the target is stated
@@ -95,6 +95,12 @@ def test_wrong_results_and_failed_tests_fail_the_check():
     assert any("GPU tests failed" in p for p in bad)
     assert any("(a) nbaccel triton (default): wrong result" in p and "0.5" in p for p in bad)
     assert gc.exit_code({"gpu": False}) == gc.EXIT_NO_GPU
+
+
+def test_the_gpu_subset_is_the_files_that_mark_gpu_tests():
+    files = gc.gpu_test_files()
+    assert "tests/test_gpu_cuda.py" in [f.replace(os.sep, "/") for f in files]
+    assert all(f.startswith("tests") and f.endswith(".py") for f in files)
 
 
 def test_write_puts_json_and_markdown_in_the_directory(tmp_path):
@@ -155,6 +161,8 @@ def test_every_stage_runs_through_on_a_stand_in(numpy_as_cupy, tmp_path):
         assert rec["impls"]["nbaccel eager (CuPy)"]["correct"], rec
         assert rec["impls"]["cupy"]["time"]["rounds"] == 5
         assert rec["impls"]["cupy"]["time"]["copy_fraction"] > 0
+    if not any(n.startswith("nbaccel triton") for rec in w.values() for n in rec["impls"]):
+        assert any("Triton backend did not run" in p for p in gc.problems(res))   # never silently missing
     att = stages["attention"]["result"]
     assert att["float32"]["correct"], att["float32"]
     md = gc.markdown(res)
