@@ -14,6 +14,9 @@ def problems(results: dict) -> list[str]:
         res = st.get("result") or {}
         if st["name"] == "tests" and not res.get("ok", True):
             out.append(f"GPU tests failed (pytest exit {res.get('returncode')}, {res.get('counts')})")
+        counts = res.get("counts") or {} if st["name"] == "tests" else {}
+        if counts.get("tests") and counts.get("skipped") == counts.get("tests"):
+            out.append(f"every GPU test was skipped on a machine with a GPU ({counts})")
         if st["name"] == "workloads":
             for key, w in res.items():
                 if "impls" in w and not w.get("triton_ran"):

@@ -168,7 +168,8 @@ class NbaccelMagics(CellRuns, Magics):
         if entry.probe is not None:                 # the last run was slow and broke often
             return self._probe_plain(entry, count, opts)
         entry.cf.name = f"In[{count}]"
-        args, t_in = gpu_placement.timed_sync(lambda: [self._to_device(v, place.device) for v in traced_vals])
+        args, t_in = gpu_placement.timed_sync(lambda: [self._to_device(v, place.device) for v in traced_vals],
+                                              sync=place.device == "cuda")
         progress = self._progress(entry, opts, count)
         printed = io.StringIO()                     # shown once the attempt is known to stand
         failure = None
