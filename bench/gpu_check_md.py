@@ -14,7 +14,7 @@ def problems(results: dict) -> list[str]:
         res = st.get("result") or {}
         if st["name"] == "tests" and not res.get("ok", True):
             out.append(f"GPU tests failed (pytest exit {res.get('returncode')}, {res.get('counts')})")
-        counts = res.get("counts") or {} if st["name"] == "tests" else {}
+        counts = (res.get("counts") or {}) if st["name"] == "tests" else {}
         if counts.get("tests") and counts.get("skipped") == counts.get("tests"):
             out.append(f"every GPU test was skipped on a machine with a GPU ({counts})")
         if st["name"] == "workloads":
@@ -22,7 +22,8 @@ def problems(results: dict) -> list[str]:
                 if "impls" in w and not w.get("triton_ran"):
                     out.append(f"({key}): nbaccel's Triton backend did not run: {'; '.join(w.get('notes', [])[:2])}")
                 for name, r in w.get("impls", {}).items():
-                    if not r.get("correct"):
+                    # PyTorch is a peer being measured: its failures are shown, not ours to fail on
+                    if not r.get("correct") and not name.startswith("torch"):
                         out.append(f"({key}) {name}: wrong result or error: {r.get('error') or r.get('max_abs_error')}")
         if st["name"] == "attention":
             for key, r in res.items():

@@ -95,6 +95,11 @@ def test_wrong_results_and_failed_tests_fail_the_check():
     assert any("GPU tests failed" in p for p in bad)
     assert any("(a) nbaccel triton (default): wrong result" in p and "0.5" in p for p in bad)
     assert gc.exit_code({"gpu": False}) == gc.EXIT_NO_GPU
+    peer = _results()
+    peer["stages"][3]["result"]["a"]["impls"]["torch.compile"] = {"correct": False, "error": "InductorError"}
+    peer["stages"].pop()
+    assert gc.problems(peer) == []                  # a peer's failure is reported, not failed on
+    assert "InductorError" in gc.markdown(peer)
     skipped = _results()
     skipped["stages"][1]["result"]["counts"] = {"tests": 9, "failures": 0, "skipped": 9}
     assert any("every GPU test was skipped" in p for p in gc.problems(skipped))
