@@ -188,3 +188,51 @@ def test_bench_returns_positive_gpu_times(cp):
     a = cp.ones(1 << 20, dtype=cp.float32)
     ts = td.bench(lambda: a * 2, warmup=1, rounds=5)
     assert len(ts) == 5 and all(t > 0 for t in ts) and ts == sorted(ts)
+
+
+# -- backend="triton" on CUDA tensors, against NumPy ------------------------------------------------
+def _programs():
+    import nbaccel.nn.functional as F
+    return {
+        "elementwise": (lambda x: nb.tanh(x) * 0.5 + x * x, lambda x: np.tanh(x) * 0.5 + x * x),
+        "row sum": (lambda x: (x * 2.0).sum(dim=-1), lambda x: (x * 2.0).sum(-1)),
+        "column max": (lambda x: nb.exp(x).amax(dim=0), lambda x: np.exp(x).max(0)),
+        "softmax": (lambda x: F.softmax(x, dim=-1),
+                    lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)),
+        "argmax": (lambda x: (x - 1.0).argmax(dim=-1), lambda x: (x - 1.0).argmax(-1)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_programs()))
+@pytest.mark.parametrize("shape", [(1000, 37), (4096, 4096), (3, 70_001)])
+def test_triton_backend_on_cuda_matches_numpy(cp, name, shape):
+    from nbaccel.compiler import api as capi
+    if "triton" not in capi.BACKENDS:
+        pytest.skip("this build has no Triton backend")
+    fn, ref = _programs()[name]
+    x = np.random.default_rng(3).standard_normal(shape, dtype=np.float32)
+    cf = nb.compile(fn, backend="triton")
+    got = cf(nb.tensor(x, device="cuda"))
+    assert got.device.type == "cuda"
+    want = ref(x)
+    got = got.cpu().numpy()
+    if want.dtype.kind == "f":
+        # (float32 sums of 70 001 terms in another order: a wrong kernel is off by far more)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(want).max())))
+    else:
+        np.testing.assert_array_equal(got, want)
+    ks = cf.report.kernels
+    assert ks and all(k["device"] == "cuda:0" for k in ks)
+    assert any(k["backend"] == "triton" for k in ks)
+
+
+def test_triton_backend_float16_on_cuda(cp):
+    from nbaccel.compiler import api as capi
+    if "triton" not in capi.BACKENDS:
+        pytest.skip("this build has no Triton backend")
+    x = np.random.default_rng(4).standard_normal((513, 257)).astype(np.float16)
+    cf = nb.compile(lambda t: (t * t + 1.0).sum(dim=-1), backend="triton")
+    got = cf(nb.tensor(x, device="cuda")).cpu().numpy()
+    want = (x.astype(np.float32) * x.astype(np.float32) + 1.0).sum(-1)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-3, atol=0.5)
