@@ -60,6 +60,7 @@ def test_dlpack_both_ways_without_copies(cp):
     assert back.data.ptr == c.data.ptr
     np.testing.assert_array_equal(cp.asnumpy(back), cp.asnumpy(c))
     assert nb.asarray(c).device.type == "cuda"        # __cuda_array_interface__, zero-copy
+    assert cp.asarray(t).data.ptr == c.data.ptr       # ... and the tensor's own, the other way
 
 
 # -- %%compile --device ---------------------------------------------------------------------------

@@ -61,6 +61,7 @@ def test_cpu_stays_cpu_and_dlpack_on_the_cpu_works(no_cupy):
     back = nb.from_dlpack(np.arange(3.0))
     assert back.device == "cpu" and back.tolist() == [0.0, 1.0, 2.0]
     assert np.from_dlpack(t).tolist() == [1.0, 2.0]
+    assert not hasattr(t, "__cuda_array_interface__")      # only CUDA tensors have one
 
 
 # -- placement ----------------------------------------------------------------------------------------
