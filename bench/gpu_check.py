@@ -35,10 +35,12 @@ import traceback
 
 import numpy as np
 
+from bench.gpu_check_md import TARGETS, markdown, problems  # noqa: F401  (the report half)
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUDGET_SECONDS = 290.0
-from bench.gpu_check_md import TARGETS, markdown, problems  # noqa: F401  (the report half)
+PIPELINE = 10           # calls queued between two events for the "time" columns
 # what bench.gpu_check assumes of the Triton backend (the triton engineer's part of issue 13)
 TRITON_API = ('nb.compile(fn, backend="triton", mode=...)(*cuda_tensors) returns CUDA tensors; '
               'its .report.kernels list each kernel with "backend": "triton" and "device": "cuda:N"')
@@ -152,14 +154,19 @@ def _junit_counts(path):
         return None
 
 
-def _gpu_seconds(fn):
+def _gpu_seconds(fn, repeat: int = 1):
+    """GPU seconds per call between two CUDA events on the current stream. ``repeat`` > 1
+    queues that many calls between the events: when the host issues calls faster than the GPU
+    runs them this is the kernels' own time; when it cannot, it is the host's time per call
+    (both are facts worth knowing; one call between events always includes the host's)."""
     import cupy as cp
     start, end = cp.cuda.Event(), cp.cuda.Event()
     start.record()
-    fn()
+    for _ in range(repeat):
+        fn()
     end.record()
     end.synchronize()
-    return cp.cuda.get_elapsed_time(start, end) / 1e3
+    return cp.cuda.get_elapsed_time(start, end) / 1e3 / repeat
 
 
 def _summary(ts):
@@ -172,7 +179,7 @@ def stage_copy(size, rounds):
     dst = cp.empty_like(src)
     for _ in range(3):
         cp.copyto(dst, src)
-    ts = [_gpu_seconds(lambda: cp.copyto(dst, src)) for _ in range(rounds)]
+    ts = [_gpu_seconds(lambda: cp.copyto(dst, src), PIPELINE) for _ in range(rounds)]
     moved = 2 * src.nbytes
     s = _summary(ts)
     return dict(s, bytes=moved, gb_per_s=moved / s["median"] / 1e9)
@@ -277,14 +284,19 @@ def stage_workloads(size, rounds, copy, deadline):
                 r["error"] = f"{type(e).__name__}: {e}"
                 r["traceback"] = traceback.format_exc()[-2000:]
             rec["impls"][name] = r
+        for fn in live.values():                 # warm (a second call may still settle caches)
+            fn()
         times = {n: [] for n in live}
+        calls = {n: [] for n in live}
         for _ in range(rounds):                  # interleaved, round by round
             for name, fn in live.items():
-                times[name].append(_gpu_seconds(fn))
+                times[name].append(_gpu_seconds(fn, PIPELINE))
+                calls[name].append(_gpu_seconds(fn))
         for name, ts in times.items():
             s = _summary(ts)
             s["copy_fraction"] = copy["median"] / s["median"] if copy else None
             rec["impls"][name]["time"] = s
+            rec["impls"][name]["call_time"] = _summary(calls[name])
         tc = rec["impls"].get("torch.compile", {}).get("time")
         for name, r in rec["impls"].items():
             if tc and "time" in r:
@@ -322,7 +334,7 @@ def stage_attention(rounds, shape=(4, 8, 2048, 64)):
                 ref = _attention_reference(cp, q, k, v, causal)
                 err = float(cp.max(cp.abs(got._data.astype(cp.float32) - ref)))
                 r["max_abs_error"], r["correct"] = err, err <= tol
-                ts = [_gpu_seconds(lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal))
+                ts = [_gpu_seconds(lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal), 3)
                       for _ in range(rounds)]
                 r["time"] = _summary(ts)
                 flops = 4 * b * h * n * n * d * (0.5 if causal else 1.0)

@@ -79,7 +79,7 @@ def test_markdown_and_verdict_of_a_full_run():
     res = _results()
     md = gc.markdown(res)
     assert "NVIDIA H200" in md and "3900 GB/s" in md
-    assert "| (a) gelu | nbaccel triton (default) | 1.000 ms (0.900–1.200) | 90% | 1.25x |  | yes | cuda:0/triton |" in md
+    assert "| (a) gelu | nbaccel triton (default) | 1.000 ms (0.900–1.200) | 90% | 1.25x | – |  | yes | cuda:0/triton |" in md
     assert "skipped: time budget spent" in md and "PyTorch with CUDA is not installed" in md
     assert "## Failed stages" in md and "### attention: RuntimeError: no" in md
     assert "85%" in md                                             # the target is stated
@@ -169,6 +169,7 @@ def test_every_stage_runs_through_on_a_stand_in(numpy_as_cupy, tmp_path):
         assert rec["impls"]["nbaccel eager (CuPy)"]["correct"], rec
         assert rec["impls"]["cupy"]["time"]["rounds"] == 5
         assert rec["impls"]["cupy"]["time"]["copy_fraction"] > 0
+        assert rec["impls"]["cupy"]["call_time"]["rounds"] == 5
     if not any(n.startswith("nbaccel triton") for rec in w.values() for n in rec["impls"]):
         assert any("Triton backend did not run" in p for p in gc.problems(res))   # never silently missing
     att = stages["attention"]["result"]
