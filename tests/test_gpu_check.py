@@ -83,6 +83,7 @@ def test_markdown_and_verdict_of_a_full_run():
     assert "skipped: time budget spent" in md and "PyTorch with CUDA is not installed" in md
     assert "## Failed stages" in md and "### attention: RuntimeError: no" in md
     assert "85%" in md                                             # the target is stated
+    assert "- (a) nbaccel triton (default): copy bandwidth 90% (met), vs torch.compile 1.25x (met)" in md
     assert gc.problems(res) == ["stage attention failed: RuntimeError: no"]
     assert gc.exit_code(res) == gc.EXIT_FAILED
     res["stages"].pop()
