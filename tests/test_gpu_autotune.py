@@ -4,6 +4,7 @@ it times; tests/test_gpu_cuda.py times real kernels on a GPU)."""
 import json
 import os
 
+import numpy as np
 import pytest
 
 from nbaccel.gpu import autotune as at
@@ -179,3 +180,49 @@ def test_default_location_is_inside_nbaccels_versioned_cache(tmp_path, monkeypat
         assert path.startswith(os.path.join(cache.cache_dir(), "autotune", "sm_90"))
     finally:
         cache._reset_session_for_tests()
+
+
+class FakeKernel:
+    """The kernel-object protocol tune() drives (the Triton tier's slots follow it): a NumPy
+    in-place kernel whose speed depends on its configuration only through the fake timer."""
+    source = "def kernel(x): x += 1  # generated"
+
+    def __init__(self):
+        self.config = None
+        self.launches = 0
+
+    def candidates(self):
+        return [{"BLOCK_O": 1024, "num_warps": 4, "num_stages": 1},
+                {"BLOCK_O": 2048, "num_warps": 8, "num_stages": 1},
+                {"BLOCK_O": 256, "BLOCK_R": 4, "num_warps": 4, "num_stages": None},
+                {"BLOCK_O": 64, "num_warps": 2, "num_stages": 1}]
+
+    def configure(self, BLOCK_O, BLOCK_R=None, num_warps=4, num_stages=None):   # noqa: N803
+        if BLOCK_O < 128:
+            raise ValueError("too small for this kernel")
+        self.config = dict(BLOCK_O=BLOCK_O, BLOCK_R=BLOCK_R, num_warps=num_warps, num_stages=num_stages)
+
+    def __call__(self, x):
+        x += 1                                  # writes its input, as an in-place kernel does
+        self.launches += 1
+
+
+def test_tune_configures_the_winner_and_leaves_the_arrays_as_they_were(tmp_path):
+    k = FakeKernel()
+    x = np.zeros(8, np.float32)
+
+    def timer(fn):
+        fn()
+        return {1024: 3e-4, 2048: 1e-4, 256: 2e-4}[k.config["BLOCK_O"]]
+    best = at.tune(k, x, arch="sm_90", shape=(8,), cache_dir=str(tmp_path), timer=timer)
+    assert best == Config.make(8, 1, BLOCK_O=2048)
+    assert k.config == {"BLOCK_O": 2048, "BLOCK_R": None, "num_warps": 8, "num_stages": 1}
+    assert k.launches == 3 and not x.any()     # trials ran; the input is restored
+    k2 = FakeKernel()                           # the same kernel again: no trials, same choice
+    assert at.tune(k2, x, arch="sm_90", shape=(8,), cache_dir=str(tmp_path), timer=timer) == best
+    assert k2.launches == 0 and k2.config["BLOCK_O"] == 2048
+
+
+def test_flat_candidate_dicts():
+    c = Config.from_dict({"BLOCK_O": 256, "BLOCK_R": None, "num_warps": 8, "num_stages": None})
+    assert c == Config.make(8, 1, BLOCK_O=256) and c.kwargs == {"BLOCK_O": 256, "num_warps": 8, "num_stages": 1}

@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["Config", "AutotuneError", "candidates", "shape_class", "choose", "median_seconds",
+__all__ = ["Config", "AutotuneError", "candidates", "shape_class", "choose", "tune", "median_seconds",
            "cache_path", "clear_memory"]
 
 FORMAT = 1              # bump when the file layout changes (old files are then ignored)
@@ -65,7 +65,13 @@ class Config:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
-        return cls.make(d.get("num_warps", 4), d.get("num_stages", 1), **d.get("blocks", {}))
+        """From :meth:`to_dict`'s form, or a flat one (``{"BLOCK_O": 1024, "num_warps": 4}``:
+        every key but num_warps/num_stages is a block size; a None value is left out)."""
+        if "blocks" in d:
+            blocks = d["blocks"]
+        else:
+            blocks = {k: v for k, v in d.items() if k not in ("num_warps", "num_stages") and v is not None}
+        return cls.make(d.get("num_warps") or 4, d.get("num_stages") or 1, **blocks)
 
     def __str__(self):
         b = ", ".join(f"{k}={v}" for k, v in self.blocks)
@@ -264,6 +270,39 @@ def choose(kernel_key: str, arch: str, candidates_, bench_fn, *, shape=None, cac
     if log is not None:
         log(f"autotune {kernel_key} on {arch}: {best} ({best_s * 1e6:.1f} us, "
             f"{len(timings)} tried, {len(failures)} failed)")
+    return best
+
+
+def tune(kernel, *arrays, arch: str | None = None, shape=None, cache_dir=None, timer=None) -> Config:
+    """Autotune one kernel object and leave it configured with the winner.
+
+    ``kernel`` has ``candidates()`` (flat dicts: block sizes, num_warps, num_stages),
+    ``configure(**config)``, ``source`` (its generated code: the cache key) and
+    ``__call__(*arrays)`` (one launch); the Triton tier's kernel slots are such objects. The
+    trials write the kernel's outputs, and a kernel may write one of its inputs (``x += 1``),
+    so every array is copied before the search and restored after it: call this before the
+    launch that counts. ``timer(fn) -> seconds`` defaults to :func:`median_seconds`."""
+    timer = timer or median_seconds
+    if arch is None:
+        from . import triton_driver
+        arch = triton_driver.arch()
+    cands = [c if isinstance(c, Config) else Config.from_dict(c) for c in kernel.candidates()]
+    if not cands:
+        raise ValueError("autotune.tune: the kernel offers no candidate configurations")
+    key = hashlib.sha256(str(kernel.source).encode()).hexdigest()[:24]
+    saved = [a.copy() for a in arrays if hasattr(a, "copy")]
+
+    def bench(cfg):
+        kernel.configure(**cfg.kwargs)
+        return timer(lambda: kernel(*arrays))
+    try:
+        best = choose(key, arch, cands, bench, shape=shape, cache_dir=cache_dir)
+    finally:
+        it = iter(saved)
+        for a in arrays:
+            if hasattr(a, "copy"):
+                a[...] = next(it)
+    kernel.configure(**best.kwargs)
     return best
 
 
