@@ -308,7 +308,7 @@ def stage_workloads(size, rounds, copy, deadline):
 
 
 def _kernel_labels(cf):
-    rep = getattr(cf, "report", None)
+    rep = getattr(cf, "_report", None)       # (not .report: that also times an eager baseline)
     if rep is None:
         return None
     return [{"name": k.get("name"), "device": k.get("device"), "backend": k.get("backend")}

@@ -84,6 +84,8 @@ def _run(ip, src):
 
 
 def test_compile_cell_on_cuda_returns_numpy_with_transfer_time(ip):
+    from nbaccel.compiler import api as capi
+    capi.config["raise_compiler_errors"] = False    # what a user gets (conftest restores it)
     rng = np.random.default_rng(2)
     x = rng.standard_normal((256, 128), dtype=np.float32)
     w = rng.standard_normal((128, 64), dtype=np.float32)
@@ -102,7 +104,9 @@ def test_compile_cell_on_cuda_returns_numpy_with_transfer_time(ip):
 
 
 def test_auto_takes_the_gpu_for_large_inputs_only(ip):
+    from nbaccel.compiler import api as capi
     from nbaccel.gpu import placement
+    capi.config["raise_compiler_errors"] = False
     small = np.ones((16, 16), np.float32)
     big = np.ones((placement.AUTO_MIN_BYTES // 4 // 1024 + 1, 1024), np.float32)
     ip.user_ns.update(np=np, x=small)
@@ -237,3 +241,15 @@ def test_triton_backend_float16_on_cuda(cp):
     want = (x.astype(np.float32) * x.astype(np.float32) + 1.0).sum(-1)
     assert got.dtype == np.float16
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-3, atol=0.5)
+
+
+def test_the_eager_baseline_of_a_cuda_graph_runs(cp):
+    """The report's eager baseline runs the captured graph through the reference interpreter
+    (compiler/runtime.py interpret), which must take CuPy arrays (np.asarray of one raises)."""
+    from nbaccel.compiler import api as capi
+    if "triton" not in capi.BACKENDS:
+        pytest.skip("this build has no Triton backend")
+    cf = nb.compile(lambda x: nb.exp(x) + 1.0, backend="triton")
+    cf(nb.tensor(np.ones((64, 64), np.float32), device="cuda"))
+    rep = cf.report                     # raises here (raise_compiler_errors) if it cannot
+    assert rep.eager_seconds is not None and rep.eager_seconds > 0
