@@ -87,6 +87,31 @@ def gpu_presence() -> tuple[bool, str]:
     return True, ""
 
 
+def prepare_environment() -> list[str]:
+    """Make a bare checkout runnable without ``pip install`` (a lent GPU machine cannot reach a
+    package index): a private kernel cache when none is set (the default location needs
+    platformdirs), and the ``nbaccel_kernels`` name for ``kernels/`` (an editable install maps
+    it; a developer's checkout has a symlink). Returns what it did, for the report."""
+    notes = []
+    if not os.environ.get("NBACCEL_CACHE_DIR"):
+        import tempfile
+        os.environ["NBACCEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="nbaccel-gpu-check-")
+        notes.append(f"NBACCEL_CACHE_DIR={os.environ['NBACCEL_CACHE_DIR']} (a fresh cache for this run)")
+    import importlib
+    import importlib.util
+    if importlib.util.find_spec("nbaccel_kernels") is None and os.path.isdir(os.path.join(ROOT, "kernels")):
+        link = os.path.join(ROOT, "nbaccel_kernels")
+        try:
+            os.symlink("kernels", link)          # gitignored, as in a developer's checkout
+            importlib.invalidate_caches()
+            notes.append("linked nbaccel_kernels -> kernels (no editable install found)")
+        except OSError as e:
+            notes.append(f"nbaccel_kernels is not importable and could not be linked ({e})")
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    return notes
+
+
 # -- stages ---------------------------------------------------------------------------------------
 def stage_environment():
     import cupy as cp
@@ -96,9 +121,10 @@ def stage_environment():
            "gpu": name.decode() if isinstance(name, bytes) else str(name),
            "compute_capability": cp.cuda.Device().compute_capability,
            "memory_gib": round(cp.cuda.Device().mem_info[1] / 2 ** 30, 1),
-           "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(), "cuda_driver": cp.cuda.runtime.driverGetVersion()}
+           "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(), "cuda_driver": cp.cuda.runtime.driverGetVersion(),
+           "python_executable": sys.executable}
     from importlib import metadata
-    for dist in ("triton", "torch", "nbaccel"):       # versions without importing (torch: 1 s)
+    for dist in ("triton", "torch", "nbaccel", "numba", "ipython"):   # without importing (torch: 1 s)
         try:
             env[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -377,6 +403,7 @@ def run(quick: bool = False, out_dir: str | None = None, size: int | None = None
         return results
     out_dir = out_dir or os.path.join(ROOT, "bench", "gpu_check_out")
     os.makedirs(out_dir, exist_ok=True)
+    results["setup"] = prepare_environment()
     guarded(results, "environment", stage_environment)
     if tests:
         guarded(results, "tests", stage_tests, out_dir, max(30.0, min(120.0, deadline.left() - 150)))

@@ -84,6 +84,8 @@ def markdown(results: dict) -> str:
     lines.append(f"- size {results['size']}×{results['size']} float32, {results['rounds']} rounds, "
                  "GPU time by CUDA events (median, min–max)")
     lines.append(f"- Triton backend API assumed: {results.get('triton_api')}")
+    for note in results.get("setup") or []:
+        lines.append(f"- setup: {note}")
     bad = problems(results)
     lines += ["", f"**verdict: {'all right' if not bad else f'{len(bad)} problem(s)'}**", ""]
     lines += [f"- {p}" for p in bad]

@@ -179,3 +179,22 @@ def test_every_stage_runs_through_on_a_stand_in(numpy_as_cupy, tmp_path):
     assert "## Workloads (a)–(c)" in md and "## Attention" in md and "Stand-in GPU" in md
     gc.write(res, str(tmp_path))
     assert json.loads((tmp_path / "gpu_check.json").read_text())["stages"]
+
+
+def test_a_bare_checkout_is_made_runnable_without_an_install(tmp_path, monkeypatch):
+    """(a lent GPU machine cannot reach a package index: no platformdirs, no editable install)"""
+    import importlib.util
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    monkeypatch.setattr(gc, "ROOT", str(tmp_path))
+    monkeypatch.delenv("NBACCEL_CACHE_DIR", raising=False)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "nbaccel_kernels" else real(name, *a))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    notes = gc.prepare_environment()
+    assert os.path.isdir(os.environ["NBACCEL_CACHE_DIR"]) and "nbaccel-gpu-check-" in os.environ["NBACCEL_CACHE_DIR"]
+    assert os.readlink(tmp_path / "nbaccel_kernels") == "kernels"
+    assert len(notes) == 2 and str(tmp_path) == sys.path[0]
+    import shutil
+    shutil.rmtree(os.environ["NBACCEL_CACHE_DIR"])

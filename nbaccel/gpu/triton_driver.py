@@ -346,12 +346,19 @@ def driver_class(utils_factory=None, launcher_cls=None):
     return CupyCudaDriver
 
 
+def _active_of(rt):
+    """Triton's active driver without creating the default one (3.9 keeps it in ``_active``
+    behind a property; older releases in a plain ``active`` attribute)."""
+    attrs = vars(rt)
+    return attrs["_active"] if "_active" in attrs else attrs.get("active")
+
+
 def is_active() -> bool:
     """Is nbaccel's CuPy driver Triton's active driver (in this process)?"""
     if _driver is None:
         return False
     from triton.runtime import driver as rt
-    return rt._active is _driver
+    return _active_of(rt) is _driver
 
 
 def activate(*, _utils_factory=None, _launcher_cls=None):
@@ -369,10 +376,15 @@ def activate(*, _utils_factory=None, _launcher_cls=None):
                 _driver = driver_class(_utils_factory, _launcher_cls)()
             from triton.runtime import driver as rt
             rt.set_active(_driver)
-    from triton.runtime import _allocation
-    if _allocation._allocator.get() is not allocate:
+    try:
+        from triton.runtime import _allocation
+        current = _allocation._allocator.get()
+    except (ImportError, AttributeError):      # a Triton without a context-variable allocator
+        current = None
+    if current is not allocate:
         import triton
-        triton.set_allocator(allocate)
+        if hasattr(triton, "set_allocator"):
+            triton.set_allocator(allocate)
     return _driver
 
 
@@ -382,8 +394,11 @@ def _reset_for_tests():
     if _driver is not None:
         try:
             from triton.runtime import driver as rt
-            if rt._active is _driver:
-                rt._active = None
+            if _active_of(rt) is _driver:
+                if "_active" in vars(rt):
+                    rt._active = None
+                else:
+                    rt.reset_active()
         except Exception:   # pragma: no cover
             pass
     _driver = None
