@@ -93,8 +93,11 @@ def test_auto_uses_the_documented_byte_threshold(fake_gpu, monkeypatch):
     assert placement.decide("cuda", [under]).device == "cuda"        # asked for: no threshold
 
 
-def test_cuda_picks_triton_for_the_auto_backend():
+def test_cuda_picks_triton_for_the_auto_backend(monkeypatch):
+    pytest.importorskip("triton")
     assert placement.backend_for("auto", "cuda", ("auto", "numba", "triton")) == "triton"
+    monkeypatch.setattr(placement, "_triton_installed", lambda: False)   # no Triton to pick
+    assert placement.backend_for("auto", "cuda", ("auto", "numba", "triton")) == "auto"
     assert placement.backend_for("auto", "cuda", ("auto", "numba")) == "auto"
     assert placement.backend_for("numba", "cuda", ("auto", "numba", "triton")) == "numba"
     assert placement.backend_for("auto", "cpu", ("auto", "triton")) == "auto"

@@ -107,10 +107,19 @@ def decide(requested: str, values) -> Placement:
 
 def backend_for(backend: str, device: str, backends) -> str:
     """The backend a cell placed on ``device`` compiles with: on CUDA, ``auto`` means Triton
-    when the compiler has that backend (the CPU tiers do not run on CuPy arrays)."""
-    if device == "cuda" and backend == "auto" and "triton" in backends:
+    when the compiler has that backend and Triton is installed (the CPU tiers do not run on
+    CuPy arrays; without Triton such a cell runs plainly, with the reason in its report)."""
+    if device == "cuda" and backend == "auto" and "triton" in backends and _triton_installed():
         return "triton"
     return backend
+
+
+def _triton_installed() -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def graph_device(graph) -> str:
