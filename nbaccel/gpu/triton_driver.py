@@ -166,11 +166,11 @@ def kernel_arg(x):
     (it would hand the GPU a host address)."""
     if isinstance(x, DevicePointer) or isinstance(x, (bool, int, float)) or x is None:
         return x
-    data = getattr(x, "_data", None)
-    if data is not None and hasattr(x, "device") and hasattr(x, "_node"):   # an nbaccel Tensor
+    from ..tensor import Tensor
+    if isinstance(x, Tensor):
         if x.device.type != "cuda":
             raise TypeError(f"a {x.device} tensor was passed to a GPU kernel: move it with .cuda() first")
-        return kernel_arg(data)
+        return kernel_arg(x._value("a GPU kernel reads it"))
     iface = getattr(x, "__cuda_array_interface__", None)
     if iface is not None:
         if iface.get("mask") is not None:
