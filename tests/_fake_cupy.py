@@ -208,6 +208,23 @@ class _DeviceCtx:
         return False
 
 
+def skip_if_real_cupy():
+    """Where a real CuPy is installed the stand-in must not be used: a Triton kernel launched on
+    a real GPU with the stand-in's host pointers would corrupt the CUDA context for every test
+    after it (and tests/test_gpu_cuda.py runs the real thing there)."""
+    import importlib.util
+    import sys
+
+    import pytest
+    mod = sys.modules.get("cupy", False)
+    if mod is False:                     # not imported yet: is one installed?
+        real = importlib.util.find_spec("cupy") is not None
+    else:                                # None: a test has blocked it; else a stand-in or the real one
+        real = mod is not None and not str(getattr(mod, "__version__", "")).endswith("stand-in")
+    if real:
+        pytest.skip("a real CuPy is installed: the GPU tests run on it instead of this stand-in")
+
+
 def install(monkeypatch):
     """Put the stand-in at ``sys.modules["cupy"]`` for one test (monkeypatch undoes it)."""
     import sys

@@ -135,6 +135,8 @@ class _FakeCupy(types.ModuleType):
 
 @pytest.fixture
 def numpy_as_cupy(monkeypatch):
+    from tests._fake_cupy import skip_if_real_cupy
+    skip_if_real_cupy()          # (its host pointers must never reach a real GPU's kernels)
     from nbaccel.gpu import placement
     fake = _FakeCupy("cupy")
     fake.__version__ = "0+numpy-stand-in"

@@ -14,6 +14,7 @@ from tests.test_gpu_cuda import (ip, test_auto_takes_the_gpu_for_large_inputs_on
 
 @pytest.fixture(autouse=True)
 def cp(monkeypatch):
+    _fake_cupy.skip_if_real_cupy()
     fake = _fake_cupy.install(monkeypatch)
     placement._forget_for_tests()
     yield fake
