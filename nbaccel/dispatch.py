@@ -66,7 +66,9 @@ def apply(op, args, params):
     elif op.impl is None:
         return op.decomp(*args, **params)   # a composite defined only by its decomposition
     else:
-        out = _eager(op, args, params, dev or params.get("device") or cpu, npflag)
+        # a device move's result lives on its target (its input's device picks the source side)
+        target = params["device"] if op.name == "to_device" else dev or params.get("device") or cpu
+        out = _eager(op, args, params, target, npflag)
     if needs_grad:
         _refuse_complex_grad(op, out)
         autograd.attach(op, args, params, out)

@@ -440,6 +440,15 @@ class Tensor:
     def __dlpack_device__(self):
         return (1, 0) if self.device.type == "cpu" else (2, self.device.index)
 
+    @property
+    def __cuda_array_interface__(self):
+        """A CUDA tensor's memory as its CuPy array describes it (``cupy.asarray(t)`` and other
+        CUDA libraries share it without a copy). CPU tensors have none: AttributeError, so
+        ``hasattr`` is False and NumPy's own protocols apply."""
+        if self.device.type != "cuda":
+            raise AttributeError("a CPU tensor has no __cuda_array_interface__ (it has __array__ and DLPack)")
+        return self._value("its device memory is needed (__cuda_array_interface__)").__cuda_array_interface__
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if any(is_passthrough(v) for v in inputs):   # masked arrays, matrices: NumPy's own result
             from .numpy_api import fallback

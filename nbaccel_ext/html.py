@@ -199,6 +199,8 @@ def _status_bits(r: dict, stable: bool) -> list[str]:
     for key in ("device", "backend", "mode"):
         if r.get(key):
             bits.append(f"{key} {r[key]}")
+    if not stable and _num(r.get("transfer_seconds")) is not None:
+        bits.append(f"transfer {fmt_seconds(r['transfer_seconds'])}")
     return bits
 
 
@@ -229,6 +231,8 @@ def render_text(report: dict, stable: bool = False) -> str:
         status.insert(0, f"first call {fmt_seconds(r['first_call_seconds'])} (compile included)")
     if status:
         lines.append(" · ".join(status))
+    if r.get("device_note"):
+        lines.append(f"device: {_str(r['device_note'])}")
 
     recs = _items(r, "recompiles")
     if recs:
@@ -342,8 +346,12 @@ def _html_header(r: dict, stable: bool) -> list[str]:
             badges.append(_badge(key, r[key]))
     if r.get("pending_tier") and not stable:
         badges.append(_badge("", f"{r['pending_tier']} compiling…"))
+    if not stable and _num(r.get("transfer_seconds")) is not None:
+        badges.append(_badge("transfer", fmt_seconds(r["transfer_seconds"])))
     if badges:
         out.append("<div>" + "".join(badges) + "</div>")
+    if r.get("device_note"):
+        out.append(f'<div style="color:{_MUTED}">device: {_e(r["device_note"])}</div>')
     return out
 
 

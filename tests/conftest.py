@@ -45,3 +45,16 @@ def _seed():
     import nbaccel
     nbaccel.manual_seed(0)
     yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` skip cleanly where CuPy finds no GPU (see docs/gpu.md)."""
+    gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    from nbaccel.gpu.placement import gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        skip = pytest.mark.skip(reason=f"needs an NVIDIA GPU with CuPy: {why}")
+        for it in gpu_items:
+            it.add_marker(skip)

@@ -287,11 +287,13 @@ class _BackwardRunner:
 
 
 def _event(cache, tier, graph, prog, seconds, _unused, eager, breakdown=None):
+    from ..gpu.placement import graph_device, label_kernels
+    device = graph_device(graph)      # 'cuda:0' kernels show it, and cuBLAS behind matmul
     return {"cache": cache, "tier": tier, "pending": bool(prog and prog.pending()),
             "breakdown": breakdown or {"capture": 0.0, "lowering": 0.0, "codegen": 0.0, "jit": 0.0},
-            "seconds": seconds, "kernels": prog.kernels() if prog else [],
+            "seconds": seconds, "kernels": label_kernels(prog.kernels() if prog else [], device),
             "refused": list(prog.schedule.refused) if prog else [],
-            "graph": graph.__str__, "code": prog.code if prog else str, "device": "cpu", "eager": eager}
+            "graph": graph.__str__, "code": prog.code if prog else str, "device": device, "eager": eager}
 
 
 def _limit():

@@ -35,6 +35,8 @@ class CompileReport:
     first_call_seconds: float | None = None   # wall time of the first call, compile included
     call_seconds: float | None = None   # wall time of this call (tracing included)
     fallback: str | None = None         # why the call ran plainly (None: it ran compiled)
+    transfer_seconds: float | None = None   # %%compile --device cuda: host<->GPU copies of this call
+    device_note: str | None = None      # --device auto: why the cell ran where it did
 
     def measure_eager(self):
         """Finish the report when it is first read: render the graph and code text, and run the
@@ -46,7 +48,7 @@ class CompileReport:
         thunks = self.__dict__.pop("_eager_thunks", None)
         if thunks:
             # each thunk times its graph warm, best of several runs, eager and compiled alike
-            pairs = [t() for t in thunks]
+            pairs = [_baseline(t) for t in thunks]
             if all(p is not None for p in pairs):
                 eager = [p[0] if isinstance(p, tuple) else p for p in pairs]
                 comp = [p[1] if isinstance(p, tuple) else None for p in pairs]
@@ -107,6 +109,19 @@ class CompileReport:
 
 
 RESOLUTION_SECONDS = 20e-6
+
+
+def _baseline(thunk):
+    """One graph's (eager, compiled) timings, or None when the baseline cannot run (the report
+    then shows no ratio): reading a report must never raise. Tests raise instead
+    (``raise_compiler_errors``)."""
+    try:
+        return thunk()
+    except Exception:
+        from .api import config
+        if config.get("raise_compiler_errors"):
+            raise
+        return None
 
 
 def fmt_ratio(x: float) -> str:

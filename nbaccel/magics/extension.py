@@ -14,6 +14,7 @@ import io
 import keyword
 import os
 import sys
+import time
 import types
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
 from ..compiler.capture import TooManyGraphBreaks
+from ..gpu import placement as gpu_placement
 from ..tensor import Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -155,6 +157,10 @@ class NbaccelMagics(CellRuns, Magics):
         count = self._cell_number()
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
         entry, traced_vals, env = self._entry(src, opts, ns, count)
+        place = self._place(opts, traced_vals)
+        if place.device != opts.placed:      # auto chose the GPU: another compiled version
+            opts.placed = place.device
+            entry, traced_vals, env = self._entry(src, opts, ns, count)
         self.last_fallback = None
         if entry.plain_reason is not None:          # known to run better plainly
             self.last_fallback = entry.plain_reason
@@ -162,7 +168,8 @@ class NbaccelMagics(CellRuns, Magics):
         if entry.probe is not None:                 # the last run was slow and broke often
             return self._probe_plain(entry, count, opts)
         entry.cf.name = f"In[{count}]"
-        args = [self._to_device(v, opts.device) for v in traced_vals]
+        args, t_in = gpu_placement.timed_sync(lambda: [self._to_device(v, place.device) for v in traced_vals],
+                                              sync=place.device == "cuda")
         progress = self._progress(entry, opts, count)
         printed = io.StringIO()                     # shown once the attempt is known to stand
         failure = None
@@ -199,18 +206,26 @@ class NbaccelMagics(CellRuns, Magics):
             return self._run_plain(entry, count, opts, failure)
         sys.stdout.write(printed.getvalue())
         # the cell completed: write its outputs back (never before, so a failure changes nothing)
+        t_out = time.perf_counter()
         for k in entry.outputs:
             if k in entry.shared:
                 continue
             if k in outs:
-                ns[k] = _swap_out(_settled(self._from_device(outs[k], opts.device, traced_vals)))
+                ns[k] = _swap_out(_settled(self._from_device(outs[k], place.device, traced_vals)))
             elif k in entry.dels:
                 ns.pop(k, None)
+        shown = None if entry.quiet else boundary.to_numpy(_swap_out(self._from_device(value, place.device,
+                                                                                     traced_vals)))
+        t_out = time.perf_counter() - t_out
         self._settle(entry, ns, env)
         entry.calls += 1
         # (the report's eager baseline is measured when it is shown or stored, never otherwise)
         report = getattr(entry.cf, "_report", None)
         if report is not None:
+            if place.device == "cuda":
+                report.transfer_seconds = t_in + t_out
+            if place.reason and (opts.device_explicit or place.device == "cuda"):
+                report.device_note = place.reason
             self._maybe_probe(entry, report)
             if opts.output:
                 report.measure_eager()
@@ -225,9 +240,7 @@ class NbaccelMagics(CellRuns, Magics):
                 print(self._explain_text(report))
         elif opts.output:
             ns[opts.output] = None
-        if entry.quiet:
-            return None
-        return boundary.to_numpy(_swap_out(self._from_device(value, opts.device, traced_vals)))
+        return shown
 
     def _cell_number(self):
         """The running cell's In[n] (IPython counts the cell before running it: Out[n] uses n)."""
@@ -240,6 +253,7 @@ class NbaccelMagics(CellRuns, Magics):
             raise UsageError(f"%%compile: {options.parse_error(str(e).splitlines()[-1] if str(e) else '', OPTIONS_HELP)}") from None
         except ValueError as e:           # shlex: an unbalanced quote
             raise UsageError(f"%%compile: cannot read the options ({e}); the options are {OPTIONS_HELP}") from None
+        explicit_device = opts.device is not None
         for key, allowed in (("mode", MODES), ("backend", BACKENDS), ("device", DEVICES),
                              ("report", REPORTS)):
             val = getattr(opts, key)
@@ -251,14 +265,20 @@ class NbaccelMagics(CellRuns, Magics):
             raise UsageError("%%compile: give --dynamic or --static, not both")
         if opts.output is not None and (not opts.output.isidentifier() or keyword.iskeyword(opts.output)):
             raise UsageError(f"%%compile: -o needs a variable name, got {opts.output!r}")
+        opts.device_explicit = explicit_device or opts.device != "auto"
+        opts.placed = "cuda" if opts.device == "cuda" else "cpu"    # auto: decided per call
         if opts.device == "cuda":
-            from ..devices import cuda_available, _cupy
-            if not cuda_available():
-                try:
-                    _cupy()
-                except RuntimeError as e:
-                    raise UsageError(f"%%compile --device cuda: {e}") from None
+            self._place(opts, ())                 # no GPU: a UsageError that says what is missing
         return opts
+
+    @staticmethod
+    def _place(opts, values):
+        """Where the cell runs (see nbaccel/gpu/placement.py); --device cuda without a GPU is a
+        UsageError naming what is missing."""
+        try:
+            return gpu_placement.decide(opts.device, values)
+        except RuntimeError as e:
+            raise UsageError(f"%%compile --device cuda: {e}") from None
 
     def _entry(self, src, opts, ns, count):
         """The compiled function for this cell source + options + input kinds (cached)."""
@@ -294,7 +314,8 @@ class NbaccelMagics(CellRuns, Magics):
             if n in ns:
                 values[n] = _swap_in(ns[n])
         dynamic = True if opts.dynamic else False if opts.static else None
-        key = hashlib.sha256(repr((src, opts.mode, opts.backend, opts.device, dynamic, opts.fullgraph,
+        placed = getattr(opts, "placed", "cpu")
+        key = hashlib.sha256(repr((src, opts.mode, opts.backend, placed, dynamic, opts.fullgraph,
                                    traced, boxed, maybe, sorted(shared))).encode()).hexdigest()
         entry = self.entries.get(key)
         if entry is None:
@@ -308,7 +329,8 @@ class NbaccelMagics(CellRuns, Magics):
             exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched
             fn = scope["__nbaccel_make__"](numpy_api, boundary.call, boundary.setmask,
                                                    boundary.sync)
-            cf = capi.CompiledFunction(fn, mode=opts.mode, backend=opts.backend, dynamic=dynamic,
+            cf = capi.CompiledFunction(fn, mode=opts.mode, dynamic=dynamic,
+                                       backend=gpu_placement.backend_for(opts.backend, placed, BACKENDS),
                                        fullgraph=opts.fullgraph, name=f"In[{count}]")
             cf._in_cell = True
             entry = CellEntry(key, cf, traced, boxed, outputs, set(dels),
@@ -329,10 +351,15 @@ class NbaccelMagics(CellRuns, Magics):
 
     @staticmethod
     def _from_device(v, device, inputs):
+        """Results go back to where the inputs came from: NumPy arrays for NumPy inputs, CPU
+        tensors for CPU tensors; a cell whose inputs were already on the GPU keeps them there."""
         if device != "cuda" or not isinstance(v, Tensor) or v.device.type != "cuda":
             return v
+        if any(isinstance(x, Tensor) and x.device.type == "cuda" for x in inputs):
+            return v
+        v = v.cpu()
         if inputs and all(isinstance(x, np.ndarray) for x in inputs):
-            return v.cpu().numpy()
+            return v.numpy()
         return v
 
     # reports ----------------------------------------------------------------------------------------

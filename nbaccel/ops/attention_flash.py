@@ -20,6 +20,8 @@ def _kernels(xp):
         from nbaccel_kernels.attention import cpu
         return cpu
     from nbaccel_kernels.attention import triton as tk
+    from ..gpu import triton_driver
+    triton_driver.activate()   # Triton launches on CuPy's current device and stream, torch-free
     return tk
 
 

@@ -128,9 +128,11 @@ astype = defop(
 
 
 def _to_device_impl(xp, x, device):
+    # xp is the target's array module (dispatch runs a move on its target device)
     if device.type == "cpu":
         return x.get() if hasattr(x, "get") else x
-    return xp.asarray(x)
+    with xp.cuda.Device(device.index):
+        return xp.asarray(x)
 
 
 to_device = defop(

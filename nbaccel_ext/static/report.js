@@ -168,6 +168,8 @@ function header(r) {
   }
   if (r.device) badges.append(badge("device", r.device, "nbaccel-device", "device"));
   for (const key of ["backend", "mode"]) if (r[key]) badges.append(badge(key, r[key], "nbaccel-quiet"));
+  if (num(r.transfer_seconds) !== null) badges.append(badge("transfer", fmtSeconds(num(r.transfer_seconds)), "nbaccel-quiet", "transfer"));
+  if (r.device_note) badges.append(h("span", { class: "nbaccel-muted", testid: "device-note" }, "device: " + str(r.device_note)));
 
   const title = h("div", { class: "nbaccel-title" },
     h("span", { class: "nbaccel-logo" }, "nbaccel"), h("span", { class: "nbaccel-name" }, str(r.name) || "compiled call"));
