@@ -141,15 +141,15 @@ def _const_text(value, dt):
     """A typed scalar in register type (half floats rounded to their own precision)."""
     import numpy as np
     if dt.kind == "b":
-        return f"tl.full([], {1 if value else 0}, tl.int1)"
+        return f"tl.full(o.shape, {1 if value else 0}, tl.int1)"
     if dt.kind == "f":
         v = float(value)
         if dt.name in S.HALF:
             v = float(np.asarray(v, dtype=dt.np).astype(np.float32))
-        return f"tl.full([], {_float_text(v)}, {_reg(dt)})"
+        return f"tl.full(o.shape, {_float_text(v)}, {_reg(dt)})"
     if isinstance(value, float):
         value = int(value)
-    return f"tl.full([], {int(value)}, {_reg(dt)})"
+    return f"tl.full(o.shape, {int(value)}, {_reg(dt)})"
 
 
 class _Dims:
@@ -635,7 +635,7 @@ def _extreme_value(dt, for_max):
 
 
 def _extreme(dt, for_max):
-    return f"tl.full([], {_extreme_value(dt, for_max)}, {_reg(dt)})"
+    return f"tl.full(o.shape, {_extreme_value(dt, for_max)}, {_reg(dt)})"
 
 
 def _phases(k):
