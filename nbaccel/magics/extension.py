@@ -421,9 +421,17 @@ class NbaccelMagics(CellRuns, Magics):
             from ..devices import cuda_available
             if cuda_available():
                 devices.append("cuda")
-                if importlib.util.find_spec("triton"):
-                    backends.append("triton")
         except Exception:  # pragma: no cover - a broken CuPy must not break status
+            pass
+        try:                 # available / interpreter only / missing, with the reason
+            from ..compiler.triton_status import triton_status
+            import nbaccel_ext
+            state, reason = triton_status()
+            if state == "available":
+                backends.append("triton")
+            elif not nbaccel_ext.stable_output():      # machine-specific: not in saved notebooks
+                backends.append(f"triton ({state}: {reason})")
+        except Exception:  # pragma: no cover - status must not fail
             pass
         try:
             size = cache.size_bytes()

@@ -149,6 +149,8 @@ def _const_text(value, dt):
         return f"tl.full(o.shape, {_float_text(v)}, {_reg(dt)})"
     if isinstance(value, float):
         value = int(value)
+    if not _fits(value, dt):     # NumPy's error for a weak scalar its array's dtype cannot hold
+        raise OverflowError(f"Python integer {value} out of bounds for {dt.name}")
     return f"tl.full(o.shape, {int(value)}, {_reg(dt)})"
 
 
@@ -287,8 +289,8 @@ class _Renderer:
         if dst.kind == "b":
             return f"({code} != 0)"
         if dst.name in S.HALF:
-            base = code if src.kind == "f" else f"{code}.to(tl.float32)"
-            return f"{base}.to({_buf(dst)}).to(tl.float32)"
+            base = code if src.kind == "f" and src.name != "float64" else f"{code}.to(tl.float32)"
+            return _half_round(base, dst)
         if src.name in S.HALF and dst.name == "float32":
             return code
         return f"{code}.to({_reg(dst)})"
@@ -333,11 +335,16 @@ class _Renderer:
         if name in S.COMPARISONS:
             weak = [a.value for a in e.args if a.kind == "const" and a.dtype is None]
             want = _weak_dtype(e, weak[0]) if weak else _operand_dtype(e)
+            if weak and want.kind in "iu" and not _fits(weak[0], want):
+                want = _int64() if _fits(weak[0], _int64()) else _float64()   # NumPy compares exactly
             args = [self.operand(a, want, e, ctx, memo, pad, accs) for a in e.args]
             in_dt = want
         elif name in S.OWN_INPUTS:
             args = []
             for a in e.args:
+                if a.kind == "const" and a.dtype is None and name.startswith("logical_"):
+                    args.append(_const_text(a.value != 0, _bool()))      # a scalar's truth value
+                    continue
                 dt = a.dtype if a.dtype is not None else _operand_dtype(e)
                 args.append(self.operand(a, dt, e, ctx, memo, pad, accs))
             in_dt = _in_dtype(e) if e.args[0].dtype is not None else _operand_dtype(e)
@@ -368,7 +375,7 @@ class _Renderer:
     def round(self, code, dt):
         """A half-precision result rounded to its own precision (NumPy rounds every op)."""
         if dt.name in S.HALF:
-            return f"({code}).to({_buf(dt)}).to(tl.float32)"
+            return _half_round(code, dt)
         return code
 
     # -- stores ---------------------------------------------------------------------------------
@@ -602,9 +609,33 @@ class _Renderer:
         return "\n".join([head, "", "@triton.jit", f"def {name}({sig}):", doc] + self.lines) + "\n"
 
 
+def _half_round(code, dt):
+    if dt.name == "bfloat16":
+        return f"_round_bf16({code})"
+    return f"({code}).to(tl.float16).to(tl.float32)"
+
+
 def _bool():
     from ... import dtypes as D
     return D.bool_
+
+
+def _int64():
+    from ... import dtypes as D
+    return D.int64
+
+
+def _float64():
+    from ... import dtypes as D
+    return D.float64
+
+
+def _fits(value, dt):
+    import numpy as np
+    if isinstance(value, bool) or not isinstance(value, int):
+        return True
+    info = np.iinfo(dt.np)
+    return info.min <= value <= info.max
 
 
 def _int32():

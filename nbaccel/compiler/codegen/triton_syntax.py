@@ -217,6 +217,16 @@ def _asinh_f(x):
 
 
 @triton.jit
+def _round_bf16(x):
+    # float32 -> the nearest bfloat16 (ties to even), still held in float32; written with
+    # integer ops because Triton's interpreter truncates float32 -> bfloat16 casts
+    b = x.to(tl.uint32, bitcast=True)
+    b = b + 0x7FFF + ((b >> 16) & 1)
+    r = ((b >> 16) << 16).to(tl.float32, bitcast=True)
+    return tl.where(x != x, x, r)
+
+
+@triton.jit
 def _mul(a, b):
     return a * b
 '''
