@@ -601,6 +601,10 @@ class _Renderer:
         k = self.k
         self.single = not self.reducing or self.n_red <= BLOCK_R_MAX
         self.body()
+        import re
+        for z in ("zo", "zr"):       # the zero blocks only broadcast what needs it
+            if not any(re.search(rf"\b{z}\b", ln) for ln in self.lines if not ln.lstrip().startswith(f"{z} =")):
+                self.lines = [ln for ln in self.lines if not ln.lstrip().startswith(f"{z} =")]
         ptrs = list(self.arg_of.values()) + list(self.out_of.values())
         consts = ["BLOCK_O: tl.constexpr"] + (["BLOCK_R: tl.constexpr"] if self.reducing else [])
         sig = ", ".join(ptrs + self.args + consts)
