@@ -303,3 +303,29 @@ def test_status_probe_is_honest():
     import importlib.util
     if importlib.util.find_spec("cupy") is None:
         assert state == "interpreter only"
+
+
+def test_launch_configurations_an_autotuner_may_choose_give_the_same_values(looped):
+    x = rng.standard_normal((6, 10)).astype(np.float32)
+    f = lambda x: (x - x.max(axis=1, keepdims=True), x.sum(axis=1))   # noqa: E731
+    cf = nb.compile(f, backend="triton")
+    want = cf(x)
+    prog = next(iter(next(iter(cf.cache.entries.values())).programs.values()))
+    (slot,) = prog.slots.values()
+    space = slot.candidates()
+    assert space and all("BLOCK_O" in c and "BLOCK_R" in c for c in space)
+    for cfg in [dict(BLOCK_O=1, BLOCK_R=2), dict(BLOCK_O=4, BLOCK_R=8), dict(BLOCK_O=16, BLOCK_R=4)]:
+        slot.configure(**cfg)
+        for g, w in zip(cf(x), want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_integer_power_wraps_and_a_negative_exponent_raises_numpys_error():
+    a = np.array([0, 1, -1, 2, -3, 7, 100, -100], dtype=np.int64)
+    b = np.array([0, 3, 5, 10, 3, 2, 9, 63], dtype=np.int64)
+    check(lambda a, b: (a ** b, a.astype(np.int32) ** b.astype(np.int32), a.astype(np.int8) ** b.astype(np.int8)), a, b)
+    cf = nb.compile(lambda a, b: a ** b, backend="triton")
+    with pytest.raises(ValueError, match="negative integer powers"):
+        cf(a, -b)
+    with pytest.raises(ValueError, match="negative integer powers"):
+        nb.compile(lambda a: a ** -1, backend="triton")(a)

@@ -167,17 +167,6 @@ def _empty_error(k: Kernel):
     return err
 
 
-def _call_error(k: Kernel):
-    """A NumPy error that depends on no value: integers to a negative constant power."""
-    from .codegen.triton import _all_ops
-    for e in _all_ops(k):
-        if e.op.name == "power" and e.dtype.kind in "iub" and e.args[1].kind == "const" \
-                and not isinstance(e.args[1].value, bool) and isinstance(e.args[1].value, int) \
-                and e.args[1].value < 0:
-            return "Integers to negative integer powers are not allowed."
-    return None
-
-
 class TritonSlot:
     """One fused kernel as a Triton kernel, launched on whole flat buffers."""
 
@@ -190,13 +179,42 @@ class TritonSlot:
         self.fn = _load(self.rendered.source, mode)
         self.load_seconds = time.perf_counter() - t0
         self.grid, self.blocks, self.num_warps = self.rendered.blocks(mode == "interpret")
-        self.empty_error = _empty_error(k) or _call_error(k)
+        self.empty_error = _empty_error(k)
+        self.num_stages = None
         self.seconds = 0.0
         self.backend = "triton"
 
     @property
     def source(self):
         return self.rendered.source
+
+    def candidates(self):
+        """A small pruned launch space for an autotuner: dicts of BLOCK_O (and BLOCK_R where
+        the kernel loops over its reduction range), num_warps and num_stages. A one-block
+        kernel keeps its BLOCK_R (the whole range must fit in one block)."""
+        out = []
+        br = self.blocks.get("BLOCK_R")
+        brs = [br] if br is None or self.rendered.single else [b for b in (512, 1024, 2048, 4096)]
+        for b_r in brs:
+            for elems in (1024, 2048, 4096, 8192):
+                b_o = max(1, elems // (b_r or 1))
+                for warps in (4, 8):
+                    cfg = {"BLOCK_O": b_o, "num_warps": warps, "num_stages": 1 if self.rendered.single else 2}
+                    if b_r is not None:
+                        cfg["BLOCK_R"] = b_r
+                    if cfg not in out:
+                        out.append(cfg)
+        return out
+
+    def configure(self, BLOCK_O, BLOCK_R=None, num_warps=4, num_stages=None):   # noqa: N803 - Triton's names
+        """Launch with these block sizes from now on (an autotuner's choice)."""
+        if BLOCK_R is not None and self.rendered.single and BLOCK_R < self.rendered.n_red:
+            raise ValueError("a one-block kernel needs BLOCK_R >= its reduction range")
+        self.blocks = {"BLOCK_O": BLOCK_O} if "BLOCK_R" not in self.blocks else \
+            {"BLOCK_O": BLOCK_O, "BLOCK_R": BLOCK_R or self.blocks["BLOCK_R"]}
+        self.grid = (-(-self.rendered.n_out // BLOCK_O),)
+        self.num_warps = num_warps
+        self.num_stages = num_stages
 
     def __call__(self, *arrays):
         t0 = time.perf_counter()
@@ -207,12 +225,19 @@ class TritonSlot:
             if self.mode == "gpu":
                 _activate_driver()
             args = [wrap(a.view(np.uint8) if a.dtype == np.bool_ else a) for a in arrays]
+            err = None
+            if self.rendered.errors:      # a flag the kernel sets where NumPy would raise
+                err = array_module(arrays[0]).zeros(1, np.int32) if arrays else np.zeros(1, np.int32)
+                args.append(wrap(err))
             if self.mode == "interpret":
                 # the interpreter computes with NumPy: its warnings (x / 0) are not the user's
                 with np.errstate(all="ignore"):
                     self.fn[self.grid](*args, *self.rendered.values, **self.blocks)
             else:
-                self.fn[self.grid](*args, *self.rendered.values, **self.blocks, num_warps=self.num_warps)
+                extra = {"num_stages": self.num_stages} if self.num_stages else {}
+                self.fn[self.grid](*args, *self.rendered.values, **self.blocks, num_warps=self.num_warps, **extra)
+            if err is not None and int(err[0]):
+                raise ValueError(self.rendered.errors[int(err[0]) - 1])
         self.seconds = time.perf_counter() - t0
 
 
@@ -303,6 +328,7 @@ class TritonProgram(Program):
         return None
 
     def kernels(self, device="cpu"):
+        device = "cuda:0" if self.device == "cuda:0" else device
         out = []
         for s in self.schedule.steps:
             if isinstance(s, Kernel):

@@ -65,8 +65,6 @@ def unsupported_reason(k: Kernel, interpret: bool) -> str | None:
             return f"{name} with parameters has no triton rendering"
         if name == "astype" or _small_power(e) is not None:
             continue
-        if name == "power" and e.dtype.kind != "f":
-            return "integer power with a non-constant exponent has no triton rendering"
         if name in S.LIBDEVICE:
             if interpret:
                 return f"{name} needs libdevice, which Triton's interpreter lacks"
@@ -205,6 +203,7 @@ class _Renderer:
         self.arg_of = {id(b): f"in{i}" for i, b in enumerate(k.inputs)}
         self.out_of = {id(b): f"out{i}" for i, b in enumerate(k.outputs)}
         self.uses_libdevice = False
+        self.errors: list[str] = []   # messages the kernel can flag (see flag_error)
         self.addr = {}                # layout key -> (offset text, [(dim, stride text)])
         for j, size in enumerate(self.dims.sizes):
             self._arg(f"n{j}", size)
@@ -355,6 +354,8 @@ class _Renderer:
         else:
             args = [self.operand(a, e.dtype, e, ctx, memo, pad, accs) for a in e.args]
             in_dt = e.dtype
+        if name == "power" and in_dt.kind == "i":
+            self.flag_error(f"({args[1]} < 0)", ctx, pad, S.NEGATIVE_POWER)
         if name in S.LIBDEVICE:
             if self.interpret:
                 raise TritonUnsupported(f"{name} needs libdevice, which Triton's interpreter lacks")
@@ -377,6 +378,17 @@ class _Renderer:
         if dt.name in S.HALF:
             return _half_round(code, dt)
         return code
+
+    def flag_error(self, cond, ctx, pad, message):
+        """Where ``cond`` holds, set the kernel's error flag; the launcher raises ``message``
+        (NumPy's error) after the kernel ran."""
+        if message not in self.errors:
+            self.errors.append(message)
+        code = len(self.errors)
+        live = "o_mask" if ctx == "outer" else "mask"
+        hit = self.name("err")
+        self.emit(pad, f"{hit} = {live} & {cond}")
+        self.emit(pad, f"tl.store(err + {hit}.to(tl.int32) * 0, {hit}.to(tl.int32) * {code}, mask={hit})")
 
     # -- stores ---------------------------------------------------------------------------------
     def store(self, node, value, value_dt, ctx, pad):
@@ -605,7 +617,7 @@ class _Renderer:
         for z in ("zo", "zr"):       # the zero blocks only broadcast what needs it
             if not any(re.search(rf"\b{z}\b", ln) for ln in self.lines if not ln.lstrip().startswith(f"{z} =")):
                 self.lines = [ln for ln in self.lines if not ln.lstrip().startswith(f"{z} =")]
-        ptrs = list(self.arg_of.values()) + list(self.out_of.values())
+        ptrs = list(self.arg_of.values()) + list(self.out_of.values()) + (["err"] if self.errors else [])
         consts = ["BLOCK_O: tl.constexpr"] + (["BLOCK_R: tl.constexpr"] if self.reducing else [])
         sig = ", ".join(ptrs + self.args + consts)
         head = S.HEADER + (S.LIBDEVICE_IMPORT if self.uses_libdevice else "") + S.HELPERS
@@ -708,6 +720,7 @@ class Rendered:
         self.n_red = n_red
         self.reducing = reducing
         self.single = single
+        self.errors: list[str] = []   # NumPy errors the kernel flags in its `err` argument (1-based)
 
     def blocks(self, interpret: bool):
         """(grid, constexpr block sizes, num_warps) for this shape."""
@@ -736,4 +749,6 @@ def render_kernel(k: Kernel, name: str = "kernel", interpret: bool = False) -> R
         raise TritonUnsupported(why)
     r = _Renderer(k, interpret)
     src = r.render(name)
-    return Rendered(src, r.values, r.n_out, r.n_red, r.reducing, r.single)
+    out = Rendered(src, r.values, r.n_out, r.n_red, r.reducing, r.single)
+    out.errors = r.errors
+    return out

@@ -60,6 +60,7 @@ FLOAT = {
 }
 INT = {
     "floor_divide": "_floordiv_i({0}, {1})", "remainder": "_remainder_i({0}, {1})",
+    "power": "_pow_i({0}, {1}, {bits})",
     "fmod": "_fmod_i({0}, {1})", "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
     "abs": "tl.abs({0})", "signbit": "({0} < 0)", "isfinite": "({0} == {0})",
     "isinf": "({0} != {0})", "isnan": "({0} != {0})",
@@ -80,6 +81,7 @@ LIBDEVICE = {
     "asin": "libdevice.asin({0})", "acos": "libdevice.acos({0})", "atan": "libdevice.atan({0})",
     "atan2": "libdevice.atan2({0}, {1})",
 }
+NEGATIVE_POWER = "Integers to negative integer powers are not allowed."
 # the inputs are converted to the operation's dtype first, as NumPy's loops do
 COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 # inputs keep their own dtype (tests of a value, logical ops on truth values)
@@ -140,6 +142,20 @@ def _shr(a, b, BITS: tl.constexpr):
     r = a >> tl.where(ok, b, b * 0)
     full = tl.where(a < 0, a * 0 - 1, a * 0)
     return tl.where(ok, r, full)
+
+
+@triton.jit
+def _pow_i(a, b, BITS: tl.constexpr):
+    # square and multiply over the exponent's bits, wrapping as NumPy's integer power does
+    # (a negative exponent is NumPy's ValueError: the kernel flags it, see NEGATIVE_POWER)
+    r = a * 0 + 1
+    base = a
+    e = tl.where(b < 0, b * 0, b)
+    for _ in range(BITS):
+        r = tl.where((e & 1) != 0, r * base, r)
+        base = base * base
+        e = e >> 1
+    return r
 
 
 @triton.jit
