@@ -42,7 +42,8 @@ def check(fn, *args, rtol=None, kernels=None):
             np.testing.assert_allclose(o64, r64, rtol=tol, atol=tol)
         else:
             np.testing.assert_array_equal(o, r)
-    rows = [k for k in cf.report.kernels if k["backend"] not in ("blas",)]
+    with np.errstate(all="ignore"):      # reading the report times the eager baseline
+        rows = [k for k in cf.report.kernels if k["backend"] not in ("blas",)]
     assert rows and all(k["backend"] == "triton" for k in rows if "ranges" in k), rows
     if kernels is not None:
         assert len([k for k in rows if "ranges" in k]) == kernels, rows
@@ -277,7 +278,6 @@ def test_several_shapes_reuse_the_generated_module():
 
 
 def test_unrenderable_kernels_raise_a_clear_reason():
-    from nbaccel.compiler.capture import TraceSession  # noqa: F401 - the compiler is importable
     x = rng.standard_normal(8).astype(np.float32)
     with pytest.raises(tri.TritonUnsupported, match="libdevice"):
         nb.compile(lambda x: np.arctan(x), backend="triton")(x)

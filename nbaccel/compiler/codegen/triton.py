@@ -26,6 +26,9 @@ import math
 
 from ..loops import Expr, Kernel
 from . import triton_syntax as S
+from .triton_reduce import ReductionPasses, phases
+from .triton_syntax import (bool_dtype, buf, const_text, float64_dtype, float_text, fits, half_round,
+                            int64_dtype, reg, sqrt_fn)
 from .numba_syntax import _COMPARISONS, _operand_dtype, _weak_dtype
 
 ELEMS_GPU = 1024          # elements per program of an elementwise kernel (4 warps × 8 per thread)
@@ -37,18 +40,6 @@ INT32_LIMIT = 2 ** 31 - 1
 
 class TritonUnsupported(NotImplementedError):
     """This kernel has no Triton rendering (the reason is the message)."""
-
-
-def _reg(dt):
-    return S.DTYPES[dt.name][1]
-
-
-def _buf(dt):
-    return S.DTYPES[dt.name][0]
-
-
-def _kind(dt):
-    return "b" if dt.kind == "b" else dt.kind
 
 
 def unsupported_reason(k: Kernel, interpret: bool) -> str | None:
@@ -126,32 +117,6 @@ def _small_power(e):
     return None
 
 
-def _float_text(v):
-    v = float(v)
-    if v != v:
-        return "float('nan')"
-    if v in (float("inf"), float("-inf")):
-        return "float('inf')" if v > 0 else "-float('inf')"
-    return repr(v)
-
-
-def _const_text(value, dt):
-    """A typed scalar in register type (half floats rounded to their own precision)."""
-    import numpy as np
-    if dt.kind == "b":
-        return f"tl.full(o.shape, {1 if value else 0}, tl.int1)"
-    if dt.kind == "f":
-        v = float(value)
-        if dt.name in S.HALF:
-            v = float(np.asarray(v, dtype=dt.np).astype(np.float32))
-        return f"tl.full(o.shape, {_float_text(v)}, {_reg(dt)})"
-    if isinstance(value, float):
-        value = int(value)
-    if not _fits(value, dt):     # NumPy's error for a weak scalar its array's dtype cannot hold
-        raise OverflowError(f"Python integer {value} out of bounds for {dt.name}")
-    return f"tl.full(o.shape, {int(value)}, {_reg(dt)})"
-
-
 class _Dims:
     """The kernel's dimensions after dropping size-1 ones and merging runs every layout
     walks as one: (size, reduced) per dimension, and per layout its strides over them."""
@@ -176,7 +141,7 @@ class _Dims:
         return [lay.strides[g[-1]] for g in self.groups]
 
 
-class _Renderer:
+class _Renderer(ReductionPasses):
     def __init__(self, k: Kernel, interpret: bool):
         self.k = k
         self.interpret = interpret
@@ -289,10 +254,10 @@ class _Renderer:
             return f"({code} != 0)"
         if dst.name in S.HALF:
             base = code if src.kind == "f" and src.name != "float64" else f"{code}.to(tl.float32)"
-            return _half_round(base, dst)
+            return half_round(base, dst)
         if src.name in S.HALF and dst.name == "float32":
             return code
-        return f"{code}.to({_reg(dst)})"
+        return f"{code}.to({reg(dst)})"
 
     def expr(self, e: Expr, ctx, memo, pad, accs):
         key = (ctx, e.key())
@@ -303,7 +268,7 @@ class _Renderer:
         elif e.kind == "acc":
             code = accs[id(e.red)]
         elif e.kind == "const":
-            code = _const_text(e.value, e.dtype) if e.dtype is not None else _float_text(e.value) \
+            code = const_text(e.value, e.dtype) if e.dtype is not None else float_text(e.value) \
                 if isinstance(e.value, float) else repr(e.value)
         else:
             code = self.op(e, ctx, memo, pad, accs)
@@ -316,7 +281,7 @@ class _Renderer:
 
     def operand(self, a, want, e, ctx, memo, pad, accs):
         if a.kind == "const" and a.dtype is None:       # a weak Python scalar: typed at once
-            return _const_text(a.value, want)
+            return const_text(a.value, want)
         return self.cvt(self.expr(a, ctx, memo, pad, accs), a.dtype, want)
 
     def op(self, e: Expr, ctx, memo, pad, accs):
@@ -327,28 +292,28 @@ class _Renderer:
         if p is not None:
             x = self.operand(e.args[0], e.dtype, e, ctx, memo, pad, accs)
             if p == 0:
-                return self.cvt(f"({x} == {x}) | ({x} != {x})", _bool(), e.dtype)
+                return self.cvt(f"({x} == {x}) | ({x} != {x})", bool_dtype(), e.dtype)
             code = {1: "{0}", 2: "({0} * {0})", 3: "({0} * {0} * {0})", -1: "(1.0 / {0})",
-                    0.5: "{sqrt}({0})"}[p].format(x, sqrt=_sqrt(e.dtype))
+                    0.5: "{sqrt}({0})"}[p].format(x, sqrt=sqrt_fn(e.dtype))
             return self.round(code, e.dtype)
         if name in S.COMPARISONS:
             weak = [a.value for a in e.args if a.kind == "const" and a.dtype is None]
             want = _weak_dtype(e, weak[0]) if weak else _operand_dtype(e)
-            if weak and want.kind in "iu" and not _fits(weak[0], want):
-                want = _int64() if _fits(weak[0], _int64()) else _float64()   # NumPy compares exactly
+            if weak and want.kind in "iu" and not fits(weak[0], want):
+                want = int64_dtype() if fits(weak[0], int64_dtype()) else float64_dtype()   # NumPy compares exactly
             args = [self.operand(a, want, e, ctx, memo, pad, accs) for a in e.args]
             in_dt = want
         elif name in S.OWN_INPUTS:
             args = []
             for a in e.args:
                 if a.kind == "const" and a.dtype is None and name.startswith("logical_"):
-                    args.append(_const_text(a.value != 0, _bool()))      # a scalar's truth value
+                    args.append(const_text(a.value != 0, bool_dtype()))      # a scalar's truth value
                     continue
                 dt = a.dtype if a.dtype is not None else _operand_dtype(e)
                 args.append(self.operand(a, dt, e, ctx, memo, pad, accs))
             in_dt = _in_dtype(e) if e.args[0].dtype is not None else _operand_dtype(e)
         elif name == "where":
-            cond = self.operand(e.args[0], _bool(), e, ctx, memo, pad, accs)
+            cond = self.operand(e.args[0], bool_dtype(), e, ctx, memo, pad, accs)
             args = [cond] + [self.operand(a, e.dtype, e, ctx, memo, pad, accs) for a in e.args[1:]]
             in_dt = e.dtype
         else:
@@ -365,7 +330,7 @@ class _Renderer:
             template = _table(in_dt).get(name)
             if template is None:
                 raise TritonUnsupported(f"{name} has no triton rendering for {in_dt.name}")
-        extra = {"reg": _reg(in_dt), "sqrt": _sqrt(in_dt), "bits": in_dt.bits,
+        extra = {"reg": reg(in_dt), "sqrt": sqrt_fn(in_dt), "bits": in_dt.bits,
                  "big": "4503599627370496.0" if in_dt.name == "float64" else "8388608.0"}
         if in_dt.kind == "f":
             ity = "tl.int64" if in_dt.name == "float64" else "tl.int32"
@@ -376,7 +341,7 @@ class _Renderer:
     def round(self, code, dt):
         """A half-precision result rounded to its own precision (NumPy rounds every op)."""
         if dt.name in S.HALF:
-            return _half_round(code, dt)
+            return half_round(code, dt)
         return code
 
     def flag_error(self, cond, ctx, pad, message):
@@ -402,7 +367,7 @@ class _Renderer:
         if node.dtype.kind == "b":
             v = f"{v}.to(tl.uint8)"
         elif node.dtype.name in S.HALF:
-            v = f"{v}.to({_buf(node.dtype)})"
+            v = f"{v}.to({buf(node.dtype)})"
         self.emit(pad, f"tl.store({self.out_of[id(node)]} + ({addr}), {v}, mask={mask})")
 
     # -- index decoding -------------------------------------------------------------------------
@@ -438,19 +403,19 @@ class _Renderer:
         self.emit(pad, "zo = o * 0")
         self.decode(self.kept, "o", pad)
         ar = "tl.arange(0, BLOCK_R)[None, :]" + (".to(tl.int64)" if self.wide else "")
-        phases = _phases(k)
+        groups = phases(k)
         elems = [st for st in k.stores if not st.per_outer]
         accs = {}
         if self.single:
             memo = {}
             self.open_block(ar, pad)
-            for group in phases:
+            for group in groups:
                 for r in group:
                     self.reduce_block(r, memo, pad, accs)
             for st in elems:
                 self.store(st.node, self.expr(st.expr, "full", memo, pad, accs), st.expr.dtype, "full", pad)
         else:
-            for group in phases:
+            for group in groups:
                 for r in group:
                     self.init_acc(r, pad)
                 inner = pad + "    "
@@ -484,130 +449,6 @@ class _Renderer:
         self.emit(pad, "zr = r * 0")
         self.decode(self.redd, "r", pad)
 
-    # one block: the whole reduction range in registers
-    def reduce_block(self, r, memo, pad, accs):
-        i = r.index
-        src_dt = r.src.dtype
-        v = self.expr(r.src, "full", memo, pad, accs)
-        op = r.op
-        if op in ("sum", "prod"):
-            adt = _acc_dtype(r)
-            x = self.cvt(v, src_dt, adt)
-            ident = "1" if op == "prod" else "0"
-            t = f"tl.where(mask, {x}, {_const_text(int(ident), adt)})"
-            red = f"tl.sum({t}, axis=1)" if op == "sum" else f"tl.reduce({t}, 1, _mul)"
-            self.emit(pad, f"red{i} = {self.cvt(red, adt, r.dtype)}[:, None]")
-        elif op in ("any", "all"):
-            flag = f"tl.where(mask, ({v} != 0).to(tl.int32), {0 if op == 'any' else 1})"
-            fn = "tl.max" if op == "any" else "tl.min"
-            self.emit(pad, f"red{i} = ({fn}({flag}, axis=1) != 0)[:, None]")
-        elif op in ("amax", "amin"):
-            x, rdt = self.ordered(v, src_dt)
-            fn = "tl.max" if op == "amax" else "tl.min"
-            self.emit(pad, f"red{i} = {fn}(tl.where(mask, {x}, {_extreme(rdt, op == 'amax')}), axis=1)[:, None]")
-            if src_dt.kind == "f":
-                self.emit(pad, f"nan{i} = tl.max(tl.where(mask & ({x} != {x}), 1, 0), axis=1)[:, None] != 0")
-                self.emit(pad, f"red{i} = tl.where(nan{i}, float('nan'), red{i})")
-            if src_dt.kind == "b":
-                self.emit(pad, f"red{i} = red{i} != 0")
-        else:   # argmax / argmin: the first best index, the first NaN wins
-            x, rdt = self.ordered(v, src_dt)
-            fn = "tl.max" if op == "argmax" else "tl.min"
-            self.emit(pad, f"best{i} = {fn}(tl.where(mask, {x}, {_extreme(rdt, op == 'argmax')}), axis=1)[:, None]")
-            hit = f"({x} == best{i})"
-            if src_dt.kind == "f":
-                self.emit(pad, f"nan{i} = tl.max(tl.where(mask & ({x} != {x}), 1, 0), axis=1)[:, None] != 0")
-                hit = f"tl.where(nan{i}, {x} != {x}, {hit})"
-            self.emit(pad, f"red{i} = tl.min(tl.where(mask & {hit}, r, n_red), axis=1)[:, None]"
-                           f".to(tl.int64)")
-        accs[id(r)] = f"red{i}"
-
-    def ordered(self, v, dt):
-        """A value max/min can compare: bools as int32."""
-        if dt.kind == "b":
-            return f"{v}.to(tl.int32)", _int32()
-        return v, dt
-
-    # a loop over blocks of the reduction range: per-lane accumulators
-    def init_acc(self, r, pad):
-        i, op = r.index, r.op
-        shape = "[BLOCK_O, BLOCK_R]"
-        if op in ("sum", "prod"):
-            self.emit(pad, f"acc{i} = tl.full({shape}, {1 if op == 'prod' else 0}, {_reg(_acc_dtype(r))})")
-        elif op in ("any", "all"):
-            self.emit(pad, f"acc{i} = tl.full({shape}, {0 if op == 'any' else 1}, tl.int32)")
-        else:
-            _, rdt = self.ordered("", r.src.dtype)
-            arg = op in ("argmax", "argmin")
-            big = op in ("amax", "argmax")
-            self.emit(pad, f"acc{i} = tl.full({shape}, {_extreme_value(rdt, big)}, {_reg(rdt)})")
-            if r.src.dtype.kind == "f":
-                self.emit(pad, f"nan{i} = tl.full({shape}, 0, tl.int32)")
-            if arg:
-                idt = "tl.int64" if self.wide else "tl.int32"
-                self.emit(pad, f"idx{i} = tl.full({shape}, -1, {idt})")
-
-    def update_acc(self, r, memo, pad, accs):
-        i, op = r.index, r.op
-        v = self.expr(r.src, "full", memo, pad, accs)
-        src_dt = r.src.dtype
-        if op in ("sum", "prod"):
-            adt = _acc_dtype(r)
-            x = self.cvt(v, src_dt, adt)
-            sym = "+" if op == "sum" else "*"
-            ident = 1 if op == "prod" else 0
-            self.emit(pad, f"acc{i} = acc{i} {sym} tl.where(mask, {x}, {_const_text(ident, adt)})")
-        elif op == "any":
-            self.emit(pad, f"acc{i} = acc{i} | tl.where(mask, ({v} != 0).to(tl.int32), 0)")
-        elif op == "all":
-            self.emit(pad, f"acc{i} = acc{i} & tl.where(mask, ({v} != 0).to(tl.int32), 1)")
-        elif op in ("amax", "amin"):
-            x, rdt = self.ordered(v, src_dt)
-            fn = "tl.maximum" if op == "amax" else "tl.minimum"
-            self.emit(pad, f"acc{i} = {fn}(acc{i}, tl.where(mask, {x}, {_extreme(rdt, op == 'amax')}))")
-            if src_dt.kind == "f":
-                self.emit(pad, f"nan{i} = nan{i} | tl.where(mask & ({x} != {x}), 1, 0)")
-        else:
-            x, rdt = self.ordered(v, src_dt)
-            cmp = ">" if op == "argmax" else "<"
-            better = f"({x} {cmp} acc{i}) | (idx{i} < 0)"
-            if src_dt.kind == "f":
-                # a NaN beats everything and stays; the first of equal values stays
-                better = f"(({better}) & (acc{i} == acc{i})) | (({x} != {x}) & (acc{i} == acc{i}))"
-            b = self.name("b")
-            self.emit(pad, f"{b} = mask & ({better})")
-            self.emit(pad, f"acc{i} = tl.where({b}, {x}, acc{i})")
-            self.emit(pad, f"idx{i} = tl.where({b}, r, idx{i})")
-
-    def finish_acc(self, r, pad, accs):
-        i, op = r.index, r.op
-        if op in ("sum", "prod"):
-            adt = _acc_dtype(r)
-            red = f"tl.sum(acc{i}, axis=1)" if op == "sum" else f"tl.reduce(acc{i}, 1, _mul)"
-            self.emit(pad, f"red{i} = {self.cvt(red, adt, r.dtype)}[:, None]")
-        elif op in ("any", "all"):
-            fn = "tl.max" if op == "any" else "tl.min"
-            self.emit(pad, f"red{i} = ({fn}(acc{i}, axis=1) != 0)[:, None]")
-        elif op in ("amax", "amin"):
-            fn = "tl.max" if op == "amax" else "tl.min"
-            self.emit(pad, f"red{i} = {fn}(acc{i}, axis=1)[:, None]")
-            if r.src.dtype.kind == "f":
-                self.emit(pad, f"red{i} = tl.where(tl.max(nan{i}, axis=1)[:, None] != 0, float('nan'), red{i})")
-            if r.src.dtype.kind == "b":
-                self.emit(pad, f"red{i} = red{i} != 0")
-        else:
-            fn = "tl.max" if op == "argmax" else "tl.min"
-            valid = f"idx{i} >= 0"
-            self.emit(pad, f"best{i} = {fn}(tl.where({valid}, acc{i}, "
-                           f"{_extreme(self.ordered('', r.src.dtype)[1], op == 'argmax')}), axis=1)[:, None]")
-            hit = f"(acc{i} == best{i})"
-            if r.src.dtype.kind == "f":
-                self.emit(pad, f"nan{i} = tl.max(tl.where(acc{i} != acc{i}, 1, 0), axis=1)[:, None] != 0")
-                hit = f"tl.where(nan{i}, acc{i} != acc{i}, {hit})"
-            self.emit(pad, f"red{i} = tl.min(tl.where(({valid}) & {hit}, idx{i}, n_red), axis=1)[:, None]"
-                           f".to(tl.int64)")
-        accs[id(r)] = f"red{i}"
-
     # -- the module -----------------------------------------------------------------------------
     def render(self, name):
         k = self.k
@@ -623,78 +464,6 @@ class _Renderer:
         head = S.HEADER + (S.LIBDEVICE_IMPORT if self.uses_libdevice else "") + S.HELPERS
         doc = f"    # {k.name} {k.ranges_text()}: {', '.join(dict.fromkeys(k.op_names()))}"
         return "\n".join([head, "", "@triton.jit", f"def {name}({sig}):", doc] + self.lines) + "\n"
-
-
-def _half_round(code, dt):
-    if dt.name == "bfloat16":
-        return f"_round_bf16({code})"
-    return f"({code}).to(tl.float16).to(tl.float32)"
-
-
-def _bool():
-    from ... import dtypes as D
-    return D.bool_
-
-
-def _int64():
-    from ... import dtypes as D
-    return D.int64
-
-
-def _float64():
-    from ... import dtypes as D
-    return D.float64
-
-
-def _fits(value, dt):
-    import numpy as np
-    if isinstance(value, bool) or not isinstance(value, int):
-        return True
-    info = np.iinfo(dt.np)
-    return info.min <= value <= info.max
-
-
-def _int32():
-    from ... import dtypes as D
-    return D.int32
-
-
-def _sqrt(dt):
-    return "tl.sqrt" if dt.name == "float64" else "tl.sqrt_rn"
-
-
-def _acc_dtype(r):
-    """Sums and products of float32 and narrower floats accumulate in float32; float64 in
-    float64; integers in the result's own dtype (NumPy's)."""
-    from ... import dtypes as D
-    if r.dtype.kind == "f":
-        return D.float64 if r.dtype.name == "float64" else D.float32
-    return r.dtype
-
-
-def _extreme_value(dt, for_max):
-    """The identity of max (for_max) or min over dtype dt, as source text."""
-    import numpy as np
-    if dt.kind == "f":
-        return "-float('inf')" if for_max else "float('inf')"
-    info = np.iinfo(dt.np)
-    return str(int(info.min if for_max else info.max))
-
-
-def _extreme(dt, for_max):
-    return f"tl.full(o.shape, {_extreme_value(dt, for_max)}, {_reg(dt)})"
-
-
-def _phases(k):
-    """Reductions grouped into passes: each needs only reductions of earlier passes."""
-    phase = {}
-    for r in k.reductions:
-        deps = [leaf.red for leaf in r.src.leaves() if leaf.kind == "acc"]
-        phase[id(r)] = 1 + max((phase[id(d)] for d in deps if id(d) in phase), default=-1)
-    groups = {}
-    for r in k.reductions:
-        groups.setdefault(phase[id(r)], []).append(r)
-    return [groups[p] for p in sorted(groups)]
 
 
 def _leaves_in_order(e, seen=None):

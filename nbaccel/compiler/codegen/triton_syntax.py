@@ -25,6 +25,81 @@ DTYPES = {
 }
 HALF = {"float16", "bfloat16"}
 
+
+# -- register types and typed constants ----------------------------------------------------
+
+def reg(dt):
+    return DTYPES[dt.name][1]
+
+
+def buf(dt):
+    return DTYPES[dt.name][0]
+
+
+def float_text(v):
+    v = float(v)
+    if v != v:
+        return "float('nan')"
+    if v in (float("inf"), float("-inf")):
+        return "float('inf')" if v > 0 else "-float('inf')"
+    return repr(v)
+
+
+def const_text(value, dt):
+    """A typed scalar in register type (half floats rounded to their own precision)."""
+    import numpy as np
+    if dt.kind == "b":
+        return f"tl.full(o.shape, {1 if value else 0}, tl.int1)"
+    if dt.kind == "f":
+        v = float(value)
+        if dt.name in HALF:
+            v = float(np.asarray(v, dtype=dt.np).astype(np.float32))
+        return f"tl.full(o.shape, {float_text(v)}, {reg(dt)})"
+    if isinstance(value, float):
+        value = int(value)
+    if not fits(value, dt):     # NumPy's error for a weak scalar its array's dtype cannot hold
+        raise OverflowError(f"Python integer {value} out of bounds for {dt.name}")
+    return f"tl.full(o.shape, {int(value)}, {reg(dt)})"
+
+
+def half_round(code, dt):
+    if dt.name == "bfloat16":
+        return f"_round_bf16({code})"
+    return f"({code}).to(tl.float16).to(tl.float32)"
+
+
+def bool_dtype():
+    from ... import dtypes as D
+    return D.bool_
+
+
+def int64_dtype():
+    from ... import dtypes as D
+    return D.int64
+
+
+def float64_dtype():
+    from ... import dtypes as D
+    return D.float64
+
+
+def fits(value, dt):
+    import numpy as np
+    if isinstance(value, bool) or not isinstance(value, int):
+        return True
+    info = np.iinfo(dt.np)
+    return info.min <= value <= info.max
+
+
+def int32_dtype():
+    from ... import dtypes as D
+    return D.int32
+
+
+def sqrt_fn(dt):
+    return "tl.sqrt" if dt.name == "float64" else "tl.sqrt_rn"
+
+
 # Elementwise spellings over register values already converted to the operation's dtype.
 # {0}, {1}, {2}: the operands. Per-kind variants: FLOAT / INT / BOOL override COMMON.
 COMMON = {
