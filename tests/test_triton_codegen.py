@@ -329,3 +329,26 @@ def test_integer_power_wraps_and_a_negative_exponent_raises_numpys_error():
         cf(a, -b)
     with pytest.raises(ValueError, match="negative integer powers"):
         nb.compile(lambda a: a ** -1, backend="triton")(a)
+
+
+def test_nbaccel_status_lists_triton_with_its_state(monkeypatch):
+    from IPython.testing.globalipapp import get_ipython, start_ipython
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "nbaccel")
+    from nbaccel.compiler.triton_status import triton_status
+    from nbaccel.magics import get_extension
+    state, _ = triton_status()
+    monkeypatch.delenv("NBACCEL_STABLE_OUTPUT", raising=False)
+    backends = get_extension(shell).status_info()["backends"]
+    line = [b for b in backends if b.startswith("triton")]
+    assert line == ["triton"] if state == "available" else line[0].startswith(f"triton ({state}: ")
+
+
+def test_64_bit_indexing_gives_the_same_values(monkeypatch):
+    monkeypatch.setattr(tri, "INT32_LIMIT", 0)        # as if the buffers were past 2**31 elements
+    x = rng.standard_normal((5, 9)).astype(np.float32)
+    (src,) = sources(lambda x: x.T * 2 - x.T.max(axis=0), x)
+    assert "pid.to(tl.int64)" in src
+    check(lambda x: (x.T * 2 - x.T.max(axis=0), x.argmax(axis=1), x[::-1] + 1), x)
+    monkeypatch.setattr(tri, "BLOCK_R_MAX", 4)
+    check(lambda x: (x.sum(axis=1), x.argmin(axis=1), x - x.mean(axis=1, keepdims=True)), x)
