@@ -62,6 +62,7 @@ def sources(fn, *args):
 def looped(monkeypatch):
     """Reduction ranges longer than 4 elements take the blocked loop."""
     monkeypatch.setattr(tri, "BLOCK_R_MAX", 4)
+    monkeypatch.setattr(tri, "COLUMN_BLOCK_R", 4)
 
 
 # -- broadcasting and layouts ------------------------------------------------------------------
@@ -113,6 +114,7 @@ AXES = [None, 0, 1, 2, (0, 1), (0, 2), (1, 2), (0, 1, 2)]
 def test_reductions_over_every_axis_set(axis, loop, monkeypatch):
     if loop:
         monkeypatch.setattr(tri, "BLOCK_R_MAX", 4)
+        monkeypatch.setattr(tri, "COLUMN_BLOCK_R", 4)
     x = rng.standard_normal((3, 4, 5)).astype(np.float32)
     x[1, 2, 3] = np.nan
     b = x > 0.3
@@ -129,6 +131,7 @@ def test_reductions_over_every_axis_set(axis, loop, monkeypatch):
 def test_argmax_argmin_first_occurrence_ties_and_nans(dtype, loop, monkeypatch):
     if loop:
         monkeypatch.setattr(tri, "BLOCK_R_MAX", 4)
+        monkeypatch.setattr(tri, "COLUMN_BLOCK_R", 4)
     x = rng.integers(-2, 3, (6, 9)).astype(dtype)
     if dtype in (np.float32, np.float64):
         x[1, 4] = np.nan
@@ -143,6 +146,7 @@ def test_argmax_argmin_first_occurrence_ties_and_nans(dtype, loop, monkeypatch):
 def test_multi_pass_kernels_softmax_layer_norm_and_centring(loop, monkeypatch):
     if loop:
         monkeypatch.setattr(tri, "BLOCK_R_MAX", 4)
+        monkeypatch.setattr(tri, "COLUMN_BLOCK_R", 4)
     x = rng.standard_normal((7, 11)).astype(np.float32)
 
     def softmax(x, axis):
@@ -165,11 +169,15 @@ def test_empty_ranges_match_numpy_and_its_errors():
         cf(e)
 
 
-def test_the_blocked_loop_is_used_for_long_rows():
-    x = rng.standard_normal((3, 5000)).astype(np.float32)
+def test_the_blocked_loop_is_used_for_long_rows_and_for_columns():
+    x = rng.standard_normal((3, 9000)).astype(np.float32)
     (src,) = sources(lambda x: x - x.max(axis=1, keepdims=True), x)
     assert "for r0 in range(0, n_red, BLOCK_R):" in src
     check(lambda x: (x.sum(axis=1), x.argmax(axis=1), x - x.max(axis=1, keepdims=True)), x)
+    c = rng.standard_normal((100, 6)).astype(np.float32)      # axis 0: 64-row blocks of columns
+    (src,) = sources(lambda c: c - c.max(axis=0), c)
+    assert "for r0 in range(0, n_red, BLOCK_R):" in src
+    check(lambda c: (c.sum(axis=0), c.argmin(axis=0), c - c.max(axis=0)), c)
 
 
 # -- dtypes ---------------------------------------------------------------------------------------
@@ -351,4 +359,5 @@ def test_64_bit_indexing_gives_the_same_values(monkeypatch):
     assert "pid.to(tl.int64)" in src
     check(lambda x: (x.T * 2 - x.T.max(axis=0), x.argmax(axis=1), x[::-1] + 1), x)
     monkeypatch.setattr(tri, "BLOCK_R_MAX", 4)
-    check(lambda x: (x.sum(axis=1), x.argmin(axis=1), x - x.mean(axis=1, keepdims=True)), x)
+    monkeypatch.setattr(tri, "COLUMN_BLOCK_R", 4)
+    check(lambda x: (x.sum(axis=1), x.argmin(axis=1), x - x.mean(axis=0, keepdims=True)), x)

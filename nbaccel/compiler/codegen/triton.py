@@ -33,7 +33,9 @@ from .numba_syntax import _COMPARISONS, _operand_dtype, _weak_dtype
 
 ELEMS_GPU = 1024          # elements per program of an elementwise kernel (4 warps × 8 per thread)
 RED_ELEMS_GPU = 4096      # BLOCK_O × BLOCK_R of a reduction kernel
-BLOCK_R_MAX = 4096        # a longer reduction range loops in blocks of this
+BLOCK_R_MAX = 8192        # a longer reduction range (along memory) loops in blocks of 4096
+COLUMN_BLOCK_R = 64       # a reduction across memory (axis 0 of a row-major array) loops over
+                          # blocks of this many rows, BLOCK_O contiguous columns wide
 ELEMS_INTERP = 1 << 14    # the interpreter pays per program: fewer, larger blocks
 INT32_LIMIT = 2 ** 31 - 1
 
@@ -203,6 +205,15 @@ class _Renderer(ReductionPasses):
                   [lay.offset + sum(abs(st) * (s - 1) for s, st in zip(lay.shape, lay.strides) if s)
                    for _, lay in self.layouts])
         return top + ELEMS_INTERP + BLOCK_R_MAX >= INT32_LIMIT
+
+    def _kept_is_contiguous(self):
+        """Does the first input walk memory along a kept dimension (a column reduction)?"""
+        for key, lay in self.layouts:
+            if key[0] == "in":
+                for j, st in enumerate(self.dims.strides(lay)):
+                    if st == 1:
+                        return not self.dims.red[j]
+        return False
 
     def address(self, key, ctx):
         """(text, uses kept dims, uses reduced dims) of a layout's flat element index."""
@@ -452,12 +463,18 @@ class _Renderer(ReductionPasses):
     # -- the module -----------------------------------------------------------------------------
     def render(self, name):
         k = self.k
-        self.single = not self.reducing or self.n_red <= BLOCK_R_MAX
+        self.column = self.reducing and self._kept_is_contiguous()
+        self.r_limit = COLUMN_BLOCK_R if self.column else BLOCK_R_MAX
+        self.single = not self.reducing or self.n_red <= self.r_limit
         self.body()
         import re
         for z in ("zo", "zr"):       # the zero blocks only broadcast what needs it
             if not any(re.search(rf"\b{z}\b", ln) for ln in self.lines if not ln.lstrip().startswith(f"{z} =")):
                 self.lines = [ln for ln in self.lines if not ln.lstrip().startswith(f"{z} =")]
+        text = "\n".join(self.lines)       # sizes and strides no index reads are not passed
+        keep = [i for i, a in enumerate(self.args) if re.search(rf"\b{a}\b", text)]
+        self.args = [self.args[i] for i in keep]
+        self.values = [self.values[i] for i in keep]
         ptrs = list(self.arg_of.values()) + list(self.out_of.values()) + (["err"] if self.errors else [])
         consts = ["BLOCK_O: tl.constexpr"] + (["BLOCK_R: tl.constexpr"] if self.reducing else [])
         sig = ", ".join(ptrs + self.args + consts)
@@ -482,7 +499,8 @@ def _leaves_in_order(e, seen=None):
 class Rendered:
     """A kernel's Triton module source and how to launch it for this shape."""
 
-    def __init__(self, source, values, n_out, n_red, reducing, single):
+    def __init__(self, source, values, n_out, n_red, reducing, single, r_limit=BLOCK_R_MAX):
+        self.r_limit = r_limit        # the largest BLOCK_R: the whole range when single
         self.source = source
         self.values = values          # the scalar arguments after the pointers
         self.n_out = n_out
@@ -497,9 +515,10 @@ class Rendered:
         if not self.reducing:
             bo = min(_pow2(self.n_out), elems)
             return (triton_cdiv(self.n_out, bo),), {"BLOCK_O": bo}, 4
-        br = min(_pow2(self.n_red), BLOCK_R_MAX)
+        limit = self.r_limit if self.single else min(self.r_limit, 4096)
+        br = min(_pow2(self.n_red), limit)
         bo = max(1, min(_pow2(self.n_out), elems // br))
-        warps = 8 if bo * br >= 4096 else 4
+        warps = 16 if bo * br >= 8192 else 8 if bo * br >= 2048 else 4
         return (triton_cdiv(self.n_out, bo),), {"BLOCK_O": bo, "BLOCK_R": br}, warps
 
 
@@ -518,6 +537,6 @@ def render_kernel(k: Kernel, name: str = "kernel", interpret: bool = False) -> R
         raise TritonUnsupported(why)
     r = _Renderer(k, interpret)
     src = r.render(name)
-    out = Rendered(src, r.values, r.n_out, r.n_red, r.reducing, r.single)
+    out = Rendered(src, r.values, r.n_out, r.n_red, r.reducing, r.single, r.r_limit)
     out.errors = r.errors
     return out

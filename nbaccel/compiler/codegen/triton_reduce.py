@@ -72,7 +72,7 @@ class ReductionPasses:
             arg = op in ("argmax", "argmin")
             big = op in ("amax", "argmax")
             self.emit(pad, f"acc{i} = tl.full({shape}, {extreme_value(rdt, big)}, {reg(rdt)})")
-            if r.src.dtype.kind == "f":
+            if r.src.dtype.kind == "f" and not arg:
                 self.emit(pad, f"nan{i} = tl.full({shape}, 0, tl.int32)")
             if arg:
                 idt = "tl.int64" if self.wide else "tl.int32"
