@@ -361,3 +361,40 @@ def test_64_bit_indexing_gives_the_same_values(monkeypatch):
     monkeypatch.setattr(tri, "BLOCK_R_MAX", 4)
     monkeypatch.setattr(tri, "COLUMN_BLOCK_R", 4)
     check(lambda x: (x.sum(axis=1), x.argmin(axis=1), x - x.mean(axis=0, keepdims=True)), x)
+
+
+def test_max_autotune_hands_each_slot_to_the_gpu_autotuner_once(monkeypatch):
+    """The protocol of nbaccel.gpu.autotune.tune: candidates(), configure(**flat dict),
+    source, and one launch per call (its trials call the slot again)."""
+    import sys
+    import types
+    calls = []
+
+    def tune(kernel, *arrays):
+        cands = kernel.candidates()
+        assert cands and isinstance(kernel.source, str)
+        for c in cands[:3]:
+            kernel.configure(**c)
+            kernel(*arrays)
+        kernel.configure(**cands[0])
+        calls.append(len(cands))
+        return cands[0]
+    fake = types.ModuleType("nbaccel.gpu.autotune")
+    fake.tune = tune
+    pkg = sys.modules.get("nbaccel.gpu") or types.ModuleType("nbaccel.gpu")
+    monkeypatch.setitem(sys.modules, "nbaccel.gpu", pkg)
+    monkeypatch.setitem(sys.modules, "nbaccel.gpu.autotune", fake)
+    monkeypatch.setattr(pkg, "autotune", fake, raising=False)
+    x = rng.standard_normal((6, 10)).astype(np.float32)
+    f = lambda x: (x - x.max(axis=1, keepdims=True), x * 2)   # noqa: E731
+    cf = nb.compile(f, backend="triton", mode="max-autotune")
+    cf(x)
+    prog = next(iter(next(iter(cf.cache.entries.values())).programs.values()))
+    prog_slots = list(prog.slots.values())
+    for slot in prog_slots:            # under the interpreter the slots do not tune: switch it on
+        slot.autotune = True
+    for _ in range(2):
+        got = cf(x)
+        for g, w in zip(got, f(x)):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+    assert len(calls) == len(prog_slots) and all(s.tune_note.startswith("autotuned") for s in prog_slots)

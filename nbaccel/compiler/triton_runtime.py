@@ -74,13 +74,15 @@ def run_mode() -> str:
     return "gpu"
 
 
-def _activate_driver():
-    """Make Triton launch through CuPy (the gpu module's driver; idempotent)."""
+def _gpu_launch_args():
+    """Make Triton launch through CuPy (the gpu package's driver; idempotent) and return how
+    a CuPy array becomes a launch argument."""
     try:
         from ..gpu import triton_driver
     except ImportError:          # not in this build: Triton's own CUDA driver launches
-        return
+        return DeviceBuffer
     triton_driver.activate()
+    return triton_driver.kernel_arg
 
 
 def array_module(a):
@@ -170,8 +172,10 @@ def _empty_error(k: Kernel):
 class TritonSlot:
     """One fused kernel as a Triton kernel, launched on whole flat buffers."""
 
-    def __init__(self, k: Kernel, name: str, mode: str):
+    def __init__(self, k: Kernel, name: str, mode: str, autotune: bool = False):
         self.k = k
+        self.autotune = autotune and mode == "gpu"    # search launch configurations on first call
+        self.tune_note = ""
         self.name = name
         self.mode = mode
         t0 = time.perf_counter()
@@ -179,6 +183,7 @@ class TritonSlot:
         self.fn = _load(self.rendered.source, mode)
         self.load_seconds = time.perf_counter() - t0
         self.grid, self.blocks, self.num_warps = self.rendered.blocks(mode == "interpret")
+        self._default = dict(self.blocks, num_warps=self.num_warps)
         self.empty_error = _empty_error(k)
         self.num_stages = None
         self.seconds = 0.0
@@ -221,9 +226,9 @@ class TritonSlot:
         if self.empty_error is not None:
             raise ValueError(self.empty_error)
         if self.grid[0] > 0:
-            wrap = HostBuffer if self.mode == "interpret" else DeviceBuffer
-            if self.mode == "gpu":
-                _activate_driver()
+            wrap = HostBuffer if self.mode == "interpret" else _gpu_launch_args()
+            if self.autotune:
+                self._tune(arrays)
             args = [wrap(a.view(np.uint8) if a.dtype == np.bool_ else a) for a in arrays]
             err = None
             if self.rendered.errors:      # a flag the kernel sets where NumPy would raise
@@ -239,6 +244,21 @@ class TritonSlot:
             if err is not None and int(err[0]):
                 raise ValueError(self.rendered.errors[int(err[0]) - 1])
         self.seconds = time.perf_counter() - t0
+
+
+    def _tune(self, arrays):
+        """mode="max-autotune": the gpu package's search over :meth:`candidates`, once (its
+        trials call this slot again, so it is switched off first)."""
+        self.autotune = False
+        try:
+            from ..gpu import autotune
+            best = autotune.tune(self, *arrays)
+            self.tune_note = f"autotuned: {best}"
+        except ImportError:
+            self.tune_note = "no autotuner in this build"
+        except Exception as e:     # noqa: BLE001 - a failed search keeps the default launch
+            self.tune_note = f"autotune failed ({type(e).__name__}: {e}); default launch"
+            self.configure(**self._default)
 
 
 class _Pool(common.BufferPool):
@@ -293,7 +313,7 @@ class TritonProgram(Program):
         for s in self.schedule.steps:
             if isinstance(s, Kernel):
                 name = f"k{s.index}"
-                self.slots[s.index] = kernels[name] = TritonSlot(s, name, run)
+                self.slots[s.index] = kernels[name] = TritonSlot(s, name, run, autotune=mode == "max-autotune")
         self.source = common.render_program(self.schedule, {i: f"k{i}" for i in self.slots}, "triton")
         self.pool = _Pool()
         ns = {"np": np, "flat": _flat, "strided": _strided, "alloc": self.pool,
@@ -335,7 +355,7 @@ class TritonProgram(Program):
                 slot = self.slots[s.index]
                 out.append({"name": s.name, "ops": s.op_names(), "ranges": s.ranges_text(), "device": device,
                             "backend": "triton", "seconds": slot.seconds,
-                            "note": "Triton interpreter" if slot.mode == "interpret" else ""})
+                            "note": "Triton interpreter" if slot.mode == "interpret" else slot.tune_note})
             elif isinstance(s, ExternStep):
                 op = s.node.op
                 backend = op.extern_backend(s.node.params) if op.extern_backend else \
