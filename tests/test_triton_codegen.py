@@ -2,22 +2,27 @@
 every result against plain NumPy (values, dtypes, shapes), over N-D broadcasting, reductions
 over every axis set (one block and the blocked loop), argmax/argmin ties and NaNs, strided,
 reversed and broadcast layouts, every dtype Triton has, the primitives' edge values, and the
-structure of the generated source. Small shapes: the interpreter costs ~1.5 ms a program."""
+structure of the generated source. Small shapes: the interpreter costs ~1.5 ms a program.
+With a GPU and CuPy the same tests run on the GPU (NumPy inputs go to the device and the
+results come back)."""
 import os
 
 import numpy as np
 import pytest
 
 pytest.importorskip("triton")
-os.environ.setdefault("NBACCEL_TRITON_INTERPRET", "1")
 
 import ml_dtypes  # noqa: E402
 
 import nbaccel as nb  # noqa: E402
 from nbaccel.compiler.codegen import triton as tri  # noqa: E402
+from nbaccel.compiler.triton_runtime import gpu_present, interpret_requested  # noqa: E402
 
-if not os.environ.get("TRITON_INTERPRET"):
-    pytest.skip("a GPU is present: these tests run through Triton's interpreter", allow_module_level=True)
+# on a machine with a GPU (and CuPy) the same tests run the kernels on it
+ON_GPU = gpu_present()[0] and not interpret_requested()
+if not ON_GPU:
+    os.environ.setdefault("NBACCEL_TRITON_INTERPRET", "1")
+interpreter_only = pytest.mark.skipif(ON_GPU, reason="checks what Triton's interpreter lacks")
 
 rng = np.random.default_rng(0)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -285,6 +290,7 @@ def test_several_shapes_reuse_the_generated_module():
     assert len(tr._MODULES) >= 1
 
 
+@interpreter_only
 def test_unrenderable_kernels_raise_a_clear_reason():
     x = rng.standard_normal(8).astype(np.float32)
     with pytest.raises(tri.TritonUnsupported, match="libdevice"):

@@ -64,7 +64,6 @@ def run_mode() -> str:
     if importlib.util.find_spec("triton") is None:
         raise RuntimeError(f"backend='triton' needs Triton, which is not installed ({INSTALL_HINT})")
     if interpret_requested():
-        os.environ["TRITON_INTERPRET"] = "1"      # read by triton.jit when kernels are decorated
         return "interpret"
     ok, why = gpu_present()
     if not ok:
@@ -148,12 +147,20 @@ def _load(source: str, mode: str):
     """The generated module's kernel, decorated once per process and source."""
     h = cache.source_hash(source)
     with _LOCK:
-        fn = _MODULES.get(h)
+        fn = _MODULES.get((h, mode))
         if fn is None:
-            if mode == "interpret":
-                os.environ["TRITON_INTERPRET"] = "1"
             path, _ = cache.module_file(source)
-            fn = _MODULES[h] = cache.load_module(path).kernel
+            # triton.jit reads TRITON_INTERPRET when it decorates: set it for this module only,
+            # so kernels other code decorates later in the process still compile for the GPU
+            saved = os.environ.get("TRITON_INTERPRET")
+            os.environ["TRITON_INTERPRET"] = "1" if mode == "interpret" else "0"
+            try:
+                fn = _MODULES[(h, mode)] = cache.load_module(path).kernel
+            finally:
+                if saved is None:
+                    os.environ.pop("TRITON_INTERPRET", None)
+                else:
+                    os.environ["TRITON_INTERPRET"] = saved
     return fn
 
 
@@ -329,6 +336,15 @@ class TritonProgram(Program):
         self.device = "cpu (triton interpreter)" if run == "interpret" else "cuda:0"
 
     def run(self, arrays):
+        host = [isinstance(a, np.ndarray) for a in arrays]
+        if self.device == "cuda:0" and any(host):
+            # NumPy inputs on a GPU: to the device and, when every input was a NumPy array,
+            # the results back (the caller gets what the plain function would give)
+            import cupy
+            arrays = [cupy.asarray(a) if h else a for a, h in zip(arrays, host)]
+            self.pool.xp = cupy
+            out = super().run(arrays)
+            return [cupy.asnumpy(o) if all(host) and array_module(o) is cupy else o for o in out]
         self.pool.xp = next((array_module(a) for a in arrays if hasattr(a, "dtype")), np)
         return super().run(arrays)
 

@@ -478,7 +478,8 @@ class _Renderer(ReductionPasses):
         ptrs = list(self.arg_of.values()) + list(self.out_of.values()) + (["err"] if self.errors else [])
         consts = ["BLOCK_O: tl.constexpr"] + (["BLOCK_R: tl.constexpr"] if self.reducing else [])
         sig = ", ".join(ptrs + self.args + consts)
-        head = S.HEADER + (S.LIBDEVICE_IMPORT if self.uses_libdevice else "") + S.HELPERS
+        target = "# for Triton's interpreter (NumPy arrays)\n" if self.interpret else "# for an NVIDIA GPU\n"
+        head = S.HEADER + target + (S.LIBDEVICE_IMPORT if self.uses_libdevice else "") + S.HELPERS
         doc = f"    # {k.name} {k.ranges_text()}: {', '.join(dict.fromkeys(k.op_names()))}"
         return "\n".join([head, "", "@triton.jit", f"def {name}({sig}):", doc] + self.lines) + "\n"
 
