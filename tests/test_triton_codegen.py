@@ -404,3 +404,16 @@ def test_max_autotune_hands_each_slot_to_the_gpu_autotuner_once(monkeypatch):
         for g, w in zip(got, f(x)):
             np.testing.assert_allclose(g, w, rtol=1e-6)
     assert len(calls) == len(prog_slots) and all(s.tune_note.startswith("autotuned") for s in prog_slots)
+
+
+@interpreter_only
+def test_interpreter_mode_after_triton_was_imported_says_what_to_do(tmp_path):
+    import subprocess
+    import sys
+    code = ("import triton, numpy as np, nbaccel as nb\n"
+            "try:\n    nb.compile(lambda x: x + 1, backend='triton')\n"
+            "except RuntimeError as e:\n    print('ERR', e)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(NBACCEL_TRITON_INTERPRET="1", NBACCEL_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "ERR" in out.stdout and "before anything imports triton" in out.stdout, out.stdout + out.stderr

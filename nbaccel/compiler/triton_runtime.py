@@ -10,8 +10,9 @@ the choice between a GPU and Triton's interpreter.
   1.5 ms per program; for tests), on NumPy arrays, zero-copy;
 * otherwise not at all: :func:`run_mode` raises a clear error naming what to install.
 
-Generated modules are decorated when they are loaded, so ``TRITON_INTERPRET`` (which Triton
-reads at decoration time) is set before that in interpreter mode.
+Triton reads ``TRITON_INTERPRET`` whenever it decorates a function, its own library included,
+so interpreter mode switches it on for the whole process before triton is first imported
+(generated modules import triton when they load), and says so if triton came first.
 """
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ def run_mode() -> str:
     if importlib.util.find_spec("triton") is None:
         raise RuntimeError(f"backend='triton' needs Triton, which is not installed ({INSTALL_HINT})")
     if interpret_requested():
+        _interpreter_on()
         return "interpret"
     ok, why = gpu_present()
     if not ok:
@@ -71,6 +73,16 @@ def run_mode() -> str:
                            "machine with a GPU, or set NBACCEL_TRITON_INTERPRET=1 to run the kernels "
                            "through Triton's interpreter on the CPU (slow; meant for tests)")
     return "gpu"
+
+
+def _interpreter_on():
+    """Switch Triton's interpreter on for this process. Triton reads TRITON_INTERPRET when it
+    decorates a function, its own library included, so it must be on before ``import triton``."""
+    if os.environ.get("TRITON_INTERPRET", "") in ("", "0") and "triton" in sys.modules:
+        raise RuntimeError("NBACCEL_TRITON_INTERPRET=1 needs Triton's interpreter, but triton was imported "
+                           "before it was switched on: set NBACCEL_TRITON_INTERPRET=1 (or TRITON_INTERPRET=1) "
+                           "before anything imports triton")
+    os.environ["TRITON_INTERPRET"] = "1"
 
 
 def _gpu_launch_args():
@@ -150,17 +162,7 @@ def _load(source: str, mode: str):
         fn = _MODULES.get((h, mode))
         if fn is None:
             path, _ = cache.module_file(source)
-            # triton.jit reads TRITON_INTERPRET when it decorates: set it for this module only,
-            # so kernels other code decorates later in the process still compile for the GPU
-            saved = os.environ.get("TRITON_INTERPRET")
-            os.environ["TRITON_INTERPRET"] = "1" if mode == "interpret" else "0"
-            try:
-                fn = _MODULES[(h, mode)] = cache.load_module(path).kernel
-            finally:
-                if saved is None:
-                    os.environ.pop("TRITON_INTERPRET", None)
-                else:
-                    os.environ["TRITON_INTERPRET"] = saved
+            fn = _MODULES[(h, mode)] = cache.load_module(path).kernel
     return fn
 
 

@@ -247,6 +247,12 @@ class NbaccelMagics(CellRuns, Magics):
                 setattr(opts, key, self.config_[key])
             elif val not in allowed:
                 raise UsageError(f"%%compile: --{key} must be one of {', '.join(allowed)}, got {val!r}")
+        if opts.backend == "triton":      # no GPU (and no interpreter asked for): say what to install
+            from ..compiler.triton_runtime import run_mode
+            try:
+                run_mode()
+            except RuntimeError as e:
+                raise UsageError(f"%%compile: {e}") from None
         if opts.dynamic and opts.static:
             raise UsageError("%%compile: give --dynamic or --static, not both")
         if opts.output is not None and (not opts.output.isidentifier() or keyword.iskeyword(opts.output)):
