@@ -417,3 +417,19 @@ def test_interpreter_mode_after_triton_was_imported_says_what_to_do(tmp_path):
     env.update(NBACCEL_TRITON_INTERPRET="1", NBACCEL_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert "ERR" in out.stdout and "before anything imports triton" in out.stdout, out.stdout + out.stderr
+
+
+@interpreter_only
+def test_compile_magic_with_triton_and_no_gpu_is_a_usage_error(monkeypatch, capsys):
+    from IPython.testing.globalipapp import get_ipython, start_ipython
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "nbaccel")
+    shell.user_ns["np"] = np
+    monkeypatch.delenv("NBACCEL_TRITON_INTERPRET", raising=False)
+    r = shell.run_cell("%%compile --backend triton --report none\nq_t = np.ones(3) * 2\n")
+    assert not r.success and "nbaccel[gpu]" in str(r.error_in_exec)
+    assert "q_t" not in shell.user_ns
+    monkeypatch.setenv("NBACCEL_TRITON_INTERPRET", "1")
+    r = shell.run_cell("%%compile --backend triton --report none\nq_t = np.ones(3) * 2\n")
+    assert r.success and shell.user_ns["q_t"].tolist() == [2.0, 2.0, 2.0]
+    del shell.user_ns["q_t"]
