@@ -433,3 +433,22 @@ def test_compile_magic_with_triton_and_no_gpu_is_a_usage_error(monkeypatch, caps
     r = shell.run_cell("%%compile --backend triton --report none\nq_t = np.ones(3) * 2\n")
     assert r.success and shell.user_ns["q_t"].tolist() == [2.0, 2.0, 2.0]
     del shell.user_ns["q_t"]
+
+
+@interpreter_only
+def test_gpu_renderings_compile_for_sm90(tmp_path):
+    """What the interpreter cannot check: Triton's real front end and the ptxas in its wheel
+    accept every GPU rendering (one-block, looped and 64-bit forms, libdevice functions,
+    every dtype), compiled to an sm_90 cubin in a process without the interpreter."""
+    import pathlib
+    import subprocess
+    import sys
+    script = pathlib.Path(__file__).parent / "triton_sm90" / "compile_check.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "NBACCEL_TRITON_INTERPRET")}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), NBACCEL_CACHE_DIR=str(tmp_path / "nbaccel"),
+               PYTHONPATH=os.pathsep.join([str(script.parents[2])] + sys.path))
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "kernels")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    assert out.returncode == 0 and last.endswith(", 0 failed"), out.stdout[-3000:] + out.stderr[-3000:]
+    assert int(last.split()[1]) >= 30
