@@ -196,7 +196,7 @@ def test_every_dtype_loads_computes_and_stores_as_numpy(dtype):
     x = (rng.standard_normal((4, 6)) * 4).astype(dtype)
     y = (rng.standard_normal((4, 6)) * 4).astype(dtype)
     check(lambda x, y: (x * y, np.maximum(x, y), x.sum(axis=0), x.max(axis=1), x == y, x.astype(np.float32),
-                        np.where(x > y, x, y)), x, y)
+                        np.where(x > y, x, y), x.min(axis=0), x.argmin(axis=1), x.argmax(axis=0)), x, y)
 
 
 def test_half_precision_rounds_every_operation_like_numpy():
