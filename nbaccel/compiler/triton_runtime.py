@@ -203,22 +203,27 @@ class TritonSlot:
         return self.rendered.source
 
     def candidates(self):
-        """A small pruned launch space for an autotuner: dicts of BLOCK_O (and BLOCK_R where
-        the kernel loops over its reduction range), num_warps and num_stages. A one-block
-        kernel keeps its BLOCK_R (the whole range must fit in one block)."""
-        out = []
+        """A small pruned launch space for an autotuner (at most 12): flat dicts of BLOCK_O
+        (and BLOCK_R where the kernel loops over its reduction range), num_warps and
+        num_stages. A one-block kernel keeps its BLOCK_R: the whole range is one block."""
         br = self.blocks.get("BLOCK_R")
-        brs = [br] if br is None or self.rendered.single else [b for b in (512, 1024, 2048, 4096)]
+        if br is None or self.rendered.single:
+            brs, sizes = [br], (1024, 2048, 4096, 8192)
+        elif self.rendered.column:                    # across memory: few rows, many columns
+            brs, sizes = [16, 64], (1024, 2048, 4096)
+        else:
+            brs, sizes = [1024, 4096], (1024, 4096, 8192)
+        out = []
         for b_r in brs:
-            for elems in (1024, 2048, 4096, 8192):
-                b_o = max(1, elems // (b_r or 1))
+            for elems in sizes:
                 for warps in (4, 8):
-                    cfg = {"BLOCK_O": b_o, "num_warps": warps, "num_stages": 1 if self.rendered.single else 2}
+                    cfg = {"BLOCK_O": max(1, elems // (b_r or 1)), "num_warps": warps,
+                           "num_stages": 1 if self.rendered.single else 2}
                     if b_r is not None:
                         cfg["BLOCK_R"] = b_r
                     if cfg not in out:
                         out.append(cfg)
-        return out
+        return out[:12]
 
     def configure(self, BLOCK_O, BLOCK_R=None, num_warps=4, num_stages=None):   # noqa: N803 - Triton's names
         """Launch with these block sizes from now on (an autotuner's choice)."""
@@ -253,7 +258,6 @@ class TritonSlot:
             if err is not None and int(err[0]):
                 raise ValueError(self.rendered.errors[int(err[0]) - 1])
         self.seconds = time.perf_counter() - t0
-
 
     def _tune(self, arrays):
         """mode="max-autotune": the gpu package's search over :meth:`candidates`, once (its

@@ -509,6 +509,7 @@ class Rendered:
         self.reducing = reducing
         self.single = single
         self.errors: list[str] = []   # NumPy errors the kernel flags in its `err` argument (1-based)
+        self.column = False
 
     def blocks(self, interpret: bool):
         """(grid, constexpr block sizes, num_warps) for this shape."""
@@ -540,4 +541,5 @@ def render_kernel(k: Kernel, name: str = "kernel", interpret: bool = False) -> R
     src = r.render(name)
     out = Rendered(src, r.values, r.n_out, r.n_red, r.reducing, r.single, r.r_limit)
     out.errors = r.errors
+    out.column = r.column          # the reduction runs across memory (kept index contiguous)
     return out
