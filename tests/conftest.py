@@ -14,6 +14,7 @@ os.environ.setdefault("NBACCEL_RAISE_COMPILER_ERRORS", "1")
 # switched on before triton is first imported (by any test module)
 if importlib.util.find_spec("cupy") is None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    os.environ.setdefault("NBACCEL_TRITON_INTERPRET", "1")   # backend="triton" runs them there
 
 try:
     from hypothesis import HealthCheck, settings

@@ -5,7 +5,7 @@ import pytest
 
 import nbaccel as nb
 
-BACKENDS = ["numpy", "numba"]
+BACKENDS = ["numpy", "numba", "triton"]
 
 
 def _np(x):

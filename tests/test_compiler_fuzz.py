@@ -17,7 +17,7 @@ from fuzz.programs import generate
 from fuzz.rules import WEIGHTS
 
 CI_PROGRAMS = 300
-CI_EVERY = {"numpy": 1, "numba": 3}       # a new backend (triton) gets its own entry here
+CI_EVERY = {"numpy": 1, "numba": 3, "triton": 6}   # triton: Triton's interpreter without a GPU (50 programs)
 FUZZ_SEED = int(os.environ.get("NBACCEL_FUZZ_SEED", "1000000"))
 FUZZ_PROGRAMS = int(os.environ.get("NBACCEL_FUZZ_EXAMPLES", "10000"))
 # The constructs enabled and how often each is drawn; 0 switches a rule off.

@@ -6,7 +6,7 @@ import pytest
 import nbaccel as nb
 from nbaccel.compiler.loops import Layout
 
-BACKENDS = ["numpy", "numba"]
+BACKENDS = ["numpy", "numba", "triton"]
 rng = np.random.default_rng(0)
 
 

@@ -79,7 +79,7 @@ BAD = [
     ("--report loud", ["--report", "auto, widget, text, none"]),
     ("--report", ["--report needs a value"]),
     ("--bogus", ["unrecognized arguments: --bogus", "--mode {default,reduce-overhead,max-autotune}"]),
-    ("-x", ["unrecognized arguments: -x", "--backend {auto,numba,numpy,eager}"]),
+    ("-x", ["unrecognized arguments: -x", "--backend {auto,numba,numpy,eager,triton}"]),
     ("--help", ["unrecognized arguments: --help", "--fullgraph"]),
     ("extra words", ["unrecognized arguments: extra words"]),
     ("--fullgraph=yes", ["--fullgraph", "the options are"]),

@@ -27,7 +27,7 @@ from . import cache
 from .report import CompileReport
 
 MODES = ("default", "reduce-overhead", "max-autotune")
-BACKENDS = ("auto", "numba", "numpy", "eager")
+BACKENDS = ("auto", "numba", "numpy", "eager", "triton")
 
 config = {"recompile_limit": 8, "history": 5,
           # a failure inside the compiler runs the graph eagerly (the report says why); tests
@@ -107,6 +107,9 @@ class CompiledFunction:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if backend == "triton":          # a GPU with CuPy, or the interpreter when asked; else say so now
+            from .triton_runtime import run_mode
+            run_mode()
         self.fn = fn
         self.mode = mode
         self.backend = backend

@@ -12,6 +12,13 @@ from .guards import all_dims, dynamic_spec, explain_miss, shape_only_diff, simil
 from .runtime import EagerProgram, Program, interpret
 
 
+def _program_class(backend):
+    if backend == "triton":
+        from .triton_runtime import TritonProgram
+        return TritonProgram
+    return Program
+
+
 class Entry:
     """One compiled graph (a cache entry): programs for each concrete shape signature."""
 
@@ -37,7 +44,7 @@ class Entry:
                 prim = decompose(graph)
                 lowering = time.perf_counter() - t0
                 stage = "schedule/codegen"
-                prog = Program(prim, self.cf.backend, self.cf.mode, dynamic=bool(self.dyn))
+                prog = _program_class(self.cf.backend)(prim, self.cf.backend, self.cf.mode, dynamic=bool(self.dyn))
                 prog.lowering_seconds = lowering
                 n0 = len(graph.placeholders)
                 consts = [prim.constants[i] for i in range(n0, len(prim.placeholders))]

@@ -261,6 +261,12 @@ class NbaccelMagics(CellRuns, Magics):
                 setattr(opts, key, self.config_[key])
             elif val not in allowed:
                 raise UsageError(f"%%compile: --{key} must be one of {', '.join(allowed)}, got {val!r}")
+        if opts.backend == "triton":      # no GPU (and no interpreter asked for): say what to install
+            from ..compiler.triton_runtime import run_mode
+            try:
+                run_mode()
+            except RuntimeError as e:
+                raise UsageError(f"%%compile: {e}") from None
         if opts.dynamic and opts.static:
             raise UsageError("%%compile: give --dynamic or --static, not both")
         if opts.output is not None and (not opts.output.isidentifier() or keyword.iskeyword(opts.output)):
@@ -448,9 +454,17 @@ class NbaccelMagics(CellRuns, Magics):
             from ..devices import cuda_available
             if cuda_available():
                 devices.append("cuda")
-                if importlib.util.find_spec("triton"):
-                    backends.append("triton")
         except Exception:  # pragma: no cover - a broken CuPy must not break status
+            pass
+        try:                 # available / interpreter only / missing, with the reason
+            from ..compiler.triton_status import triton_status
+            import nbaccel_ext
+            state, reason = triton_status()
+            if state == "available":
+                backends.append("triton")
+            elif not nbaccel_ext.stable_output():      # machine-specific: not in saved notebooks
+                backends.append(f"triton ({state}: {reason})")
+        except Exception:  # pragma: no cover - status must not fail
             pass
         try:
             size = cache.size_bytes()

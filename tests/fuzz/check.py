@@ -5,12 +5,13 @@ types, shapes, dtypes and values (tolerance by dtype, NaN and infinity positions
 where NumPy raises, an exception of the same type (or a subclass). Inputs must come back
 unchanged.
 
-``BACKENDS`` lists the backends every program runs on; add "triton" there when
-``nb.compile(..., backend="triton")`` exists (the fuzz test skips a backend that
-``nb.compile`` does not accept yet, and says so).
+``BACKENDS`` lists the backends every program runs on (the fuzz test skips a backend that
+``nb.compile`` does not accept, and says so). "triton" runs on a GPU with CuPy, else through
+Triton's interpreter on NumPy arrays (``NBACCEL_TRITON_INTERPRET=1`` is set for it here).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import warnings
@@ -18,7 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-BACKENDS = os.environ.get("NBACCEL_FUZZ_BACKENDS", "numpy,numba").split(",")
+BACKENDS = os.environ.get("NBACCEL_FUZZ_BACKENDS", "numpy,numba,triton").split(",")
+if "triton" in BACKENDS and importlib.util.find_spec("cupy") is None:
+    # no GPU: Triton's interpreter (set before any generated kernel is decorated)
+    os.environ.setdefault("NBACCEL_TRITON_INTERPRET", "1")
 # relative tolerance by result dtype; the absolute one is that times the largest |value|
 # (a fused kernel may add in another order, with fastmath's reassociation)
 RTOL = {np.dtype("float32"): 2e-4, np.dtype("float64"): 1e-9}
@@ -40,6 +44,14 @@ OK = Outcome(True)
 
 def backend_supported(backend: str) -> bool:
     from nbaccel.compiler.api import BACKENDS as accepted
+    if backend == "triton":
+        if importlib.util.find_spec("triton") is None:
+            return False
+        try:
+            from nbaccel.compiler.triton_runtime import run_mode
+            run_mode()
+        except RuntimeError:
+            return False
     return backend in accepted
 
 
