@@ -286,12 +286,13 @@ class EagerProgram:
 
 def interpret(graph, arrays, timer=None):
     """The reference interpreter: run a graph op by op with each op's eager implementation."""
+    xp = common.inputs_array_module(arrays)     # CuPy for CUDA inputs: the report's eager baseline
     env = {}
     for p, a in zip(graph.placeholders, arrays):
         env[id(p)] = a
     for n in graph.nodes:
         args = [env[id(a)] if hasattr(a, "op") and hasattr(a, "index") else a for a in n.args]
-        out = np.asarray(n.op.impl(np, *args, **n.params))
+        out = xp.asarray(n.op.impl(xp, *args, **n.params))
         if out.dtype != n.dtype.np:
             out = out.astype(n.dtype.np)
         env[id(n)] = out

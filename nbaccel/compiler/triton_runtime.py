@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from . import cache
+from .codegen.common import array_module, inputs_array_module
 from .codegen import common
 from .codegen.triton import TritonUnsupported, render_kernel  # noqa: F401 - re-exported
 from .loops import Kernel
@@ -94,11 +95,6 @@ def _gpu_launch_args():
         return DeviceBuffer
     triton_driver.activate()
     return triton_driver.kernel_arg
-
-
-def array_module(a):
-    """CuPy for a CuPy array, else NumPy (CuPy is never imported here)."""
-    return sys.modules["cupy"] if type(a).__module__.startswith("cupy") else np
 
 
 class HostBuffer:
@@ -307,7 +303,7 @@ def _extern_for(sch):
 
     def extern(index, *arrays):
         n = by_index[index]
-        xp = next((array_module(a) for a in arrays if hasattr(a, "dtype")), np)
+        xp = inputs_array_module(arrays)
         out = xp.asarray(n.op.impl(xp, *arrays, **n.params))
         return out if out.dtype == n.dtype.np else out.astype(n.dtype.np)
     return extern
@@ -351,7 +347,7 @@ class TritonProgram(Program):
             self.pool.xp = cupy
             out = super().run(arrays)
             return [cupy.asnumpy(o) if all(host) and array_module(o) is cupy else o for o in out]
-        self.pool.xp = next((array_module(a) for a in arrays if hasattr(a, "dtype")), np)
+        self.pool.xp = inputs_array_module(arrays)
         return super().run(arrays)
 
     def wait(self, timeout=None):

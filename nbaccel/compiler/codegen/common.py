@@ -18,6 +18,16 @@ from ..loops import Kernel
 from ..schedule import ExternStep
 
 
+
+def array_module(a):
+    """CuPy for a CuPy array, else NumPy (CuPy is never imported here)."""
+    return sys.modules["cupy"] if type(a).__module__.startswith("cupy") else np
+
+
+def inputs_array_module(arrays):
+    """The array module of a graph's inputs: CuPy when any is a CuPy array, else NumPy."""
+    return next((array_module(a) for a in arrays if hasattr(a, "dtype")), np)
+
 def strided(flat, shape, strides, offset):
     """A view of a flat buffer: ``strides`` in elements; size-1 axes broadcast."""
     item = flat.itemsize
