@@ -19,7 +19,7 @@ import numpy as np
 from numba.core.errors import NumbaIRAssumptionWarning
 
 from . import cache
-from .codegen import common, numba as nb_codegen, numpy as np_codegen
+from .codegen import common, numba as nb_codegen, numba_launch, numpy as np_codegen
 from .loops import Kernel
 from .schedule import ExternStep, schedule
 
@@ -106,8 +106,8 @@ class KernelSlot:
         self.backend = "numpy"
         self.empty_error = _empty_reduction_error(k)
         if self.want_numba:
-            parallel = math.prod(k.domain) >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
-            src, params = nb_codegen.render_kernel(k, "kernel", parallel)
+            self.parallel = math.prod(k.domain) >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
+            src, params = nb_codegen.render_kernel(k, "kernel", self.parallel)
             self.P = np.array(params, dtype=np.int64)
             with _LOCK:
                 self.numba = _NUMBA_KERNELS.setdefault(cache.source_hash(src), NumbaKernel(src))
@@ -125,7 +125,7 @@ class KernelSlot:
             return
         with _LOCK:
             if nk.future is None:
-                sig = _signature(arrays + (self.P,))
+                sig = _signature(arrays + (self.P,)) + numba_launch.signature_tail()
                 if self.sync:
                     nk.future = concurrent.futures.Future()
                     nk.compile(sig)
@@ -143,7 +143,7 @@ class KernelSlot:
         if nk is not None and nk.state == "pending":
             self.start(arrays)
         if nk is not None and nk.state == "ready":
-            nk.fn(*arrays, self.P)
+            numba_launch.launch(nk.fn, arrays, self.P, self.parallel)
             self.backend = "numba"
         else:
             self.np_fn(*arrays)
