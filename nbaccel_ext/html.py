@@ -163,6 +163,15 @@ def _breakdown(r: dict) -> list[tuple[str, float]]:
     return [(str(k), _num(bd[k])) for k in keys if _num(bd[k]) is not None]
 
 
+def _jit_split(r: dict) -> str:
+    """'numba typing 0.20 s · llvm 0.15 s · ...': the jit part of the compile time, split."""
+    jb = r.get("jit_breakdown")
+    if not isinstance(jb, dict):
+        return ""
+    parts = [(str(k), _num(v)) for k, v in jb.items()]
+    return " · ".join(f"{k} {fmt_seconds(v)}" for k, v in parts if v)
+
+
 def _kernel_ops(k: dict) -> list[str]:
     return _strs(k.get("ops"))
 
@@ -224,6 +233,8 @@ def render_text(report: dict, stable: bool = False) -> str:
         bd = _breakdown(r)
         if bd:
             comp += " (" + " · ".join(f"{k} {fmt_seconds(v)}" for k, v in bd) + ")"
+        if _jit_split(r):
+            comp += f"; jit: {_jit_split(r)}"
         status.insert(0, comp)
     if not stable and _num(r.get("first_call_seconds")) is not None:
         status.insert(0, f"first call {fmt_seconds(r['first_call_seconds'])} (compile included)")
@@ -334,8 +345,10 @@ def _html_header(r: dict, stable: bool) -> list[str]:
             out.append("</table>")
         if _num(r.get("compile_seconds")) is not None:
             bd = " · ".join(f"{_e(k)} {_e(fmt_seconds(v))}" for k, v in _breakdown(r))
+            js = _jit_split(r)
             out.append(f'<div>compile {_e(fmt_seconds(r["compile_seconds"]))}'
-                       + (f' <span style="color:{_MUTED}">({bd})</span>' if bd else "") + "</div>")
+                       + (f' <span style="color:{_MUTED}">({bd})</span>' if bd else "")
+                       + (f' <span style="color:{_MUTED}">jit: {_e(js)}</span>' if js else "") + "</div>")
     badges = []
     for key in ("cache", "tier", "device", "backend", "mode"):
         if r.get(key) and not (stable and key in _TIMING_DEPENDENT):

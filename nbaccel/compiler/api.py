@@ -266,6 +266,9 @@ class CompiledFunction:
                 rep.pending_tier = "numba"
             br = {k: sum(e["breakdown"][k] for e in events) for k in rep.compile_breakdown}
             rep.compile_breakdown = br
+            if any(e.get("jit_split") for e in events):
+                from .jit_split import total
+                rep.jit_breakdown = total(e.get("jit_split") for e in events)
             rep.compile_seconds = sum(br.values())   # capture (re-tracing) is paid on hits too
             rep.compiled_seconds = sum(e["seconds"] for e in events)
             rep.kernels = [k for e in events for k in e["kernels"]]

@@ -226,6 +226,8 @@ class GraphCache:
                      "jit": prog.jit_total() if fresh and not prog.pending() else 0.0}
         ev = _event(cache_state, prog.tier(), graph, prog, prog.last_seconds, 0.0,
                     lambda: entry.timings(graph, inputs, prog, consts), breakdown)
+        if breakdown["jit"] and hasattr(prog, "jit_split"):
+            ev["jit_split"] = prog.jit_split()       # the report's jit_breakdown (jit_split.py)
         session.events.append(ev)
         session.t_segment = time.perf_counter()
         return arrays

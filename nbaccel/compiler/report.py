@@ -17,6 +17,7 @@ class CompileReport:
     compile_seconds: float = 0.0
     compile_breakdown: dict = field(default_factory=lambda: {"capture": 0.0, "lowering": 0.0,
                                                              "codegen": 0.0, "jit": 0.0})
+    jit_breakdown: dict = field(default_factory=dict)   # jit split: numba typing, lowering, llvm, ...
     eager_seconds: float | None = None
     compiled_seconds: float = 0.0
     speedup: float | None = None

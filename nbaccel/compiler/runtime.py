@@ -18,7 +18,7 @@ import numpy as np
 
 from numba.core.errors import NumbaIRAssumptionWarning
 
-from . import cache
+from . import cache, jit_split
 from .codegen import common, numba as nb_codegen, numba_launch, numpy as np_codegen
 from .loops import Kernel
 from .schedule import ExternStep, schedule
@@ -37,6 +37,7 @@ class NumbaKernel:
         self.state = "pending"      # pending | ready | failed
         self.cache = None           # 'disk' | 'new' | 'rebuilt'
         self.jit_seconds = 0.0
+        self.jit_split = jit_split.empty()   # numba typing / lowering / llvm / cache save / other
         self.error = None
         self.future = None
         self.numba_compiled = False
@@ -52,6 +53,8 @@ class NumbaKernel:
             self.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.state = "failed"
         self.jit_seconds = time.perf_counter() - t0
+        self.jit_split = jit_split.split(self.fn, signature, self.jit_seconds, self.numba_compiled) \
+            if self.fn is not None else dict(jit_split.empty(), other=self.jit_seconds)
         return self
 
     def _compile(self, signature):
@@ -210,6 +213,10 @@ class Program:
 
     def jit_total(self):
         return sum(s.numba.jit_seconds for s in self.slots.values() if s.numba is not None)
+
+    def jit_split(self):
+        """jit_total() divided into numba typing, lowering, LLVM, cache save and other."""
+        return jit_split.total(s.numba.jit_split for s in self.slots.values() if s.numba is not None)
 
     def cache_state(self):
         """'disk' when every numba kernel came from the disk cache without compiling."""

@@ -3,18 +3,23 @@
 Buffers are flat 1-D arrays and every load or store is ``a[off + i0*s0 + i1*s1 + ...]``.
 The source is shape-generic: sizes, strides and offsets arrive in an int64 array ``P``, and
 only their *class* is in the code (a broadcast term is left out, a unit stride needs no
-multiply), so one compiled kernel serves every size of a dynamic entry. The loop order:
+multiply), so one compiled kernel serves every size of a dynamic entry. The outermost loop
+``for t in range(...)`` runs the share ``part`` of ``parts`` (``numba_launch.py`` runs the
+shares on threads; no ``prange``, whose parfor outlining doubled the compile time). The loop
+order:
 
-* no reductions: the outer axes (and blocks of the last one) in one ``prange``, the last
+* no reductions: the outer axes (and blocks of the last one) in the outer loop, the last
   axis innermost (unit stride: it vectorises);
-* the last axis is reduced (row softmax): one ``prange`` over the kept axes; per kept index
+* the last axis is reduced (row softmax): the outer loop over the kept axes; per kept index
   one pass per reduction with a scalar accumulator, then a final pass storing elements;
-* the last axis is kept (``x - x.mean(axis=0)``, softmax over axis 0): ``prange`` over the
+* the last axis is kept (``x - x.mean(axis=0)``, softmax over axis 0): the outer loop over the
   other kept axes × blocks of the last axis; accumulators are arrays over the block, so the
   innermost loop still walks the contiguous axis.
 
 Per-element expressions come from :data:`SCALAR` (``numba_syntax.py``), this renderer's own table; ``fexp``/
-``ftanh``/... are the vectorisable float32 helpers of ``fastmath.py`` (llvmlite has no SVML).
+``ftanh``/... are the vectorisable float32 helpers of ``fastmath.py`` (llvmlite has no SVML),
+pasted in as straight-line statements by ``fastmath_text.py`` (numba's own inlining of them
+re-typed deep copies of their IR at every call: most of a cold compile).
 Constants are typed module globals (``np.float32(...)``) so float32 code never promotes.
 """
 from __future__ import annotations
