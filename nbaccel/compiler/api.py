@@ -23,7 +23,7 @@ from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from .capture import TooManyGraphBreaks, TraceSession
 from .views import numpy_gives_array as _numpy_gives_array
 from .entries import GraphCache
-from . import cache
+from . import cache, cheap_path
 from .report import CompileReport
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -266,6 +266,9 @@ class CompiledFunction:
                 rep.pending_tier = "numba"
             br = {k: sum(e["breakdown"][k] for e in events) for k in rep.compile_breakdown}
             rep.compile_breakdown = br
+            ests = [e.get("eager_estimate") for e in events]
+            rep.eager_estimate_seconds = sum(ests) if all(x is not None for x in ests) else None
+            rep.path, rep.path_reason = cheap_path.report_path(events)
             if any(e.get("jit_split") for e in events):
                 from .jit_split import total
                 rep.jit_breakdown = total(e.get("jit_split") for e in events)

@@ -36,6 +36,9 @@ class CompileReport:
     first_call_seconds: float | None = None   # wall time of the first call, compile included
     call_seconds: float | None = None   # wall time of this call (tracing included)
     fallback: str | None = None         # why the call ran plainly (None: it ran compiled)
+    path: str | None = None             # compiled | cheap | mixed | plain (cheap_path.py)
+    path_reason: str | None = None      # why that path ran
+    eager_estimate_seconds: float | None = None   # the graphs' eager cost estimated from sizes
 
     def measure_eager(self):
         """Finish the report when it is first read: render the graph and code text, and run the

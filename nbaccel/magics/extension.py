@@ -22,7 +22,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import boundary, cellfunc, options
+from . import boundary, cellfunc, cheap_cells, options
 from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
@@ -130,6 +130,7 @@ class NbaccelMagics(CellRuns, Magics):
 
     def reset_state(self):
         self.entries: dict[str, CellEntry] = {}
+        self.cheap_cells: dict = {}                 # cells that run plainly (cheap_cells.py)
         self.by_count: dict[int, tuple] = {}     # execution count -> (entry, report)
         self.last: tuple | None = None
         self.runs = 0
@@ -149,6 +150,9 @@ class NbaccelMagics(CellRuns, Magics):
     @cell_magic
     def compile(self, line, cell):
         """Run the cell as a compiled function; its NumPy code runs as written."""
+        plain = cheap_cells.lookup(self, line, cell)     # a small cell decided cheap: plainly
+        if plain is not None:
+            return cheap_cells.run(self, plain)
         opts = self._parse(line)
         ns = self.shell.user_ns
         src = self.shell.transform_cell(cell).rstrip() + "\n"
@@ -164,6 +168,7 @@ class NbaccelMagics(CellRuns, Magics):
         entry.cf.name = f"In[{count}]"
         args = [self._to_device(v, opts.device) for v in traced_vals]
         progress = self._progress(entry, opts, count)
+        pre = cheap_cells.before(self, entry, opts)
         printed = io.StringIO()                     # shown once the attempt is known to stand
         failure = None
         try:
@@ -212,6 +217,7 @@ class NbaccelMagics(CellRuns, Magics):
         report = getattr(entry.cf, "_report", None)
         if report is not None:
             self._maybe_probe(entry, report)
+            cheap_cells.after(self, line, cell, entry, opts, report, pre)
             if opts.output:
                 report.measure_eager()
             entry.reports.append(report)
