@@ -99,7 +99,7 @@ def after(ext, line, cell, entry, opts, report, pre):
     if pre is None or report is None:
         return
     est = report.eager_estimate_seconds
-    if est is None and report.graphs == 0 and not report.graph_breaks:
+    if est is None and report.graphs == 0:
         est = 0.0                 # nothing was captured: the cell's work is all plain Python
     why = cheap_path.cell_choice(report, est) if est is not None else None
     if why is not None:
