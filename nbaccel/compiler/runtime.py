@@ -227,10 +227,14 @@ class Program:
 
     def kernels(self, device="cpu"):
         out = []
+        static = self.__dict__.setdefault("_kernel_text", {})   # (built once: every call reports)
         for s in self.schedule.steps:
             if isinstance(s, Kernel):
                 slot = self.slots[s.index]
-                out.append({"name": s.name, "ops": s.op_names(), "ranges": s.ranges_text(), "device": device,
+                if s.index not in static:
+                    static[s.index] = (s.op_names(), s.ranges_text())
+                ops, ranges = static[s.index]
+                out.append({"name": s.name, "ops": list(ops), "ranges": ranges, "device": device,
                             "backend": slot.backend, "seconds": slot.seconds,
                             "note": slot.why_not_numba or (slot.numba.error if slot.numba and slot.numba.error else "")})
             elif isinstance(s, ExternStep):
