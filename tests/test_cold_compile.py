@@ -45,6 +45,7 @@ def test_pasted_text_is_straight_line_code_without_helper_calls(pasted32):
     assert not re.search(r"\b(fexp|flog|ftanh|fsigmoid|ferf|flog1p|fexpm1|fgelu_tanh|fsoftplus)\(", src)
     assert not re.search(r"\b_(exp|log|tanh|sigmoid|erf|log1p|expm1_|gelu_tanh|softplus)(32|64)?\(", src)
     assert "_fmuladd(" in src and "_add_exponent(" in src      # the LLVM intrinsics stay calls
+    assert "_select(" in src and " if " not in src             # conditional expressions: selects
     for stmt in src.splitlines()[4:]:
         assert not stmt.strip().startswith(("if ", "while ", "return")), stmt
 

@@ -6,7 +6,9 @@ overload, then the float32 body). numba does that by deep-copying and re-typing 
 helper's IR at every call site, which cost ~0.45 s per helper call in a kernel (0.9 s of
 the 20-op benchmark's 2.3 s cold compile). Pasting the same statements into the kernel
 source instead costs numba one more handful of scalar statements to type, and LLVM sees
-the identical loop body, so it vectorises the same way.
+the identical loop body, so it vectorises the same way. Conditional expressions become
+``_select(test, a, b)`` calls (one LLVM ``select``; the helpers compute both sides anyway), so
+numba has no extra blocks to build and type.
 
 The text is derived from the helpers' own Python source in ``fastmath.py`` (one
 definition, never two that could drift apart): each body is a list of single-name
@@ -103,6 +105,13 @@ class _Paster:
                     result = paster.paste(f.id, ast.unparse(call.args[0]))
                     return ast.parse(result, mode="eval").body
                 return call
+
+            def visit_IfExp(self, e):
+                # both sides are computed anyway (the helpers are branch-free by design): one
+                # select call instead of three numba blocks
+                self.generic_visit(e)
+                paster.names.add("_select")
+                return ast.copy_location(ast.Call(ast.Name("_select", ast.Load()), [e.test, e.body, e.orelse], []), e)
 
             def visit_Name(self, n):
                 if n.id in local:
