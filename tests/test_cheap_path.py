@@ -76,6 +76,10 @@ def test_small_graph_runs_as_one_numpy_function(shell):
     z = shell.user_ns["z"]
     assert z.dtype == np.int32 and np.array_equal(z, (want > 0).astype(np.int32))
     assert "def run(inputs)" in rep.code
+    import nbaccel_ext
+    d = rep.to_dict()
+    assert "path: cheap — cheap path" in nbaccel_ext.render_text(d)
+    assert "path: cheap" in nbaccel_ext.ReportView(d)._repr_mimebundle_()["text/html"]
 
 
 def test_second_run_goes_plain_and_the_report_says_why(shell):
