@@ -198,3 +198,19 @@ def test_report_splits_the_jit_time(tmp_path, monkeypatch):
             assert jb2["numba typing"] == 0 and jb2["llvm"] == 0
     finally:
         cache._reset_session_for_tests()
+
+
+def test_numba_warmup_runs_once_in_the_background():
+    import subprocess
+    code = ("import numba.core.registry as r; from nbaccel.compiler import numba_warmup as w; "
+            "print(w.start(), w.start(), w.wait(60), "
+            "bool(r.cpu_target.typing_context._registries) and bool(r.cpu_target.target_context._registries))")
+    import os
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "True", "True"]
+    env["NBACCEL_NUMBA_WARMUP"] = "0"
+    off = subprocess.run([sys.executable, "-c", "from nbaccel.compiler import numba_warmup as w; print(w.start())"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert off.stdout.strip() == "False"
