@@ -205,3 +205,30 @@ def test_functions_stay_compiled_by_default():
     cf = nb.compile(lambda a: a * 2 + 1)
     cf(np.ones(4))
     assert cf.report.path == "compiled" and cf.report.tier != "cheap"
+
+
+@pytest.mark.parametrize("compiled_seconds, settles", [(1e9, "plain"), (0.0, "compiled")])
+def test_a_middling_cell_is_measured_once_then_settled(shell, monkeypatch, compiled_seconds, settles):
+    from nbaccel.magics import cheap_cells, get_extension
+    monkeypatch.setattr(cheap_path, "cell_choice", lambda report, est: None)   # never clearly small
+    monkeypatch.setitem(cheap_path.SETTINGS, "probe_factor", 1e12)
+    shell.run_line_magic("nbaccel", "reset")
+    ext = get_extension(shell)
+    x = np.arange(200, dtype=np.float64)
+    src = "y = np.sqrt(x) * 2\ns = y.sum()\n"
+    assert _cell(shell, src, x=x).path == "cheap"           # first run: a miss, no probe yet
+    assert _cell(shell, src, x=x).path == "cheap"           # a steady hit: the next run probes
+    (probe,) = ext.cheap_cells.values()
+    assert isinstance(probe, cheap_cells.PlainCell) and probe.compiled is not None
+    probe.compiled = compiled_seconds
+    for _ in range(cheap_cells.PROBE_RUNS):
+        rep = _cell(shell, src, x=x)
+        assert rep.path == "plain" and rep.fallback == cheap_cells.PROBE_REASON
+        np.testing.assert_array_equal(shell.user_ns["y"], np.sqrt(x) * 2)
+    after = _cell(shell, src, x=x)
+    if settles == "plain":
+        assert after.path == "plain" and "measured" in after.path_reason
+    else:
+        assert after.path == "cheap" and after.fallback is None
+        assert isinstance(next(iter(ext.cheap_cells.values())), cheap_cells._CompiledWins)
+    assert shell.user_ns["s"] == (np.sqrt(x) * 2).sum()

@@ -270,8 +270,8 @@ class CompiledFunction:
             rep.eager_estimate_seconds = sum(ests) if all(x is not None for x in ests) else None
             rep.path, rep.path_reason = cheap_path.report_path(events)
             if any(e.get("jit_split") for e in events):
-                from .jit_split import total
-                rep.jit_breakdown = total(e.get("jit_split") for e in events)
+                from . import jit_split
+                rep.jit_breakdown = jit_split.total(e.get("jit_split") for e in events)
             rep.compile_seconds = sum(br.values())   # capture (re-tracing) is paid on hits too
             rep.compiled_seconds = sum(e["seconds"] for e in events)
             rep.kernels = [k for e in events for k in e["kernels"]]

@@ -25,17 +25,20 @@ import time
 
 import numpy as np
 
-# seconds per NumPy call on a small array, and per element by op weight (measured on the dev
-# box: np.add on 1000 float64 ~1.3 us, np.exp ~4 us; a matmul's cost is its multiply-adds)
-OP_SECONDS = 1.5e-6
-ELEM_SECONDS = 0.6e-9
+# NumPy's cost, measured on the dev box (NumPy 2.4, AVX2): ~0.5 us per call, and per byte of
+# the larger of an op's output and inputs ~0.03 ns (float32 add: 0.1 ns an element, float64
+# 0.25); transcendental functions ~4x that; a matmul by its multiply-adds
+OP_SECONDS = 0.5e-6
+BYTE_SECONDS = 0.03e-9
 HEAVY_OPS = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh", "asin", "acos",
              "atan", "asinh", "acosh", "atanh", "erf", "power", "atan2", "sqrt", "sigmoid", "gelu",
              "softplus", "softmax", "log_softmax", "logsumexp", "sort", "argsort", "median", "cumsum",
              "cumprod", "remainder", "floor_divide", "fmod"}
-HEAVY_WEIGHT = 6.0
+HEAVY_WEIGHT = 4.0
 MATMUL_OPS = {"matmul", "linear", "tensordot", "einsum", "bmm", "mm", "dot", "inner", "outer"}
 MAC_SECONDS = 0.25e-9
+# what tracing costs per captured op (docs/benchmarks.md: a few microseconds)
+TRACE_OP_SECONDS = 4e-6
 
 SETTINGS = {
     "enabled": True,          # False: never take a cheap path
@@ -43,6 +46,7 @@ SETTINGS = {
     "graph_seconds": 100e-6,  # a graph estimated below this runs as one NumPy function
     "speedup_cap": 4.0,       # the most compiling gains over NumPy on small arrays
     "call_seconds": 100e-6,   # what a %%compile call costs beyond tracing (magic, guards, output)
+    "probe_factor": 20.0,     # below this many times the overhead, measure the plain cell once
 }
 
 
@@ -55,18 +59,31 @@ def estimate_eager_seconds(graph) -> float:
     total = 0.0
     for n in graph.nodes:
         name = n.op.name
-        out = _numel(n.shape)
-        ins = sum(_numel(a.shape) for a in n.args if hasattr(a, "shape") and hasattr(a, "op"))
+        arrays = [a for a in n.args if hasattr(a, "shape") and hasattr(a, "op")]
         if name in MATMUL_OPS:
-            k = 1
-            for a in n.args:
-                if hasattr(a, "shape") and hasattr(a, "op") and a.shape:
-                    k = max(k, a.shape[-1])
-            total += OP_SECONDS + MAC_SECONDS * out * k
+            k = max([a.shape[-1] for a in arrays if a.shape] or [1])
+            total += OP_SECONDS + MAC_SECONDS * _numel(n.shape) * k
             continue
+        nbytes = max([_numel(n.shape) * _itemsize(n)] + [_numel(a.shape) * _itemsize(a) for a in arrays])
         weight = HEAVY_WEIGHT if name in HEAVY_OPS else 1.0
-        total += OP_SECONDS + ELEM_SECONDS * weight * (out + ins)
+        total += OP_SECONDS + BYTE_SECONDS * weight * nbytes
     return total
+
+
+def _itemsize(n) -> int:
+    try:
+        return int(n.dtype.np.itemsize)
+    except Exception:
+        return 8
+
+
+def overhead_seconds(report) -> float:
+    """What a compiled run of a cell costs beyond its kernels: the call, plus tracing — the
+    measured capture time, but never more than the per-op model (a background compile holding
+    the GIL inflates a measurement; the model does not move with the machine's load)."""
+    capture = float(report.compile_breakdown.get("capture", 0.0))
+    ops = sum(len(k.get("ops") or ()) for k in report.kernels) or len(report.kernels)
+    return SETTINGS["call_seconds"] + min(capture, TRACE_OP_SECONDS * max(ops, 1) + 50e-6)
 
 
 def _fmt(s: float) -> str:
@@ -98,7 +115,7 @@ def cell_choice(report, est_seconds):
         return None
     if report.backend != "auto" or report.mode != "default":
         return None
-    overhead = float(report.compile_breakdown.get("capture", 0.0)) + SETTINGS["call_seconds"]
+    overhead = overhead_seconds(report)
     # the best a compiled run can do: its overhead plus the eager work sped up by the cap
     best = overhead + est_seconds / SETTINGS["speedup_cap"]
     if est_seconds >= best:

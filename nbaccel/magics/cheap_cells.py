@@ -8,7 +8,10 @@ run the cell plainly at once (:func:`lookup`, :func:`run`): its body and trailin
 compiled once and executed in the user namespace, as IPython runs a plain cell. Nothing is
 traced, so the run *is* the plain cell. The report says ``path: plain`` with the reason, and
 the extension's ``last_fallback`` holds it too. Inputs of another kind go through the
-compiled path again (which may decide again).
+compiled path again (which may decide again). A cell in between (its work under
+``probe_factor`` times the overhead) is measured instead: after a steady compiled run (a cache
+hit with nothing compiling in the background) the next run is the plain cell, timed; if the
+compiled run was slower, the cell runs plainly from then on, otherwise it stays compiled.
 """
 from __future__ import annotations
 
@@ -26,12 +29,14 @@ _MISSING = object()
 
 
 class PlainCell:
-    """A cell decided cheap: its code, the kind of inputs it was decided for, and why."""
+    """A cell decided cheap: its code, the kind of inputs it was decided for, and why. With
+    ``compiled`` set it is a probe: run plainly once, timed, to compare with that compiled run."""
 
-    __slots__ = ("entry", "opts", "reason", "names", "signature", "body", "last")
+    __slots__ = ("entry", "opts", "reason", "names", "signature", "body", "last", "compiled", "probes")
 
-    def __init__(self, entry, opts, reason, names, signature):
-        self.entry, self.opts, self.reason = entry, opts, reason
+    def __init__(self, entry, opts, reason, names, signature, compiled=None):
+        self.entry, self.opts, self.reason, self.compiled = entry, opts, reason, compiled
+        self.probes: list[float] = []      # a probe's plain run times
         self.names, self.signature = names, signature
         tree = ast.parse(entry.src)
         last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
@@ -94,20 +99,65 @@ def before(ext, entry, opts):
     return names, signature(ext.shell.user_ns, names)
 
 
-def after(ext, line, cell, entry, opts, report, pre):
-    """After a compiled run: remember the cell as cheap when its work is small."""
+class _CompiledWins:
+    """Measured once: the compiled run beat the plain cell for inputs of this kind."""
+
+    __slots__ = ("signature",)
+
+    def __init__(self, signature):
+        self.signature = signature
+
+
+PROBE_REASON = "ran plainly once to compare with the compiled run (cheap path)"
+
+
+PROBE_RUNS = 2     # plain runs a probe times (the best counts: a first run pays page faults)
+
+
+def after(ext, line, cell, entry, opts, report, pre, seconds=None):
+    """After a compiled run: remember the cell as cheap when its work is small; when it is
+    neither clearly small nor clearly large, measure the plain cell once on the next run."""
     if pre is None or report is None:
+        return
+    names, sig = pre
+    store, key = _store(ext), _key(ext, line, cell)
+    known = store.get(key)
+    if isinstance(known, _CompiledWins) and known.signature == sig:
         return
     est = report.eager_estimate_seconds
     if est is None and report.graphs == 0:
         est = 0.0                 # nothing was captured: the cell's work is all plain Python
-    why = cheap_path.cell_choice(report, est) if est is not None else None
-    if why is not None:
-        names, sig = pre
-        try:
-            _store(ext)[_key(ext, line, cell)] = PlainCell(entry, opts, why, names, sig)
-        except SyntaxError:
-            pass
+    if est is None:
+        return
+    why = cheap_path.cell_choice(report, est)
+    try:
+        if why is not None:
+            store[key] = PlainCell(entry, opts, why, names, sig)
+        elif (report.cache == "hit" and report.pending_tier is None and not report.fallback
+              and est < cheap_path.SETTINGS["probe_factor"] * cheap_path.overhead_seconds(report)):
+            # a steady compiled run (nothing compiling in the background) of a middling cell
+            compiled = seconds if seconds is not None else (report.call_seconds or 0.0)
+            store[key] = PlainCell(entry, opts, PROBE_REASON, names, sig, compiled=compiled)
+    except SyntaxError:
+        pass
+
+
+def _settle_probe(ext, pc, plain_seconds):
+    """After the probe's plain run: plain from now on if the compiled run was slower."""
+    key = next((k for k, v in ext.cheap_cells.items() if v is pc), None)
+    if key is None:
+        return
+    pc.probes.append(plain_seconds)
+    if len(pc.probes) < PROBE_RUNS:
+        return
+    plain_seconds = min(pc.probes)
+    if pc.compiled > plain_seconds:
+        reason = (f"cheap path: measured, the compiled run took {cheap_path._fmt(pc.compiled)} and the plain "
+                  f"cell {cheap_path._fmt(plain_seconds)}: the cell runs plainly while its inputs keep their "
+                  f"types and shapes")
+        ext.cheap_cells[key] = PlainCell(pc.entry, pc.opts, reason, pc.names, pc.signature)
+    else:
+        ext.cheap_cells[key] = _CompiledWins(pc.signature)
 
 
 def lookup(ext, line, cell):
@@ -116,7 +166,7 @@ def lookup(ext, line, cell):
     if not store:
         return None
     pc = store.get(_key(ext, line, cell))
-    if pc is None or pc.entry.plain_reason is not None:
+    if not isinstance(pc, PlainCell) or pc.entry.plain_reason is not None:
         return None
     if signature(ext.shell.user_ns, pc.names) != pc.signature:
         return None
@@ -136,9 +186,14 @@ def run(ext, pc):
         if pc.last is not None:
             value = eval(pc.last, ns)
     except Exception as e:
+        if pc.compiled is not None:          # (a probe that raised decides nothing)
+            ext.cheap_cells[next(k for k, v in ext.cheap_cells.items() if v is pc)] = _CompiledWins(pc.signature)
         raise _from_cell(e, pc.entry.filename)
     finally:
-        _show(ext, pc, count, time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        _show(ext, pc, count, seconds)
+    if pc.compiled is not None:
+        _settle_probe(ext, pc, seconds)
     return None if pc.entry.quiet else value
 
 

@@ -14,6 +14,7 @@ import io
 import keyword
 import os
 import sys
+import time
 import types
 from dataclasses import dataclass, field
 
@@ -150,6 +151,7 @@ class NbaccelMagics(CellRuns, Magics):
     @cell_magic
     def compile(self, line, cell):
         """Run the cell as a compiled function; its NumPy code runs as written."""
+        t_enter = time.perf_counter()
         plain = cheap_cells.lookup(self, line, cell)     # a small cell decided cheap: plainly
         if plain is not None:
             return cheap_cells.run(self, plain)
@@ -217,7 +219,7 @@ class NbaccelMagics(CellRuns, Magics):
         report = getattr(entry.cf, "_report", None)
         if report is not None:
             self._maybe_probe(entry, report)
-            cheap_cells.after(self, line, cell, entry, opts, report, pre)
+            cheap_cells.after(self, line, cell, entry, opts, report, pre, time.perf_counter() - t_enter)
             if opts.output:
                 report.measure_eager()
             entry.reports.append(report)
