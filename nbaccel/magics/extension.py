@@ -132,6 +132,7 @@ class NbaccelMagics(CellRuns, Magics):
     def reset_state(self):
         self.entries: dict[str, CellEntry] = {}
         self.cheap_cells: dict = {}                 # cells that run plainly (cheap_cells.py)
+        self.analysed: dict = {}                    # cell source -> its analysis (_analyse)
         self.by_count: dict[int, tuple] = {}     # execution count -> (entry, report)
         self.last: tuple | None = None
         self.runs = 0
@@ -270,19 +271,11 @@ class NbaccelMagics(CellRuns, Magics):
 
     def _entry(self, src, opts, ns, count):
         """The compiled function for this cell source + options + input kinds (cached)."""
-        try:
-            tree = ast.parse(src)
-            loads, stores, dels = cellfunc.analyse(tree)
-        except cellfunc.CellError as e:
-            raise UsageError(str(e)) from None
-        except SyntaxError:
-            tree = None                        # let IPython's own compile report it below
-            loads = stores = dels = set()
-        shared, plain_reason = set(), None
-        if tree is not None:
-            loads = cellfunc.read_first(tree)
-            shared = cellfunc.shared_names(tree, stores)
-            plain_reason = cellfunc.needs_plain(tree)
+        known = self.analysed.get(src)      # the analysis depends on the source only
+        if known is None:
+            known = self.analysed[src] = self._analyse(src)
+        loads, stores, dels, shared = (set(x) for x in known[:4])
+        plain_reason = known[4]
         traced, boxed, values = [], [], {}
         for n in sorted(loads):
             if n not in ns or n.startswith("__nbaccel") or n in shared:
@@ -326,6 +319,25 @@ class NbaccelMagics(CellRuns, Magics):
             self.entries[key] = entry
         env = _Env(values, entry.outputs)
         return entry, [ns[n] for n in traced], env
+
+    @staticmethod
+    def _analyse(src):
+        """(loads, stores, dels, shared, plain_reason) of a cell source (cached by ``_entry``:
+        parsing and walking the tree was a tenth of a millisecond on every run)."""
+        try:
+            tree = ast.parse(src)
+            loads, stores, dels = cellfunc.analyse(tree)
+        except cellfunc.CellError as e:
+            raise UsageError(str(e)) from None
+        except SyntaxError:
+            tree = None                        # let IPython's own compile report it below
+            loads = stores = dels = set()
+        shared, plain_reason = set(), None
+        if tree is not None:
+            loads = cellfunc.read_first(tree)
+            shared = cellfunc.shared_names(tree, stores)
+            plain_reason = cellfunc.needs_plain(tree)
+        return frozenset(loads), frozenset(stores), frozenset(dels), frozenset(shared), plain_reason
 
     # devices ---------------------------------------------------------------------------------------
     @staticmethod
