@@ -41,7 +41,7 @@ def worker(mode: str, rows: int, cols: int) -> dict:
     rep = cf.report
     out.update(first_call=first, tier=rep.tier, cache=rep.cache, pending_tier=rep.pending_tier,
                compile_seconds=rep.compile_seconds, compile_breakdown=dict(rep.compile_breakdown),
-               kernels=len(rep.kernels))
+               jit_breakdown=dict(getattr(rep, "jit_breakdown", None) or {}), kernels=len(rep.kernels))
     check(f"20-op function ({mode})", res, ref)
     if mode == "first-auto":
         _, out["numba_ready_after"] = timed(lambda: cf.wait())

@@ -163,6 +163,15 @@ def _breakdown(r: dict) -> list[tuple[str, float]]:
     return [(str(k), _num(bd[k])) for k in keys if _num(bd[k]) is not None]
 
 
+def _jit_split(r: dict) -> str:
+    """'numba typing 0.20 s · llvm 0.15 s · ...': the jit part of the compile time, split."""
+    jb = r.get("jit_breakdown")
+    if not isinstance(jb, dict):
+        return ""
+    parts = [(str(k), _num(v)) for k, v in jb.items()]
+    return " · ".join(f"{k} {fmt_seconds(v)}" for k, v in parts if v)
+
+
 def _kernel_ops(k: dict) -> list[str]:
     return _strs(k.get("ops"))
 
@@ -220,12 +229,16 @@ def render_text(report: dict, stable: bool = False) -> str:
         lines.append(f"nbaccel · {name} — {head}")
     if r.get("fallback"):
         lines.append(f"ran plainly: {_str(r.get('fallback'))}")
+    elif r.get("path") in ("cheap", "mixed") and r.get("path_reason"):
+        lines.append(f"path: {_str(r.get('path'))} — {_str(r.get('path_reason'))}")
     status = _status_bits(r, stable)
     if not stable and _num(r.get("compile_seconds")) is not None:
         comp = f"compile {fmt_seconds(r['compile_seconds'])}"
         bd = _breakdown(r)
         if bd:
             comp += " (" + " · ".join(f"{k} {fmt_seconds(v)}" for k, v in bd) + ")"
+        if _jit_split(r):
+            comp += f"; jit: {_jit_split(r)}"
         status.insert(0, comp)
     if not stable and _num(r.get("first_call_seconds")) is not None:
         status.insert(0, f"first call {fmt_seconds(r['first_call_seconds'])} (compile included)")
@@ -322,6 +335,8 @@ def _html_header(r: dict, stable: bool) -> list[str]:
     out = [f'<div style="font-weight:600">nbaccel · {_e(r.get("name") or "compiled call")}</div>']
     if r.get("fallback"):
         out.append(f'<div style="color:{_MUTED}">ran plainly: {_e(r.get("fallback"))}</div>')
+    elif r.get("path") in ("cheap", "mixed") and r.get("path_reason"):
+        out.append(f'<div style="color:{_MUTED}">path: {_e(r.get("path"))} — {_e(r.get("path_reason"))}</div>')
     if not stable:
         sp = _speedup(r)
         label = _headline(r, sp)
@@ -338,8 +353,10 @@ def _html_header(r: dict, stable: bool) -> list[str]:
             out.append("</table>")
         if _num(r.get("compile_seconds")) is not None:
             bd = " · ".join(f"{_e(k)} {_e(fmt_seconds(v))}" for k, v in _breakdown(r))
+            js = _jit_split(r)
             out.append(f'<div>compile {_e(fmt_seconds(r["compile_seconds"]))}'
-                       + (f' <span style="color:{_MUTED}">({bd})</span>' if bd else "") + "</div>")
+                       + (f' <span style="color:{_MUTED}">({bd})</span>' if bd else "")
+                       + (f' <span style="color:{_MUTED}">jit: {_e(js)}</span>' if js else "") + "</div>")
     badges = []
     for key in ("cache", "tier", "device", "backend", "mode"):
         if r.get(key) and not (stable and key in _TIMING_DEPENDENT):

@@ -23,7 +23,7 @@ from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from .capture import TooManyGraphBreaks, TraceSession
 from .views import numpy_gives_array as _numpy_gives_array
 from .entries import GraphCache
-from . import cache
+from . import cache, cheap_path
 from .report import CompileReport
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -269,6 +269,12 @@ class CompiledFunction:
                 rep.pending_tier = "numba"
             br = {k: sum(e["breakdown"][k] for e in events) for k in rep.compile_breakdown}
             rep.compile_breakdown = br
+            ests = [e.get("eager_estimate") for e in events]
+            rep.eager_estimate_seconds = sum(ests) if all(x is not None for x in ests) else None
+            rep.path, rep.path_reason = cheap_path.report_path(events)
+            if any(e.get("jit_split") for e in events):
+                from . import jit_split
+                rep.jit_breakdown = jit_split.total(e.get("jit_split") for e in events)
             rep.compile_seconds = sum(br.values())   # capture (re-tracing) is paid on hits too
             rep.compiled_seconds = sum(e["seconds"] for e in events)
             rep.kernels = [k for e in events for k in e["kernels"]]

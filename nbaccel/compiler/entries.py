@@ -6,6 +6,7 @@ import time
 from .. import autograd
 from .. import dtypes as D
 from ..tensor import Tensor
+from . import cheap_path
 from .aot import derive_backward
 from .decompose import decompose
 from .guards import all_dims, dynamic_spec, explain_miss, shape_only_diff, similarity
@@ -41,13 +42,18 @@ class Entry:
             t0 = time.perf_counter()
             stage = "decompose"
             try:
-                prim = decompose(graph)
-                lowering = time.perf_counter() - t0
-                stage = "schedule/codegen"
-                prog = _program_class(self.cf.backend)(prim, self.cf.backend, self.cf.mode, dynamic=bool(self.dyn))
-                prog.lowering_seconds = lowering
-                n0 = len(graph.placeholders)
-                consts = [prim.constants[i] for i in range(n0, len(prim.placeholders))]
+                cheap, est, why = cheap_path.graph_choice(self.cf, graph)
+                if cheap:       # small: one NumPy function, no kernels (cheap_path.py)
+                    prog, consts = cheap_path.CheapProgram(graph, est, why), []
+                else:
+                    prim = decompose(graph)
+                    lowering = time.perf_counter() - t0
+                    stage = "schedule/codegen"
+                    prog = _program_class(self.cf.backend)(prim, self.cf.backend, self.cf.mode, dynamic=bool(self.dyn))
+                    prog.lowering_seconds = lowering
+                    n0 = len(graph.placeholders)
+                    consts = [prim.constants[i] for i in range(n0, len(prim.placeholders))]
+                prog.eager_estimate, prog.path_reason = est, why
             except Exception as e:
                 prog, consts = self.compiler_error(graph, e, stage), []
             prog.captured_text = str(graph)
@@ -233,6 +239,10 @@ class GraphCache:
                      "jit": prog.jit_total() if fresh and not prog.pending() else 0.0}
         ev = _event(cache_state, prog.tier(), graph, prog, prog.last_seconds, 0.0,
                     lambda: entry.timings(graph, inputs, prog, consts), breakdown)
+        ev["eager_estimate"] = getattr(prog, "eager_estimate", None)
+        ev["path_reason"] = getattr(prog, "path_reason", None)
+        if breakdown["jit"] and hasattr(prog, "jit_split"):
+            ev["jit_split"] = prog.jit_split()       # the report's jit_breakdown (jit_split.py)
         session.events.append(ev)
         session.t_segment = time.perf_counter()
         return arrays

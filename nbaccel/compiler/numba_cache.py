@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import time
 
 import llvmlite
 import numba
@@ -163,7 +164,16 @@ class KernelDiskCache(caching.FunctionCache):
                                            "it was deleted and the kernel recompiled")
             return None
 
+    save_seconds = 0.0      # the last save's wall time (the report's 'cache save', jit_split.py)
+
     def save_overload(self, sig, data):
+        t0 = time.perf_counter()
+        try:
+            self._save(sig, data)
+        finally:
+            self.save_seconds = time.perf_counter() - t0
+
+    def _save(self, sig, data):
         from . import cache
         if not self._enabled:
             return

@@ -17,6 +17,7 @@ class CompileReport:
     compile_seconds: float = 0.0
     compile_breakdown: dict = field(default_factory=lambda: {"capture": 0.0, "lowering": 0.0,
                                                              "codegen": 0.0, "jit": 0.0})
+    jit_breakdown: dict = field(default_factory=dict)   # jit split: numba typing, lowering, llvm, ...
     eager_seconds: float | None = None
     compiled_seconds: float = 0.0
     speedup: float | None = None
@@ -37,6 +38,9 @@ class CompileReport:
     fallback: str | None = None         # why the call ran plainly (None: it ran compiled)
     transfer_seconds: float | None = None   # %%compile --device cuda: host<->GPU copies of this call
     device_note: str | None = None      # --device auto: why the cell ran where it did
+    path: str | None = None             # compiled | cheap | mixed | plain (cheap_path.py)
+    path_reason: str | None = None      # why that path ran
+    eager_estimate_seconds: float | None = None   # the graphs' eager cost estimated from sizes
 
     def measure_eager(self):
         """Finish the report when it is first read: render the graph and code text, and run the

@@ -18,8 +18,8 @@ import numpy as np
 
 from numba.core.errors import NumbaIRAssumptionWarning
 
-from . import cache
-from .codegen import common, numba as nb_codegen, numpy as np_codegen
+from . import cache, jit_split
+from .codegen import common, numba as nb_codegen, numba_launch, numpy as np_codegen
 from .loops import Kernel
 from .schedule import ExternStep, schedule
 
@@ -37,6 +37,7 @@ class NumbaKernel:
         self.state = "pending"      # pending | ready | failed
         self.cache = None           # 'disk' | 'new' | 'rebuilt'
         self.jit_seconds = 0.0
+        self.jit_split = jit_split.empty()   # numba typing / lowering / llvm / cache save / other
         self.error = None
         self.future = None
         self.numba_compiled = False
@@ -52,6 +53,8 @@ class NumbaKernel:
             self.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.state = "failed"
         self.jit_seconds = time.perf_counter() - t0
+        self.jit_split = jit_split.split(self.fn, signature, self.jit_seconds, self.numba_compiled) \
+            if self.fn is not None else dict(jit_split.empty(), other=self.jit_seconds)
         return self
 
     def _compile(self, signature):
@@ -106,8 +109,8 @@ class KernelSlot:
         self.backend = "numpy"
         self.empty_error = _empty_reduction_error(k)
         if self.want_numba:
-            parallel = math.prod(k.domain) >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
-            src, params = nb_codegen.render_kernel(k, "kernel", parallel)
+            self.parallel = math.prod(k.domain) >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
+            src, params = nb_codegen.render_kernel(k, "kernel", self.parallel)
             self.P = np.array(params, dtype=np.int64)
             with _LOCK:
                 self.numba = _NUMBA_KERNELS.setdefault(cache.source_hash(src), NumbaKernel(src))
@@ -125,7 +128,7 @@ class KernelSlot:
             return
         with _LOCK:
             if nk.future is None:
-                sig = _signature(arrays + (self.P,))
+                sig = _signature(arrays + (self.P,)) + numba_launch.signature_tail()
                 if self.sync:
                     nk.future = concurrent.futures.Future()
                     nk.compile(sig)
@@ -143,7 +146,7 @@ class KernelSlot:
         if nk is not None and nk.state == "pending":
             self.start(arrays)
         if nk is not None and nk.state == "ready":
-            nk.fn(*arrays, self.P)
+            numba_launch.launch(nk.fn, arrays, self.P, self.parallel)
             self.backend = "numba"
         else:
             self.np_fn(*arrays)
@@ -211,6 +214,10 @@ class Program:
     def jit_total(self):
         return sum(s.numba.jit_seconds for s in self.slots.values() if s.numba is not None)
 
+    def jit_split(self):
+        """jit_total() divided into numba typing, lowering, LLVM, cache save and other."""
+        return jit_split.total(s.numba.jit_split for s in self.slots.values() if s.numba is not None)
+
     def cache_state(self):
         """'disk' when every numba kernel came from the disk cache without compiling."""
         nks = [s.numba for s in self.slots.values() if s.numba is not None and s.numba.state == "ready"]
@@ -220,10 +227,14 @@ class Program:
 
     def kernels(self, device="cpu"):
         out = []
+        static = self.__dict__.setdefault("_kernel_text", {})   # (built once: every call reports)
         for s in self.schedule.steps:
             if isinstance(s, Kernel):
                 slot = self.slots[s.index]
-                out.append({"name": s.name, "ops": s.op_names(), "ranges": s.ranges_text(), "device": device,
+                if s.index not in static:
+                    static[s.index] = (s.op_names(), s.ranges_text())
+                ops, ranges = static[s.index]
+                out.append({"name": s.name, "ops": list(ops), "ranges": ranges, "device": device,
                             "backend": slot.backend, "seconds": slot.seconds,
                             "note": slot.why_not_numba or (slot.numba.error if slot.numba and slot.numba.error else "")})
             elif isinstance(s, ExternStep):

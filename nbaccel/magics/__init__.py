@@ -17,6 +17,8 @@ def load_ipython_extension(ip):
     magics = NbaccelMagics(ip)
     ip.register_magics(magics)
     setattr(ip, _EXT_ATTR, magics)
+    from ..compiler import numba_warmup
+    numba_warmup.start()      # numba's first-use set-up while the user types (numba_warmup.py)
 
 
 def unload_ipython_extension(ip):

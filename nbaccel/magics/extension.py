@@ -23,7 +23,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import boundary, cellfunc, options
+from . import boundary, cellfunc, cheap_cells, options
 from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .. import dtypes as D, numpy_api
 from ..compiler import api as capi
@@ -132,6 +132,8 @@ class NbaccelMagics(CellRuns, Magics):
 
     def reset_state(self):
         self.entries: dict[str, CellEntry] = {}
+        self.cheap_cells: dict = {}                 # cells that run plainly (cheap_cells.py)
+        self.analysed: dict = {}                    # cell source -> its analysis (_analyse)
         self.by_count: dict[int, tuple] = {}     # execution count -> (entry, report)
         self.last: tuple | None = None
         self.runs = 0
@@ -151,6 +153,10 @@ class NbaccelMagics(CellRuns, Magics):
     @cell_magic
     def compile(self, line, cell):
         """Run the cell as a compiled function; its NumPy code runs as written."""
+        t_enter = time.perf_counter()
+        plain = cheap_cells.lookup(self, line, cell)     # a small cell decided cheap: plainly
+        if plain is not None:
+            return cheap_cells.run(self, plain)
         opts = self._parse(line)
         ns = self.shell.user_ns
         src = self.shell.transform_cell(cell).rstrip() + "\n"
@@ -171,6 +177,7 @@ class NbaccelMagics(CellRuns, Magics):
         args, t_in = gpu_placement.timed_sync(lambda: [self._to_device(v, place.device) for v in traced_vals],
                                               sync=place.device == "cuda")
         progress = self._progress(entry, opts, count)
+        pre = cheap_cells.before(self, entry, opts)
         printed = io.StringIO()                     # shown once the attempt is known to stand
         failure = None
         try:
@@ -227,6 +234,7 @@ class NbaccelMagics(CellRuns, Magics):
             if place.reason and (opts.device_explicit or place.device == "cuda"):
                 report.device_note = place.reason
             self._maybe_probe(entry, report)
+            cheap_cells.after(self, line, cell, entry, opts, report, pre, time.perf_counter() - t_enter)
             if opts.output:
                 report.measure_eager()
             entry.reports.append(report)
@@ -288,19 +296,11 @@ class NbaccelMagics(CellRuns, Magics):
 
     def _entry(self, src, opts, ns, count):
         """The compiled function for this cell source + options + input kinds (cached)."""
-        try:
-            tree = ast.parse(src)
-            loads, stores, dels = cellfunc.analyse(tree)
-        except cellfunc.CellError as e:
-            raise UsageError(str(e)) from None
-        except SyntaxError:
-            tree = None                        # let IPython's own compile report it below
-            loads = stores = dels = set()
-        shared, plain_reason = set(), None
-        if tree is not None:
-            loads = cellfunc.read_first(tree)
-            shared = cellfunc.shared_names(tree, stores)
-            plain_reason = cellfunc.needs_plain(tree)
+        known = self.analysed.get(src)      # the analysis depends on the source only
+        if known is None:
+            known = self.analysed[src] = self._analyse(src)
+        loads, stores, dels, shared = (set(x) for x in known[:4])
+        plain_reason = known[4]
         traced, boxed, values = [], [], {}
         for n in sorted(loads):
             if n not in ns or n.startswith("__nbaccel") or n in shared:
@@ -346,6 +346,25 @@ class NbaccelMagics(CellRuns, Magics):
             self.entries[key] = entry
         env = _Env(values, entry.outputs)
         return entry, [ns[n] for n in traced], env
+
+    @staticmethod
+    def _analyse(src):
+        """(loads, stores, dels, shared, plain_reason) of a cell source (cached by ``_entry``:
+        parsing and walking the tree was a tenth of a millisecond on every run)."""
+        try:
+            tree = ast.parse(src)
+            loads, stores, dels = cellfunc.analyse(tree)
+        except cellfunc.CellError as e:
+            raise UsageError(str(e)) from None
+        except SyntaxError:
+            tree = None                        # let IPython's own compile report it below
+            loads = stores = dels = set()
+        shared, plain_reason = set(), None
+        if tree is not None:
+            loads = cellfunc.read_first(tree)
+            shared = cellfunc.shared_names(tree, stores)
+            plain_reason = cellfunc.needs_plain(tree)
+        return frozenset(loads), frozenset(stores), frozenset(dels), frozenset(shared), plain_reason
 
     # devices ---------------------------------------------------------------------------------------
     @staticmethod

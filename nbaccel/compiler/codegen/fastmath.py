@@ -117,6 +117,32 @@ def _fdiv(typingctx, a, b):
     return a(a, a), codegen
 
 
+@intrinsic
+def _select(typingctx, cond, a, b):
+    """``a if cond else b`` as one LLVM ``select`` (both sides already computed). The pasted
+    helper text (``fastmath_text.py``) spells its conditional expressions with it: a numba
+    conditional expression is three blocks to build, type and reconstruct SSA for, where this is
+    one call, and LLVM would turn the blocks into the same select."""
+    if not isinstance(cond, types.Boolean):
+        return None
+    if a == b:
+        res = a
+    elif isinstance(a, (types.Float, types.Integer)) and isinstance(b, (types.Float, types.Integer)):
+        res = typingctx.unify_types(a, b)
+        if res is None:
+            return None
+    else:
+        return None
+
+    def codegen(context, builder, sig, args):
+        c, x, y = args
+        x = context.cast(builder, x, sig.args[1], res)
+        y = context.cast(builder, y, sig.args[2], res)
+        return builder.select(c, x, y)
+
+    return res(cond, a, b), codegen
+
+
 # ---------------------------------------------------------------- float32 constants
 # Polynomial coefficients are near-minimax fits (weighted least squares with Lawson
 # reweighting, in float64) made for this module; docs/fastmath.md has the fit ranges.

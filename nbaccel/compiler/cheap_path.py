@@ -1,0 +1,216 @@
+"""The cheap path: small graphs and small cells are not worth compiling.
+
+A graph over a few thousand elements costs NumPy a microsecond or two per op. Scheduling it
+into kernels, and then running each kernel's views, chunk buffers and calls, costs more than
+that on every call, so a compiled small cell was 0.06×–0.7× the plain cell. Two cheap paths
+avoid it:
+
+* **A cheap graph** (:func:`graph_choice`): a graph whose eager cost, estimated from its sizes
+  (:func:`estimate_eager_seconds`), is below :data:`SETTINGS` ``["graph_seconds"]`` runs as one
+  generated straight-line NumPy function (:class:`CheapProgram`): each op's eager
+  implementation called once, in order — the reference interpreter's semantics without its
+  per-op bookkeeping, no decomposition, no scheduling, no kernels.
+* **A cheap cell** (:func:`cell_choice`, used by the ``%%compile`` magic): when a compiled run
+  shows that the whole cell's eager work is smaller than what tracing and guarding it cost,
+  later runs with the same kind of inputs run the cell plainly (exactly the plain cell), and
+  the report says so and why.
+
+Both choices are made from sizes and the measured tracing time, never by re-running user
+code. ``report.path`` names the path that ran, ``report.path_reason`` why.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+# NumPy's cost, measured on the dev box (NumPy 2.4, AVX2): ~0.5 us per call, and per byte of
+# the larger of an op's output and inputs ~0.03 ns (float32 add: 0.1 ns an element, float64
+# 0.25); transcendental functions ~4x that; a matmul by its multiply-adds
+OP_SECONDS = 0.5e-6
+BYTE_SECONDS = 0.03e-9
+HEAVY_OPS = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh", "asin", "acos",
+             "atan", "asinh", "acosh", "atanh", "erf", "power", "atan2", "sqrt", "sigmoid", "gelu",
+             "softplus", "softmax", "log_softmax", "logsumexp", "sort", "argsort", "median", "cumsum",
+             "cumprod", "remainder", "floor_divide", "fmod"}
+HEAVY_WEIGHT = 4.0
+MATMUL_OPS = {"matmul", "linear", "tensordot", "einsum", "bmm", "mm", "dot", "inner", "outer"}
+MAC_SECONDS = 0.25e-9
+# what tracing costs per captured op (docs/benchmarks.md: a few microseconds)
+TRACE_OP_SECONDS = 4e-6
+
+SETTINGS = {
+    "enabled": True,          # False: never take a cheap path
+    "functions": False,       # also for nb.compile'd functions (default: %%compile cells only)
+    "graph_seconds": 100e-6,  # a graph estimated below this runs as one NumPy function
+    "speedup_cap": 4.0,       # the most compiling gains over NumPy on small arrays
+    "call_seconds": 100e-6,   # what a %%compile call costs beyond tracing (magic, guards, output)
+    "probe_factor": 20.0,     # below this many times the overhead, measure the plain cell once
+}
+
+
+def _numel(shape) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def estimate_eager_seconds(graph) -> float:
+    """What running ``graph`` op by op with NumPy would cost, from its sizes only."""
+    total = 0.0
+    for n in graph.nodes:
+        name = n.op.name
+        arrays = [a for a in n.args if hasattr(a, "shape") and hasattr(a, "op")]
+        if name in MATMUL_OPS:
+            k = max([a.shape[-1] for a in arrays if a.shape] or [1])
+            total += OP_SECONDS + MAC_SECONDS * _numel(n.shape) * k
+            continue
+        nbytes = max([_numel(n.shape) * _itemsize(n)] + [_numel(a.shape) * _itemsize(a) for a in arrays])
+        weight = HEAVY_WEIGHT if name in HEAVY_OPS else 1.0
+        total += OP_SECONDS + BYTE_SECONDS * weight * nbytes
+    return total
+
+
+def _itemsize(n) -> int:
+    try:
+        return int(n.dtype.np.itemsize)
+    except Exception:
+        return 8
+
+
+def overhead_seconds(report) -> float:
+    """What a compiled run of a cell costs beyond its kernels: the call, plus tracing — the
+    measured capture time, but never more than the per-op model (a background compile holding
+    the GIL inflates a measurement; the model does not move with the machine's load)."""
+    capture = float(report.compile_breakdown.get("capture", 0.0))
+    ops = sum(len(k.get("ops") or ()) for k in report.kernels) or len(report.kernels)
+    return SETTINGS["call_seconds"] + min(capture, TRACE_OP_SECONDS * max(ops, 1) + 50e-6)
+
+
+def _fmt(s: float) -> str:
+    return f"{s * 1e6:.0f} µs" if s < 1e-3 else f"{s * 1e3:.2f} ms"
+
+
+def graph_choice(cf, graph):
+    """(use the cheap path?, estimated eager seconds, why) for one captured graph."""
+    est = estimate_eager_seconds(graph)
+    if not SETTINGS["enabled"]:
+        return False, est, "compiled: the cheap path is switched off"
+    if cf.backend != "auto" or cf.mode != "default":   # a backend or mode asked for by name is honoured
+        return False, est, f"compiled: backend={cf.backend}, mode={cf.mode} asked for by name"
+    if not (getattr(cf, "_in_cell", False) or SETTINGS["functions"]):
+        return False, est, "compiled (the cheap path is for %%compile cells)"
+    limit = SETTINGS["graph_seconds"]
+    if est >= limit:
+        return False, est, f"compiled: estimated {_fmt(est)} eagerly, above the cheap path's {_fmt(limit)}"
+    elems = max((_numel(n.shape) for n in graph.nodes), default=0)
+    why = (f"cheap path: {len(graph.nodes)} ops, at most {elems:,} elements, estimated {_fmt(est)} "
+           f"eagerly (below {_fmt(limit)}): one NumPy function instead of kernels")
+    return True, est, why
+
+
+def cell_choice(report, est_seconds):
+    """Why a %%compile cell whose compiled run produced ``report`` should run plainly from now
+    on, or None. ``est_seconds`` is the estimated eager cost of all of its graphs."""
+    if not SETTINGS["enabled"] or report is None or report.fallback:
+        return None
+    if report.backend != "auto" or report.mode != "default":
+        return None
+    overhead = overhead_seconds(report)
+    # the best a compiled run can do: its overhead plus the eager work sped up by the cap
+    best = overhead + est_seconds / SETTINGS["speedup_cap"]
+    if est_seconds >= best:
+        return None
+    return (f"cheap path: the cell's NumPy work is estimated at {_fmt(est_seconds)}, less than "
+            f"tracing and guarding it costs ({_fmt(overhead)}): the cell runs plainly while its "
+            f"inputs keep their types and shapes")
+
+
+def report_path(events):
+    """(path, why) for a report from its graph events: 'compiled', 'cheap' (every graph on the
+    cheap graph path) or 'mixed'."""
+    if not events:
+        return None, None
+    cheap = [e for e in events if e.get("tier") == "cheap"]
+    whys = [e.get("path_reason") for e in events if e.get("path_reason")]
+    if len(cheap) == len(events):
+        return "cheap", whys[0] if whys else None
+    if cheap:
+        return "mixed", f"{len(cheap)} of {len(events)} graphs on the cheap path; " + (whys[-1] or "")
+    return "compiled", whys[0] if whys else None
+
+
+class CheapProgram:
+    """One captured graph as a single generated NumPy function (the cheap graph path). Same
+    interface as :class:`~nbaccel.compiler.runtime.Program`."""
+
+    def __init__(self, graph, estimate: float, why: str):
+        t0 = time.perf_counter()
+        self.graph = graph
+        self.estimate = estimate
+        self.why = why
+        self.schedule = type("NoSchedule", (), {"refused": [], "steps": []})()
+        self.source, ns = _render(graph)
+        exec(compile(self.source, "<nbaccel cheap path>", "exec"), ns)   # noqa: S102 - our own code
+        self.run_fn = ns["run"]
+        self.lowering_seconds = 0.0
+        self.codegen_seconds = time.perf_counter() - t0
+        self.last_seconds = 0.0
+
+    def run(self, arrays):
+        t0 = time.perf_counter()
+        out = self.run_fn(arrays)
+        self.last_seconds = time.perf_counter() - t0
+        return out
+
+    def kernels(self, device="cpu"):
+        return [{"name": "cheap", "ops": [n.op.name for n in self.graph.nodes], "device": device,
+                 "backend": "numpy", "seconds": self.last_seconds, "note": self.why}]
+
+    def code(self):
+        return f"# {self.why}\n{self.source}"
+
+    def wait(self, timeout=None):
+        pass
+
+    def tier(self):
+        return "cheap"
+
+    def pending(self):
+        return False
+
+    def jit_total(self):
+        return 0.0
+
+    def cache_state(self):
+        return None
+
+
+def _render(graph):
+    """``run(inputs) -> outputs``: each node's eager implementation called in order, its result
+    made an array of the node's dtype (what the reference interpreter does, unrolled)."""
+    ns = {"np": np, "asarray": np.asarray}
+    lines = ["def run(inputs):"]
+    for p in graph.placeholders:
+        lines.append(f"    {_ref(p)} = inputs[{p.index}]")
+    for n in graph.nodes:
+        ns[f"F{n.index}"] = n.op.impl
+        ns[f"D{n.index}"] = n.dtype.np
+        args = []
+        for j, a in enumerate(n.args):
+            if hasattr(a, "op") and hasattr(a, "index"):
+                args.append(_ref(a))
+            else:
+                ns[f"C{n.index}_{j}"] = a
+                args.append(f"C{n.index}_{j}")
+        call = f"F{n.index}(np{''.join(', ' + x for x in args)}"
+        if n.params:
+            ns[f"P{n.index}"] = dict(n.params)
+            call += f", **P{n.index}"
+        lines.append(f"    t = asarray({call}))")
+        lines.append(f"    {_ref(n)} = t if t.dtype == D{n.index} else t.astype(D{n.index})")
+    lines.append("    return [" + ", ".join(_ref(o) for o in graph.outputs) + "]")
+    return "\n".join(lines) + "\n", ns
+
+
+def _ref(n):
+    return f"p{n.index}" if n.is_placeholder else f"v{n.index}"

@@ -1,0 +1,234 @@
+"""The cheap path for small graphs and small cells (compiler/cheap_path.py, magics/cheap_cells.py):
+which path ran and why, and that every path behaves exactly like the plain cell. Structure and
+values only, never wall-clock time."""
+import sys
+import pathlib
+
+import numpy as np
+import pytest
+
+pytest.importorskip("IPython")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from tests.cells import catalogue, harness  # noqa: E402
+
+import nbaccel as nb  # noqa: E402
+from nbaccel.compiler import cheap_path  # noqa: E402
+from nbaccel.compiler.capture import TraceSession  # noqa: E402,F401  (the engine is importable)
+
+# cells that go plain for their own reasons (per-element Python calls, a failing compiled try)
+PLAIN_BY_DESIGN = {"vectorize", "frompyfunc_apply", "error_shape", "error_after_side_effect"}
+
+
+@pytest.fixture(scope="module")
+def shell():
+    sh = harness.get_shell("auto")
+    yield sh
+    sh.run_line_magic("nbaccel", "config report=auto backend=auto")
+    sh.reset(new_session=False)
+
+
+def _last_report(shell):
+    from nbaccel.magics import get_extension
+    return get_extension(shell).last[1]
+
+
+# -- the catalogue: first run (cheap graphs), later runs (plain), all as the plain cell ----------
+
+@pytest.mark.parametrize("cell", catalogue.CELLS, ids=lambda c: c.name)
+def test_catalogue_cell_on_every_path_matches_plain(shell, cell):
+    if not harness.available(cell):
+        pytest.skip(f"needs {cell.needs}")
+    plain = harness.run(shell, cell, compiled=False)
+    first = harness.run(shell, cell, compiled=True)
+    assert harness.differences(plain, first) == []
+    second = harness.run(shell, cell, compiled=True)
+    assert harness.differences(plain, second) == []
+    third = harness.run(shell, cell, compiled=True)
+    assert harness.differences(plain, third) == []
+    if cell.name not in PLAIN_BY_DESIGN and first.error is None:
+        # every catalogue cell is small: after one compiled run it takes the cheap cell path
+        assert second.fallback is not None and second.fallback.startswith("cheap path"), second.fallback
+        rep = _last_report(shell)
+        assert rep.path == "plain" and rep.path_reason == second.fallback and rep.tier == "plain"
+
+
+# -- which path, and why ------------------------------------------------------------------------
+
+def _cell(shell, source, **ns):
+    shell.user_ns.update(ns)
+    res = shell.run_cell("%%compile -o rep\n" + source)
+    res.raise_error()
+    return shell.user_ns["rep"]
+
+
+def test_small_graph_runs_as_one_numpy_function(shell):
+    shell.run_line_magic("nbaccel", "reset")
+    x = np.linspace(-1, 1, 300).astype(np.float32)
+    rep = _cell(shell, "y = np.tanh(x * 2.0) + x[::2].sum()\nz = (y > 0).astype(np.int32)\n", x=x)
+    assert rep.path == "cheap" and rep.tier == "cheap"
+    assert [k["name"] for k in rep.kernels] == ["cheap"] and rep.kernels[0]["backend"] == "numpy"
+    assert "cheap path" in rep.path_reason and "one NumPy function" in rep.path_reason
+    assert rep.eager_estimate_seconds is not None and rep.eager_estimate_seconds < 100e-6
+    y = shell.user_ns["y"]
+    want = np.tanh(x * 2.0) + x[::2].sum()
+    assert type(y) is np.ndarray and y.dtype == np.float32
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+    z = shell.user_ns["z"]
+    assert z.dtype == np.int32 and np.array_equal(z, (want > 0).astype(np.int32))
+    assert "def run(inputs)" in rep.code
+    import nbaccel_ext
+    d = rep.to_dict()
+    assert "path: cheap — cheap path" in nbaccel_ext.render_text(d)
+    assert "path: cheap" in nbaccel_ext.ReportView(d)._repr_mimebundle_()["text/html"]
+
+
+def test_second_run_goes_plain_and_the_report_says_why(shell):
+    shell.run_line_magic("nbaccel", "reset")
+    x = np.arange(1000, dtype=np.float64)
+    src = "m = x.mean()\nv = x - m\n"
+    first = _cell(shell, src, x=x)
+    assert first.path == "cheap" and first.fallback is None
+    second = _cell(shell, src, x=x)
+    assert second.path == "plain" and second.tier == "plain"
+    assert "cheap path" in second.path_reason and "runs plainly" in second.path_reason
+    assert "ran plainly" in second.summary()
+    assert type(shell.user_ns["m"]) is np.float64 and shell.user_ns["m"] == x.mean()
+    np.testing.assert_array_equal(shell.user_ns["v"], x - x.mean())
+
+
+def test_a_bigger_input_goes_back_to_the_compiled_path(shell):
+    shell.run_line_magic("nbaccel", "reset")
+    src = "y = np.exp(x) * 2\n"
+    _cell(shell, src, x=np.ones(100, np.float32))
+    assert _cell(shell, src, x=np.ones(100, np.float32)).path == "plain"
+    big = np.ones((1024, 1024), np.float32)
+    rep = _cell(shell, src, x=big)             # another shape: not the cheap decision's inputs
+    assert rep.path == "compiled" and rep.fallback is None
+    assert "above the cheap path" in rep.path_reason
+    assert all(k["name"] != "cheap" for k in rep.kernels)
+    np.testing.assert_allclose(shell.user_ns["y"], np.exp(big) * 2, rtol=1e-6)
+    # an int the cell reads is part of the inputs' kind (a loop count changes the work)
+    shell.run_line_magic("nbaccel", "reset")
+    loop = "acc = np.zeros(4)\nfor i in range(n):\n    acc = acc + i\n"
+    _cell(shell, loop, n=3)
+    assert _cell(shell, loop, n=3).path == "plain"
+    assert _cell(shell, loop, n=4).path != "plain"
+    assert np.array_equal(shell.user_ns["acc"], np.full(4, 6.0))
+
+
+@pytest.mark.parametrize("opts", ["--backend numpy", "--backend numba", "--mode max-autotune", "--fullgraph"])
+def test_a_backend_or_mode_asked_for_by_name_is_compiled(shell, opts):
+    shell.run_line_magic("nbaccel", "reset")
+    x = np.ones(50, np.float32)
+    for _ in range(2):
+        shell.user_ns.update(x=x)
+        res = shell.run_cell(f"%%compile {opts} -o rep\ny = x * 3 + 1\n")
+        res.raise_error()
+        rep = shell.user_ns["rep"]
+        assert rep.fallback is None and rep.path != "plain"      # never the plain cell path
+        if opts != "--fullgraph":                                 # (a full graph may still be cheap)
+            assert rep.path == "compiled" and rep.tier != "cheap" and "by name" in rep.path_reason
+    np.testing.assert_array_equal(shell.user_ns["y"], x * 3 + 1)
+
+
+def test_switched_off(shell, monkeypatch):
+    monkeypatch.setitem(cheap_path.SETTINGS, "enabled", False)
+    shell.run_line_magic("nbaccel", "reset")
+    for _ in range(2):
+        rep = _cell(shell, "y = x + 1\n", x=np.ones(8))
+        assert rep.path == "compiled" and "switched off" in rep.path_reason and rep.fallback is None
+
+
+def test_a_user_error_on_the_plain_path_is_the_plain_error(shell):
+    shell.run_line_magic("nbaccel", "reset")
+    src = "y = x[:3] + x[:3]\nz = y[k]\n"
+    _cell(shell, src, x=np.arange(5.0), k=1)
+    assert _cell(shell, src, x=np.arange(5.0), k=1).path == "plain"
+    shell.user_ns.update(x=np.arange(5.0), k=True)       # a bool: another kind of input
+    shell.user_ns["k"] = 1
+    res = shell.run_cell("%%compile\n" + src.replace("y[k]", "y[k + 9]"))  # other source: compiled
+    assert isinstance(res.error_in_exec, IndexError)
+    res = shell.run_cell("%%compile\n" + src)
+    assert res.error_in_exec is None and shell.user_ns["z"] == 2.0
+
+
+def test_trailing_expression_and_quiet_cells(shell):
+    shell.run_line_magic("nbaccel", "reset")
+    shell.user_ns.update(x=np.arange(4.0))
+    for _ in range(3):
+        r = shell.run_cell("%%compile\n(x * 2).sum()\n")
+        assert r.result == 12.0 and type(r.result) is np.float64
+        q = shell.run_cell("%%compile\n(x * 2).sum();\n")
+        assert q.result is None
+
+
+# -- the estimate and the graph path for nb.compile (opt-in) ---------------------------------------
+
+def test_estimate_grows_with_size_and_counts_matmul_work():
+    def estimate(f, *args):
+        cf = nb.compile(f, backend="numpy")
+        cf(*args)
+        return cf.report.eager_estimate_seconds
+    small = estimate(lambda a: np.exp(a) + 1, np.ones(10))
+    big = estimate(lambda a: np.exp(a) + 1, np.ones(100_000))
+    assert 0 < small < big and small < 10e-6 < big
+    heavy = estimate(lambda a: np.exp(a), np.ones(100_000))
+    light = estimate(lambda a: a + 1, np.ones(100_000))
+    assert heavy > 3 * light
+    mm = estimate(lambda a, b: a @ b, np.ones((200, 300)), np.ones((300, 200)))
+    assert mm > 200 * 200 * 300 * cheap_path.MAC_SECONDS * 0.9
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+def test_cheap_program_matches_eager_for_functions(monkeypatch, dtype):
+    monkeypatch.setitem(cheap_path.SETTINGS, "functions", True)
+
+    def f(a, b):
+        s = a + b
+        return s * 2, s.sum(), (a > b), s[1:3], s.astype(np.float32)
+
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal(16) * 10).astype(dtype)
+    b = (rng.standard_normal(16) * 10).astype(dtype)
+    cf = nb.compile(f)
+    for _ in range(2):
+        got = cf(a, b)
+        assert cf.report.path == "cheap" and cf.report.tier == "cheap"
+        want = f(a, b)
+        for g, w in zip(got, want):
+            assert type(g) is type(w), (type(g), type(w))
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            np.testing.assert_array_equal(g, w)
+
+
+def test_functions_stay_compiled_by_default():
+    cf = nb.compile(lambda a: a * 2 + 1)
+    cf(np.ones(4))
+    assert cf.report.path == "compiled" and cf.report.tier != "cheap"
+
+
+@pytest.mark.parametrize("compiled_seconds, settles", [(1e9, "plain"), (0.0, "compiled")])
+def test_a_middling_cell_is_measured_once_then_settled(shell, monkeypatch, compiled_seconds, settles):
+    from nbaccel.magics import cheap_cells, get_extension
+    monkeypatch.setattr(cheap_path, "cell_choice", lambda report, est: None)   # never clearly small
+    monkeypatch.setitem(cheap_path.SETTINGS, "probe_factor", 1e12)
+    shell.run_line_magic("nbaccel", "reset")
+    ext = get_extension(shell)
+    x = np.arange(200, dtype=np.float64)
+    src = "y = np.sqrt(x) * 2\ns = y.sum()\n"
+    assert _cell(shell, src, x=x).path == "cheap"           # first run: a miss, no probe yet
+    assert _cell(shell, src, x=x).path == "cheap"           # a steady hit: the next run probes
+    (probe,) = ext.cheap_cells.values()
+    assert isinstance(probe, cheap_cells.PlainCell) and probe.compiled is not None
+    probe.compiled = compiled_seconds
+    for _ in range(cheap_cells.PROBE_RUNS):
+        rep = _cell(shell, src, x=x)
+        assert rep.path == "plain" and rep.fallback == cheap_cells.PROBE_REASON
+        np.testing.assert_array_equal(shell.user_ns["y"], np.sqrt(x) * 2)
+    after = _cell(shell, src, x=x)
+    if settles == "plain":
+        assert after.path == "plain" and "measured" in after.path_reason
+    else:
+        assert after.path == "cheap" and after.fallback is None
+        assert isinstance(next(iter(ext.cheap_cells.values())), cheap_cells._CompiledWins)
+    assert shell.user_ns["s"] == (np.sqrt(x) * 2).sum()
