@@ -362,6 +362,10 @@ class TritonProgram(Program):
     def jit_total(self):
         return self.jit_seconds
 
+    def jit_split(self):
+        """Triton compiles lazily at the first launch, inside jit_total: no numba split."""
+        return {}
+
     def cache_state(self):
         return None
 
