@@ -55,7 +55,7 @@ def test_catalogue_cell_on_every_path_matches_plain(shell, cell):
 # -- which path, and why ------------------------------------------------------------------------
 
 def _cell(shell, source, **ns):
-    shell.user_ns.update(ns)
+    shell.user_ns.update(np=np, **ns)      # each test stands alone, whatever ran before it
     res = shell.run_cell("%%compile -o rep\n" + source)
     res.raise_error()
     return shell.user_ns["rep"]
