@@ -1,0 +1,335 @@
+"""``mode="reduce-overhead"`` for training steps: one traced step, replayed as one program.
+
+A training step (zero_grad, forward, ``loss.backward()``, ``opt.step()``) traces into one
+graph whose outputs are the loss, the new gradients and the new values of every tensor it
+updates in place (parameters, optimizer state, buffers). Once such a call has been traced, a
+later call with the same guard key runs that graph's program directly: its inputs are read
+from where the trace found them (the arguments, the parameters, the optimizer state, the
+gradients at entry), its outputs are written back the same way (in place into the real
+buffers, ``.grad`` rebound, version counters bumped), and nothing is traced.
+
+What the guard covers (``Snapshot``), computed on every call before anything runs:
+
+* the arguments' metadata and Python scalar values (as for pure functions, ``replay.py``);
+* every nn.Module, Optimizer and Tensor the step names (its bound ``self``, closure cells,
+  default arguments, the globals its code names, and plain functions it names, a few levels
+  deep): module tree, ``training`` flags, parameter and buffer identities; optimizer groups,
+  parameter identities and state-tensor identities; shapes, dtypes, ``requires_grad`` and
+  whether ``.grad`` is None of every parameter;
+* the optimizer's branch-deciding hyper-parameters (``if momentum:``) by truthiness, and by
+  value every group key that code outside the optimizer read during the trace.
+
+Hyper-parameters the optimizer reads (lr, momentum, betas, ...) are 0-d graph inputs
+(``optim.HYPER``), refreshed from ``param_groups`` before each replay: a new learning rate is
+used at once, without re-tracing. A call is recorded only if it leaves the guarded state as it
+found it (the key after the call equals the key before): a first step that creates optimizer
+state is traced, the second is recorded. A step whose graph reads a tensor the guard cannot
+find again (a tensor made inside the step from Python data, a random mask) is never recorded:
+it traces on every call, which is always correct.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import types
+
+import numpy as np
+
+from .. import autograd
+from ..nn import Module
+from ..optim import HYPER, LIFTED_KEYS, Optimizer
+from ..tensor import Tensor
+
+_DEPTH = 3          # how deep plain functions named by the step are searched for modules
+
+
+def discover(fn) -> list:
+    """Modules, Optimizers and Tensors the step reaches by name (see the module docstring)."""
+    found, seen = [], set()
+
+    def add(o, depth):
+        if id(o) in seen:
+            return
+        if isinstance(o, (Module, Optimizer, Tensor)):
+            seen.add(id(o))
+            found.append(o)
+        elif isinstance(o, (types.FunctionType, types.MethodType, functools.partial)) and depth > 0:
+            seen.add(id(o))
+            walk(o, depth - 1)
+
+    def walk(f, depth):
+        while isinstance(f, functools.partial):
+            for a in list(f.args) + list(f.keywords.values()):
+                add(a, depth)
+            f = f.func
+        if isinstance(f, types.MethodType):
+            add(f.__self__, depth)
+            f = f.__func__
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        for cell in f.__closure__ or ():
+            try:
+                add(cell.cell_contents, depth)
+            except ValueError:          # an empty cell
+                pass
+        for d in f.__defaults__ or ():
+            add(d, depth)
+        g = f.__globals__
+        for name in code.co_names:
+            o = g.get(name)
+            if o is not None:
+                add(o, depth)
+    walk(fn, _DEPTH)
+    return found
+
+
+def _meta(t):
+    g = t.grad
+    return (id(t), tuple(t.shape), t.dtype.name, t.requires_grad,
+            None if g is None else (tuple(g.shape), g.dtype.name))
+
+
+def _group_key(g):
+    reads = g.__dict__.get("read_in_trace", ()) if hasattr(g, "__dict__") else ()
+    out = []
+    for k, v in dict.items(g):
+        if k == "params":
+            continue
+        if k in LIFTED_KEYS and k not in reads:
+            v = tuple(bool(x) for x in v) if isinstance(v, tuple) else bool(v)
+        out.append((k, v))
+    return tuple(out)
+
+
+class Snapshot:
+    """What a step can see, taken before a call: the guard key and how to find tensors again."""
+
+    def __init__(self, fn):
+        self.found = discover(fn)
+        self.key = self.state_key()
+        self.params = self._params()
+        self.grads = {id(p): p.grad for p in self.params}        # .grad at entry
+        self.versions = {id(t): t._version[0] for t in self._tensors()}
+
+    def _params(self):
+        out, seen = [], set()
+        for o in self.found:
+            ps = o.parameters() if isinstance(o, Module) else \
+                (p for g in o.param_groups for p in dict.__getitem__(g, "params")) if isinstance(o, Optimizer) else ()
+            for p in ps:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append(p)
+        return out
+
+    def _tensors(self):
+        """Every tensor the guard identifies: parameters, buffers, state, named tensors."""
+        out = list(self.params)
+        for o in self.found:
+            if isinstance(o, Module):
+                out += list(o.buffers())
+            elif isinstance(o, Optimizer):
+                out += [v for st in o.state.values() for v in st.values() if isinstance(v, Tensor)]
+            elif isinstance(o, Tensor):
+                out.append(o)
+        return out
+
+    def state_key(self) -> tuple:
+        parts = [autograd.is_grad_enabled()]
+        for o in self.found:
+            if isinstance(o, Module):
+                for m in o.modules():
+                    parts.append((id(m), m.training,
+                                  tuple(None if p is None else _meta(p) for p in m._parameters.values()),
+                                  tuple(None if b is None else _meta(b) for b in m._buffers.values())))
+            elif isinstance(o, Optimizer):
+                parts.append(id(o))
+                for g in o.param_groups:
+                    ps = dict.__getitem__(g, "params")
+                    parts.append(tuple(_meta(p) for p in ps))
+                    parts.append(_group_key(g))
+                    for p in ps:
+                        st = o.state.get(p)
+                        parts.append(None if st is None else tuple(
+                            (k, _meta(v) if isinstance(v, Tensor) else v) for k, v in st.items()))
+            else:
+                parts.append(_meta(o))
+        return tuple(parts)
+
+    def accessors(self):
+        """id(array) -> how a replay finds that buffer again."""
+        acc = {}
+        for t in self._tensors():
+            acc.setdefault(id(t._data), ("tensor", t))
+        for p in self.params:
+            g = self.grads[id(p)]
+            if g is not None:
+                acc.setdefault(id(g._data), ("grad", p))
+        for o in self.found:
+            if isinstance(o, Optimizer):
+                for (gi, name, _, _), t in o._hyper_tensors.items():
+                    acc[id(t._data)] = ("hyper", t, o, gi, name)
+        return acc
+
+
+class StepReplay:
+    """A recorded training step: read inputs, run the program, write results back."""
+
+    def __init__(self, key, prog, consts, plan, writes, grads, drop, outs, out_tree, numpy_out):
+        self.key = key
+        self.prog = prog
+        self.consts = consts
+        self.plan = plan          # per placeholder: an accessor
+        self.writes = writes      # (output index, accessor, version delta)
+        self.grads = grads        # (output index, parameter, dtype, device, np flag)
+        self.drop = drop          # parameters whose old .grad is replaced and not read
+        self.outs = outs
+        self.out_tree = out_tree
+        self.numpy_out = numpy_out
+
+    @staticmethod
+    def _tensor(acc, leaves):
+        kind = acc[0]
+        if kind == "arg":
+            return leaves[acc[1]]
+        if kind == "grad":
+            return acc[1].grad
+        return acc[1]
+
+    def run(self, leaves):
+        inputs = []
+        for acc in self.plan:
+            if acc[0] == "hyper":
+                _, t, opt, gi, name = acc
+                t._data[()] = HYPER[name](dict(opt.param_groups[gi]))
+            x = self._tensor(acc, leaves)
+            inputs.append(x._data if isinstance(x, Tensor) else np.asarray(x))
+        for p in self.drop:      # its buffer may then be reused for the new gradient
+            p.grad = None
+        arrays = self.prog.run(inputs + self.consts)
+        for i, acc, delta in self.writes:
+            x = self._tensor(acc, leaves)
+            dst = x._data if isinstance(x, Tensor) else x
+            src = arrays[i]
+            if not np.shares_memory(dst, src):
+                np.copyto(dst, src.reshape(dst.shape), casting="unsafe")
+            if delta and isinstance(x, Tensor):
+                x._version[0] += delta
+        for i, p, dtype, device, npflag in self.grads:
+            p.grad = Tensor._wrap(arrays[i], dtype, device, npflag)
+        values = []
+        for kind, v, meta in self.outs:
+            if kind == "value":
+                values.append(v)
+            elif kind == "tensor":
+                values.append(self._tensor(v, leaves))
+            else:
+                a = arrays[v]
+                if self.numpy_out:
+                    values.append(a[()] if a.ndim == 0 else a)
+                else:
+                    values.append(Tensor._wrap(a, meta[0], meta[1], False))
+        return self.out_tree(iter(values))
+
+
+def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
+    """A StepReplay for this traced call, or None when it cannot be replayed safely."""
+    last = getattr(session, "last_run", None)
+    if last is None or session.segment_index != 1 or session.breaks or session.had_backward:
+        return None
+    prog, consts, graph = last
+    if not hasattr(prog, "slots"):          # ran eagerly (a compiler error): nothing to replay
+        return None
+    if snap.state_key() != snap.key:         # the call changed what the guard sees (new state)
+        return None
+    acc = snap.accessors()
+
+    def accessor(t):
+        if id(t) in leaf_index:
+            return ("arg", leaf_index[id(t)])
+        return acc.get(id(t._data)) if t._data is not None else None
+
+    plan = []
+    for src in graph.sources:
+        a = accessor(src)
+        if a is None:
+            return None                      # a tensor the guard cannot find again
+        plan.append(a)
+    needed, index = [], {}
+
+    def output(n):
+        if id(n) not in index:
+            index[id(n)] = len(needed)
+            needed.append(n)
+        return index[id(n)]
+    writes = []
+    for n, target in session.writes:
+        a = accessor(target)
+        if a is None or n.is_placeholder or n.graph is not graph:
+            return None
+        delta = target._version[0] - snap.versions.get(id(target), target._version[0])
+        writes.append((output(n), a, delta))
+    grads, granted = [], set()
+    by_id = {id(p): p for p in snap.params}
+    for t, n in session.grad_writes:
+        if id(t) not in by_id or n.graph is not graph:
+            return None
+        g = t.grad
+        grads.append((output(n), t, g.dtype, g.device, g._np))
+        granted.add(id(t))
+    for p in snap.params:                   # any other .grad must be left as it was
+        if id(p) not in granted and p.grad is not snap.grads[id(p)]:
+            return None
+    read = {id(a[1]) for a in plan if a[0] == "grad"}
+    drop = [p for p in snap.params if id(p) in granted and id(p) not in read]
+    outs = []
+
+    def walk(o):
+        if isinstance(o, Tensor):
+            n = o._node
+            if n is None or n.graph is not graph:
+                raise LookupError
+            if n.is_placeholder:
+                outs.append(("tensor", plan[n.index], None))
+            else:
+                outs.append(("out", output(n), (n.dtype, o.device)))
+            return lambda it: next(it)
+        if isinstance(o, tuple) and not hasattr(o, "_fields"):
+            subs = [walk(v) for v in o]
+            return lambda it: tuple(s(it) for s in subs)
+        if isinstance(o, list):
+            subs = [walk(v) for v in o]
+            return lambda it: [s(it) for s in subs]
+        if isinstance(o, dict):
+            subs = {k: walk(v) for k, v in o.items()}
+            return lambda it: {k: s(it) for k, s in subs.items()}
+        if o is None or isinstance(o, (bool, int, float, str)):
+            outs.append(("value", o, None))
+            return lambda it: next(it)
+        raise LookupError
+    try:
+        tree = walk(out)
+    except LookupError:
+        return None
+    try:
+        prog2, consts2 = _program(cf, graph, needed)
+    except Exception:
+        from .api import config
+        if config.get("raise_compiler_errors"):
+            raise
+        return None
+    return StepReplay(key, prog2, consts2, plan, writes, grads, drop, outs, tree, numpy_out)
+
+
+def _program(cf, graph, needed):
+    """The step's program with only the outputs a replay uses (no intermediates the trace kept
+    alive, no views the tape held)."""
+    from .decompose import decompose
+    from .runtime import Program
+    g = copy.copy(graph)
+    g.outputs = list(needed)
+    prim = decompose(g)
+    prog = Program(prim, cf.backend, cf.mode, dynamic=False)
+    n0 = len(graph.placeholders)
+    return prog, [prim.constants[i] for i in range(n0, len(prim.placeholders))]
