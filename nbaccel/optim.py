@@ -40,9 +40,11 @@ HYPER = {
     "eps": lambda g: g["eps"],
     "1-lr*weight_decay": lambda g: 1 - g["lr"] * g["weight_decay"],
 }
-# the group keys those values come from: a replay guards only on their truthiness (they
-# decide branches such as ``if momentum:``), every other key by value
+# the group keys those values come from. A replayed step needs no guard on the values of these
+# (they are graph inputs), only on the truthiness of BRANCH_KEYS (``if momentum:``); every other
+# key (nesterov, maximize, amsgrad, ...) is guarded by value
 LIFTED_KEYS = frozenset({"lr", "momentum", "dampening", "weight_decay", "betas", "eps"})
+BRANCH_KEYS = frozenset({"momentum", "weight_decay"})
 
 
 class ParamGroup(dict):

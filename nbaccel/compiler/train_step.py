@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import autograd
 from ..nn import Module
-from ..optim import HYPER, LIFTED_KEYS, Optimizer
+from ..optim import BRANCH_KEYS, HYPER, LIFTED_KEYS, Optimizer
 from ..tensor import Tensor
 
 _DEPTH = 3          # how deep plain functions named by the step are searched for modules
@@ -97,7 +97,9 @@ def _group_key(g):
         if k == "params":
             continue
         if k in LIFTED_KEYS and k not in reads:
-            v = tuple(bool(x) for x in v) if isinstance(v, tuple) else bool(v)
+            if k not in BRANCH_KEYS:
+                continue
+            v = bool(v)
         out.append((k, v))
     return tuple(out)
 
