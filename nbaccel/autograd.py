@@ -48,6 +48,13 @@ class enable_grad(set_grad_enabled):
         super().__init__(True)
 
 
+def needs_input_grad(i: int) -> bool:
+    """Inside a grad rule: does argument ``i`` of the op need a gradient? (True outside one.)
+    A rule may return None for an argument that does not, instead of computing it."""
+    needs = getattr(_state, "needs", None)
+    return needs is None or i >= len(needs) or needs[i]
+
+
 class Node:
     """One recorded op application: ``grad_fn`` of its output."""
 
@@ -71,7 +78,13 @@ class Node:
         if self.backward_fn is not None:
             grads = self.backward_fn(g)
         else:
-            grads = self.op.grad(g, self.out, *self.args, **self.params)
+            # rules with costly per-input grads (matmul, linear) skip the ones nobody needs
+            prev = getattr(_state, "needs", None)
+            _state.needs = tuple(_is_tensor(a) and a.requires_grad for a in self.args)
+            try:
+                grads = self.op.grad(g, self.out, *self.args, **self.params)
+            finally:
+                _state.needs = prev
         if not isinstance(grads, (tuple, list)):
             grads = (grads,)
         return grads

@@ -222,6 +222,12 @@ class SGD(Optimizer):
                 for p in g["params"]:
                     if p.grad is None:
                         continue
+                    if _eager_data_ok(p):
+                        try:
+                            self._update_data(p, g)
+                            continue
+                        except _Fallback:       # (raised before anything is written)
+                            pass
                     s = self._scalars(gi, g, p)
                     d = -p.grad if g["maximize"] else p.grad
                     if wd:
@@ -236,6 +242,50 @@ class SGD(Optimizer):
                         d = d + s("momentum") * buf if g["nesterov"] else buf
                     p._assign(p - s("lr") * d)
         return loss
+
+
+    def _update_data(self, p, g):
+        """The same update as the op path above, op for op (so it rounds identically), on the
+        arrays: in place where the op path writes a fresh result and copies it in."""
+        xp = array_module(p.device)
+        P, d = p._data, p.grad._data
+        mom, damp, wd = g["momentum"], g["dampening"], g["weight_decay"]
+        if g["maximize"]:
+            d = xp.negative(d)
+        if wd:
+            d = d + xp.multiply(wd, P)
+        if mom:
+            st = self.state.setdefault(p, {})
+            buf = st.get("momentum_buffer")
+            if buf is None:
+                buf = st["momentum_buffer"] = Tensor._wrap(xp.array(d, copy=True), p.dtype, p.device)
+            else:
+                B = _data_of(buf, p)
+                t = xp.multiply(d, 1 - damp)
+                xp.multiply(B, mom, out=B)
+                xp.add(B, t, out=B)
+                buf._version[0] += 1
+            d = d + xp.multiply(mom, buf._data) if g["nesterov"] else buf._data
+        xp.subtract(P, xp.multiply(g["lr"], d), out=P)
+        p._version[0] += 1
+
+
+def _eager_data_ok(p):
+    """May an eager update run on the arrays? (not traced; float32/float64 throughout)"""
+    gr = p.grad
+    return (p._node is None and gr._node is None and active_trace() is None
+            and p.dtype.name in ("float32", "float64") and gr.dtype is p.dtype
+            and gr._data.shape == p._data.shape)
+
+
+def _data_of(t, p):
+    if t._node is not None or t.dtype is not p.dtype or t._data.shape != p._data.shape:
+        raise _Fallback
+    return t._data
+
+
+class _Fallback(Exception):
+    """State that the array path cannot take (never raised for state this module made)."""
 
 
 class Adam(Optimizer):
@@ -273,10 +323,16 @@ class Adam(Optimizer):
                 for p in g["params"]:
                     if p.grad is None:
                         continue
-                    grad = -p.grad if g["maximize"] else p.grad
                     st = self.state.get(p)
                     if st is None:
                         st = self.state[p] = self._init_state(p, g["amsgrad"])
+                    if _eager_data_ok(p):
+                        try:
+                            self._update_data(p, g, st)
+                            continue
+                        except _Fallback:       # (raised before anything is written)
+                            pass
+                    grad = -p.grad if g["maximize"] else p.grad
                     s = self._scalars(gi, g, p)
                     step = st["step"]._assign(st["step"] + 1)
                     if wd and self._decoupled:
@@ -294,6 +350,46 @@ class Adam(Optimizer):
                     denom = ops.sqrt(v) / bc2_sqrt + s("eps")
                     p._assign(p - (s("lr") / bc1) * m / denom)
         return loss
+
+
+    def _update_data(self, p, g, st):
+        """The op path's update, op for op, on the arrays (in place; see SGD._update_data)."""
+        from . import ops
+        xp = array_module(p.device)
+        P, G = p._data, p.grad._data
+        lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+        M, V = _data_of(st["exp_avg"], p), _data_of(st["exp_avg_sq"], p)
+        MX = _data_of(st["max_exp_avg_sq"], p) if g["amsgrad"] else None
+        if g["maximize"]:
+            G = xp.negative(G)
+        step = st["step"]._assign(st["step"] + 1)          # 0-d values: the op path itself
+        if wd and self._decoupled:
+            xp.multiply(P, 1 - lr * wd, out=P)
+        elif wd:
+            G = G + xp.multiply(wd, P)
+        t = xp.multiply(G, 1 - b1)
+        xp.multiply(M, b1, out=M)
+        xp.add(M, t, out=M)
+        t = xp.multiply(G, G)
+        xp.multiply(t, 1 - b2, out=t)
+        xp.multiply(V, b2, out=V)
+        xp.add(V, t, out=V)
+        st["exp_avg"]._version[0] += 1
+        st["exp_avg_sq"]._version[0] += 1
+        if MX is not None:
+            xp.maximum(MX, V, out=MX)
+            st["max_exp_avg_sq"]._version[0] += 1
+            V = MX
+        tt = step.astype(p.dtype) if p.dtype.itemsize > 4 else step
+        bc1 = 1 - b1 ** tt
+        bc2_sqrt = ops.sqrt(1 - b2 ** tt)._data
+        denom = xp.sqrt(V)
+        xp.divide(denom, bc2_sqrt, out=denom)
+        xp.add(denom, eps, out=denom)
+        u = xp.multiply((lr / bc1)._data, M)
+        xp.divide(u, denom, out=u)
+        xp.subtract(P, u, out=P)
+        p._version[0] += 1
 
 
 class AdamW(Adam):

@@ -295,3 +295,30 @@ def test_default_mode_learning_rate_change_does_not_recompile():
         eager(x, y), cf(x, y)
         _same(m1, m2)
     assert cf.stats["recompiles"] == 0
+
+
+@pytest.mark.parametrize("opt_name,kw", [("SGD", {"lr": 0.1, "momentum": 0.9, "maximize": True}),
+                                         ("Adam", {"lr": 1e-2, "weight_decay": 0.1}),
+                                         ("AdamW", {"lr": 1e-2, "amsgrad": True})])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_eager_array_path_equals_the_op_path(opt_name, kw, dtype):
+    """The eager optimizers update float32/float64 parameters on the arrays, in place; a traced
+    step (and float16 parameters eagerly) take the op path. Both round the same."""
+    ps = []
+    for _ in range(2):
+        rng = np.random.default_rng(4)
+        w = nn.Parameter(nb.asarray(rng.standard_normal((5, 3)).astype(dtype)))
+        ps.append((w, getattr(nb.optim, opt_name)([w], **kw)))
+    (w1, o1), (w2, o2) = ps
+    cf = nb.compile(lambda: o2.step(), backend="numpy")
+    for i in range(4):
+        g = nb.asarray(np.random.default_rng(i).standard_normal((5, 3)).astype(dtype))
+        w1.grad, w2.grad = g, g.clone()
+        v = w1._version[0]
+        o1.step()
+        cf()
+        assert w1._version[0] > v
+        if dtype == "float16":   # (compiled float16 kernels may compute in float32)
+            np.testing.assert_allclose(w1.numpy(), w2.numpy(), rtol=2e-2, atol=2e-3)
+        else:
+            np.testing.assert_array_equal(w1.numpy(), w2.numpy(), err_msg=f"step {i}")
