@@ -102,7 +102,7 @@ def _is_tensor(a):
 def attach(op, args, params, out):
     """Record ``out = op(*args, **params)`` on the tape."""
     from .tensor import Tensor
-    shells = tuple(a._shell() if isinstance(a, Tensor) else a for a in args)
+    shells = tuple([a._shell() if isinstance(a, Tensor) else a for a in args])
     out.requires_grad = True
     out.grad_fn = Node(op, shells, params, out._shell())
 

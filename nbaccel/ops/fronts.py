@@ -13,7 +13,7 @@ _SCALARS = (bool, int, float, complex)
 
 
 def apply(op, args, params):
-    return _tensor().apply(op, args, params)
+    return (_TENSOR_MODULE or _tensor()).apply(op, args, params)
 
 
 def override(func, args):
@@ -42,7 +42,7 @@ _TENSOR_MODULE = None
 
 def as_tensor_arg(x):
     """Tensors pass; Python scalars stay (weakly typed); anything array-like becomes a Tensor."""
-    T = _tensor()
+    T = _TENSOR_MODULE or _tensor()
     if isinstance(x, T.Tensor) or (isinstance(x, _SCALARS) and not isinstance(x, np.generic)):
         return x
     return T.asarray(x)
