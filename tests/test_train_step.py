@@ -322,3 +322,18 @@ def test_eager_array_path_equals_the_op_path(opt_name, kw, dtype):
             np.testing.assert_allclose(w1.numpy(), w2.numpy(), rtol=2e-2, atol=2e-3)
         else:
             np.testing.assert_array_equal(w1.numpy(), w2.numpy(), err_msg=f"step {i}")
+
+
+def test_update_kernels_write_into_the_parameters():
+    """The replayed program's update kernels write the new values straight into the
+    parameter and momentum buffers (no copy after the program), and stay exact."""
+    (m1, o1, eager, _), (m2, o2, step, _) = _pair("SGD", lr=0.1, momentum=0.9)
+    cf = nb.compile(step, mode="reduce-overhead", backend="numpy")
+    x, y = _data()
+    bufs = [p._data for p in m2.parameters()]
+    for _ in range(5):
+        eager(x, y), cf(x, y)
+        _same(m1, m2)
+    (rp,) = cf._replays.values()
+    assert len(rp.prog.destinations) == 8       # 4 parameters and 4 momentum buffers
+    assert all(p._data is b for p, b in zip(m2.parameters(), bufs))

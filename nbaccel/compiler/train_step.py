@@ -200,6 +200,9 @@ class StepReplay:
         return acc[1]
 
     def run(self, leaves):
+        dest = self.prog.run_fn.__globals__.get("alloc")
+        if isinstance(dest, _Destinations):
+            dest.leaves = leaves
         inputs = []
         for acc in self.plan:
             if acc[0] == "hyper":
@@ -214,7 +217,7 @@ class StepReplay:
             x = self._tensor(acc, leaves)
             dst = x._data if isinstance(x, Tensor) else x
             src = arrays[i]
-            if not np.shares_memory(dst, src):
+            if not np.may_share_memory(dst, src):       # (placed outputs are the buffer itself)
                 np.copyto(dst, src.reshape(dst.shape), casting="unsafe")
             if delta and isinstance(x, Tensor):
                 x._version[0] += delta
@@ -316,6 +319,7 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
         return None
     try:
         prog2, consts2 = _program(cf, graph, needed)
+        _write_in_place(prog2, plan, writes)
     except Exception:
         from .api import config
         if config.get("raise_compiler_errors"):
@@ -335,3 +339,69 @@ def _program(cf, graph, needed):
     prog = Program(prim, cf.backend, cf.mode, dynamic=False)
     n0 = len(graph.placeholders)
     return prog, [prim.constants[i] for i in range(n0, len(prim.placeholders))]
+
+
+class _Destinations:
+    """The program's allocator with some outputs placed: the kernel that computes a new
+    parameter value writes it straight into the parameter's buffer (no copy afterwards)."""
+
+    def __init__(self, pool, places):
+        self.pool = pool
+        self.places = places          # node index -> accessor of the tensor it is written into
+        self.leaves = None
+
+    def __call__(self, key, n, dtype):
+        acc = self.places.get(key)
+        if acc is not None:
+            t = StepReplay._tensor(acc, self.leaves)
+            a = t._data if isinstance(t, Tensor) else t
+            if a.dtype == dtype and a.size == n and a.flags.c_contiguous:
+                return a.reshape(-1)
+        return self.pool(key, n, dtype)
+
+
+def _write_in_place(prog, plan, writes):
+    """Let each update kernel write into the buffer it updates when that is safe: the kernel
+    is elementwise (no reduction), reads the old value only at the element it writes, and no
+    later step reads the old value."""
+    from .loops import Kernel, Layout
+    sch = prog.schedule
+    places = {}
+    for i, acc, _ in writes:
+        j = next((j for j, a in enumerate(plan) if a[0] == acc[0] and a[1] is acc[1]), None)
+        if acc[0] not in ("tensor", "grad") or j is None:
+            continue
+        out = sch.outputs[i]
+        if not isinstance(out, tuple):
+            continue
+        buf, lay = out
+        ph = sch.graph.placeholders[j]
+        k = next((s for s in sch.steps if isinstance(s, Kernel) and buf in s.outputs), None)
+        if k is None or k.reductions or lay != Layout.contiguous(buf.shape) or tuple(buf.shape) != k.domain:
+            continue
+        if any(st.node is buf and (st.per_outer or st.layout != Layout.contiguous(k.domain)) for st in k.stores):
+            continue
+        whole = Layout.contiguous(k.domain)
+        if not all(leaf.layout == whole for st in k.stores for leaf in st.expr.leaves()
+                   if leaf.kind == "load" and leaf.buf is ph):
+            continue
+        at = next(n for n, st in enumerate(k.stores) if st.node is buf)
+        if any(leaf.kind == "load" and leaf.buf is ph for st in k.stores[at + 1:]
+               for leaf in st.expr.leaves()):
+            continue           # a later store of the same kernel still reads the old value
+        if any(_reads(s, ph) for s in sch.steps[sch.steps.index(k) + 1:]):
+            continue
+        if any(o is ph or (isinstance(o, tuple) and o[0] is ph) for o in sch.outputs):
+            continue
+        places[buf.index] = acc
+    if places:
+        ns = prog.run_fn.__globals__
+        ns["alloc"] = _Destinations(ns["alloc"], places)
+    prog.destinations = places
+
+
+def _reads(step, ph):
+    from .loops import Kernel
+    if isinstance(step, Kernel):
+        return ph in step.inputs
+    return any(b is ph for b, _ in step.views)
