@@ -335,5 +335,8 @@ def test_update_kernels_write_into_the_parameters():
         eager(x, y), cf(x, y)
         _same(m1, m2)
     (rp,) = cf._replays.values()
-    assert len(rp.prog.destinations) == 8       # 4 parameters and 4 momentum buffers
+    # the 4 parameters (a momentum buffer is re-read by the parameter's store after its own
+    # store in the same kernel, so it is copied instead)
+    placed = {id(a[1]) for a in rp.prog.destinations.values()}
+    assert {id(p) for p in m2.parameters()} <= placed
     assert all(p._data is b for p, b in zip(m2.parameters(), bufs))
