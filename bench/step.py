@@ -69,7 +69,7 @@ def _prepare(mlp, quick):
         import torch
     except ImportError:
         return impls, info
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("NUMBA_NUM_THREADS", "2")))
     tx, ty = torch.from_numpy(mlp.x), torch.from_numpy(mlp.y)
     for name, compiled in (("torch eager", False), ("torch.compile", True)):
         step, tparams = mlp.torch_model(torch)
@@ -92,7 +92,8 @@ def run(quick: bool = False) -> dict:
     res = {"shape": {"batch": mlp.batch, "d_in": mlp.d_in, "hidden": mlp.hidden, "d_out": mlp.d_out},
            "rounds": rounds, "threads": {"NUMBA_NUM_THREADS": os.environ.get("NUMBA_NUM_THREADS"),
                                          "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
-                                         "torch": 2},
+                                         "torch": int(os.environ.get("NUMBA_NUM_THREADS", "2")),
+                                         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")},
            "variants": {}}
     base = times["nbaccel compiled"]
     for name, ts in times.items():
