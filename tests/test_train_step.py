@@ -357,3 +357,26 @@ def test_numba_tier_replay_matches_eager():
     (rp,) = cf._replays.values()
     assert rp.prog.tier() == "numba" and len(calls) == 2
     assert all(p._data is b for p, b in zip(m2.parameters(), bufs))
+
+
+def test_zero_grad_outside_the_step_still_replays():
+    (m1, o1, _, _), (m2, o2, _, _) = _pair("SGD", lr=0.1, momentum=0.9)
+    calls = []
+
+    def make(m, o, log):
+        def step(x, y):
+            log.append(1)
+            loss = F.mse_loss(m(x), y)
+            loss.backward()
+            o.step()
+            return loss
+        return step
+    eager, cf = make(m1, o1, []), nb.compile(make(m2, o2, calls), mode="reduce-overhead", backend="numpy")
+    x, y = _data()
+    for _ in range(6):
+        o1.zero_grad(), o2.zero_grad()
+        l1, l2 = eager(x, y), cf(x, y)
+        np.testing.assert_array_equal(l1.numpy(), l2.numpy())
+        _same(m1, m2)
+    # call 1 makes the momentum buffers; call 2 (grads None at entry, as every later call) records
+    assert len(calls) == 2 and cf.stats["replays"] == 4

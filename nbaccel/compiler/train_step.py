@@ -22,8 +22,8 @@ What the guard covers (``Snapshot``), computed on every call before anything run
 Hyper-parameters the optimizer reads (lr, momentum, betas, ...) are 0-d graph inputs
 (``optim.HYPER``), refreshed from ``param_groups`` before each replay: a new learning rate is
 used at once, without re-tracing. A call is recorded only if it leaves the guarded state as it
-found it (the key after the call equals the key before): a first step that creates optimizer
-state is traced, the second is recorded. A step whose graph reads a tensor the guard cannot
+found it (the key after the call equals the key before, except for which gradients exist): a
+first step that creates optimizer state is traced, the second is recorded. A step whose graph reads a tensor the guard cannot
 find again (a tensor made inside the step from Python data, a random mask) is never recorded:
 it traces on every call, which is always correct.
 """
@@ -85,9 +85,12 @@ def discover(fn) -> list:
 
 
 def _meta(t):
+    return (id(t), tuple(t.shape), t.dtype.name, t.requires_grad)
+
+
+def _grad_meta(t):
     g = t.grad
-    return (id(t), tuple(t.shape), t.dtype.name, t.requires_grad,
-            None if g is None else (tuple(g.shape), g.dtype.name))
+    return None if g is None else (tuple(g.shape), g.dtype.name)
 
 
 def _group_key(g):
@@ -109,8 +112,8 @@ class Snapshot:
 
     def __init__(self, fn):
         self.found = discover(fn)
-        self.key = self.state_key()
         self.params = self._params()
+        self.key = self.state_key()
         self.grads = {id(p): p.grad for p in self.params}        # .grad at entry
         self.versions = {id(t): t._version[0] for t in self._tensors()}
 
@@ -138,6 +141,9 @@ class Snapshot:
         return out
 
     def state_key(self) -> tuple:
+        """The guard key. Its last part says which gradients exist (and their shapes); a
+        call may change that part and still be recorded (a step sets gradients that were
+        None: the next call with None gradients is the same step)."""
         parts = [autograd.is_grad_enabled()]
         for o in self.found:
             if isinstance(o, Module):
@@ -157,7 +163,9 @@ class Snapshot:
                             (k, _meta(v) if isinstance(v, Tensor) else v) for k, v in st.items()))
             else:
                 parts.append(_meta(o))
-        return tuple(parts)
+        grads = [_grad_meta(o) for o in self.found if isinstance(o, Tensor)]
+        grads += [_grad_meta(p) for p in self.params]
+        return tuple(parts) + (tuple(grads),)
 
     def accessors(self):
         """id(array) -> how a replay finds that buffer again."""
@@ -246,8 +254,8 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
     prog, consts, graph = last
     if not hasattr(prog, "slots"):          # ran eagerly (a compiler error): nothing to replay
         return None
-    if snap.state_key() != snap.key:         # the call changed what the guard sees (new state)
-        return None
+    if snap.state_key()[:-1] != snap.key[:-1]:
+        return None                          # the call changed what the guard sees (new state)
     acc = snap.accessors()
 
     def accessor(t):
