@@ -380,3 +380,27 @@ def test_zero_grad_outside_the_step_still_replays():
         _same(m1, m2)
     # call 1 makes the momentum buffers; call 2 (grads None at entry, as every later call) records
     assert len(calls) == 2 and cf.stats["replays"] == 4
+
+
+def test_in_place_updates_of_arguments_replay_like_eager():
+    calls = []
+
+    def f(x, y):
+        calls.append(1)
+        x += 1
+        y *= 2
+        return x * 2, y
+    cf = nb.compile(f, mode="reduce-overhead", backend="numpy")
+    x, y = np.zeros(3, np.float32), np.ones(3, np.float32)
+    for i in range(4):
+        a, b = cf(x, y)
+        np.testing.assert_array_equal(x, i + 1)
+        np.testing.assert_array_equal(a, 2 * (i + 1))
+        assert b is y and float(y[0]) == 2 ** (i + 1)    # an argument updated in place is returned itself
+    assert len(calls) == 1
+    t = nb.zeros(3)
+    inc = nb.compile(lambda t: t.add_(1), mode="reduce-overhead", backend="numpy")
+    for i in range(3):
+        v = t._version[0]
+        assert inc(t) is t and t._version[0] == v + 1
+    np.testing.assert_array_equal(t.numpy(), 3)

@@ -229,7 +229,7 @@ class CompiledFunction:
         if len({id(x) for x in leaves}) != len(leaves):
             return None, None, None   # the same array passed twice: trace to keep aliasing right
         # the modules, optimizers and tensors the function names are guarded too (train_step.py)
-        snap = Snapshot(self.fn)
+        snap = Snapshot(self.fn, leaves)
         return metadata_key(leaves, scalars) + snap.key, leaves, snap
 
     def _arg_names(self, args, kwargs):

@@ -110,12 +110,13 @@ def _group_key(g):
 class Snapshot:
     """What a step can see, taken before a call: the guard key and how to find tensors again."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, leaves=()):
         self.found = discover(fn)
         self.params = self._params()
         self.key = self.state_key()
         self.grads = {id(p): p.grad for p in self.params}        # .grad at entry
         self.versions = {id(t): t._version[0] for t in self._tensors()}
+        self.versions.update((id(x), x._version[0]) for x in leaves if isinstance(x, Tensor))
 
     def _params(self):
         out, seen = [], set()
@@ -276,13 +277,14 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
             index[id(n)] = len(needed)
             needed.append(n)
         return index[id(n)]
-    writes = []
+    writes, written = [], {}
     for n, target in session.writes:
         a = accessor(target)
         if a is None or n.is_placeholder or n.graph is not graph:
             return None
         delta = target._version[0] - snap.versions.get(id(target), target._version[0])
         writes.append((output(n), a, delta))
+        written[id(n)] = a
     grads, granted = [], set()
     by_id = {id(p): p for p in snap.params}
     for t, n in session.grad_writes:
@@ -305,6 +307,8 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
                 raise LookupError
             if n.is_placeholder:
                 outs.append(("tensor", plan[n.index], None))
+            elif id(n) in written and not o.requires_grad:
+                outs.append(("tensor", written[id(n)], None))   # x += 1 returns x itself
             else:
                 outs.append(("out", output(n), (n.dtype, o.device)))
             return lambda it: next(it)
