@@ -219,9 +219,15 @@ class StepReplay:
                 t._data[()] = HYPER[name](dict(opt.param_groups[gi]))
             x = self._tensor(acc, leaves)
             inputs.append(x._data if isinstance(x, Tensor) else np.asarray(x))
+        dropped = [(p, p.grad) for p in self.drop]
         for p in self.drop:      # its buffer may then be reused for the new gradient
             p.grad = None
-        arrays = self.prog.run(inputs + self.consts)
+        try:
+            arrays = self.prog.run(inputs + self.consts)
+        except BaseException:    # (an interrupt): the gradients stay as they were
+            for p, g in dropped:
+                p.grad = g
+            raise
         for i, acc, delta in self.writes:
             x = self._tensor(acc, leaves)
             dst = x._data if isinstance(x, Tensor) else x
