@@ -243,10 +243,13 @@ class StepReplay:
             if kind == "value":
                 values.append(v)
             elif kind == "tensor":
-                values.append(self._tensor(v, leaves))
+                x = self._tensor(v, leaves)
+                if isinstance(x, Tensor) and (self.numpy_out or (self.numpy_out is None and x._np)):
+                    x = x._data                 # as a traced call returns it (api._to_output)
+                values.append(x)
             else:
                 a = arrays[v]
-                if self.numpy_out:
+                if self.numpy_out or (self.numpy_out is None and meta[2]):
                     values.append(a[()] if a.ndim == 0 else a)
                 else:
                     values.append(Tensor._wrap(a, meta[0], meta[1], False))
@@ -316,7 +319,7 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
             elif id(n) in written and not o.requires_grad:
                 outs.append(("tensor", written[id(n)], None))   # x += 1 returns x itself
             else:
-                outs.append(("out", output(n), (n.dtype, o.device)))
+                outs.append(("out", output(n), (n.dtype, o.device, o._np)))
             return lambda it: next(it)
         if isinstance(o, tuple) and not hasattr(o, "_fields"):
             subs = [walk(v) for v in o]
