@@ -48,6 +48,13 @@ class enable_grad(set_grad_enabled):
         super().__init__(True)
 
 
+def needs_input_grad(i: int) -> bool:
+    """Inside a grad rule: does argument ``i`` of the op need a gradient? (True outside one.)
+    A rule may return None for an argument that does not, instead of computing it."""
+    needs = getattr(_state, "needs", None)
+    return needs is None or i >= len(needs) or needs[i]
+
+
 class Node:
     """One recorded op application: ``grad_fn`` of its output."""
 
@@ -80,7 +87,13 @@ class Node:
             finally:
                 self.out.grad_fn = None
         else:
-            grads = self.op.grad(g, self.out, *self.args, **self.params)
+            # rules with costly per-input grads (matmul, linear) skip the ones nobody needs
+            prev = getattr(_state, "needs", None)
+            _state.needs = tuple(_is_tensor(a) and a.requires_grad for a in self.args)
+            try:
+                grads = self.op.grad(g, self.out, *self.args, **self.params)
+            finally:
+                _state.needs = prev
         if not isinstance(grads, (tuple, list)):
             grads = (grads,)
         return grads
@@ -98,7 +111,7 @@ def _is_tensor(a):
 def attach(op, args, params, out):
     """Record ``out = op(*args, **params)`` on the tape."""
     from .tensor import Tensor
-    shells = tuple(a._shell() if isinstance(a, Tensor) else a for a in args)
+    shells = tuple([a._shell() if isinstance(a, Tensor) else a for a in args])
     out.requires_grad = True
     out.grad_fn = Node(op, shells, params, out._shell())
 

@@ -52,11 +52,11 @@ def apply(op, args, params):
                 npflag = True
             if dev is None:
                 dev = a.device
-            elif a.device != dev:
+            elif a.device is not dev and a.device != dev:   # (devices are shared objects)
                 raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
                                    f"least two devices, {dev} and {a.device} (op {op.name})")
     if graph is None:
-        graph = active_trace()    # inside a compiled function every op is captured
+        graph = getattr(_trace, "graph", None)   # inside a compiled function every op is captured
     needs_grad = needs_grad and op.differentiable and autograd.is_grad_enabled()
     if needs_grad and op.grad is None:
         return op.decomp(*args, **params)  # differentiate through the decomposition
@@ -86,12 +86,47 @@ def _refuse_complex_grad(op, out):
             ".detach()ed inputs.")
 
 
+_INFER: dict = {}
+_MEMO_KINDS = ("unary", "binary", "ternary", "reduce")   # (ops/meta.py memoises the same kinds)
+
+
+def _infer_concrete(op, args, params):
+    """``infer`` for concrete arguments, memoised on a key that is cheap to build: the op,
+    each array's shape, dtype singleton and flavour, each scalar's type. (The general memo in
+    ops/meta.py hashes the same facts through Python-level ``__hash__`` methods.)"""
+    if op.kind not in _MEMO_KINDS:
+        return infer(op, args, params)
+    key = [op]
+    for a in args:
+        if isinstance(a, Tensor):
+            key += (a._data.shape, id(a.dtype), a._np)
+        else:
+            key.append(type(a))
+    if params:
+        key.append(tuple(params.items()))
+    try:
+        key = tuple(key)
+        hit = _INFER.get(key)
+    except TypeError:                   # an unhashable param
+        return infer(op, args, params)
+    if hit is None:
+        hit = infer(op, args, params)
+        if len(_INFER) > 50_000:
+            _INFER.clear()
+        _INFER[key] = hit
+    return hit
+
+
 def _eager(op, args, params, dev, npflag):
-    xs = [a._value() if isinstance(a, Tensor) else a for a in args]
-    _, dt = infer(op, args, params)
-    xp = array_module(dev)
-    data = op.impl(xp, *xs, **params)
-    if not hasattr(data, "dtype") or not hasattr(data, "shape") or isinstance(data, np.generic):
+    # the hot path of every eager op: concrete tensors' arrays are read directly (``_value``
+    # only for tracers and autograd shells, which check versions)
+    xs = [(a._data if a._node is None and a._saved_version is None else a._value())
+          if isinstance(a, Tensor) else a for a in args]
+    _, dt = _infer_concrete(op, args, params)
+    xp = np if dev.type == "cpu" else array_module(dev)
+    data = op.impl(xp, *xs, **params) if params else op.impl(xp, *xs)
+    if type(data) is not np.ndarray and (not hasattr(data, "dtype") or not hasattr(data, "shape")
+                                         or isinstance(data, np.generic)):
         data = xp.asarray(data)
     if data.dtype != dt.np:
         data = data.astype(dt.np)
@@ -105,9 +140,12 @@ def _eager(op, args, params, dev, npflag):
 
 # ---- methods from the op table ----------------------------------------------------------------
 
+_PLAIN = (int, float, bool, complex, np.ndarray)     # never passed through to NumPy
+
+
 def _reflected(front):
     def method(self, other):
-        if is_passthrough(other):
+        if type(other) not in _PLAIN and is_passthrough(other):
             return NotImplemented
         return front(other, self)
     return method
@@ -117,7 +155,7 @@ def _binary_dunder(front):
     """``t <op> other``: a masked array or matrix on the other side handles the operation
     itself (NotImplemented sends Python to its reflected method, as ndarray does)."""
     def method(self, other, *args, **kwargs):
-        if is_passthrough(other):
+        if type(other) is not Tensor and type(other) not in _PLAIN and is_passthrough(other):
             return NotImplemented
         return front(self, other, *args, **kwargs)
     method.__doc__ = front.__doc__

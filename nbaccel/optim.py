@@ -18,9 +18,61 @@ from __future__ import annotations
 import copy
 
 from . import autograd
-from .tensor import Tensor
+from .devices import array_module
+from .tensor import Tensor, active_trace
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+
+# The Python numbers an update reads, each a function of its param group. Eagerly they stay
+# Python numbers; inside a traced step each becomes a 0-d tensor input of the graph (see
+# ``Optimizer._scalar``), so a replayed step reads the group's current value, never a stale
+# constant. Derived values (1 - beta1, ...) are computed in Python first, as eagerly, so that
+# compiled and eager updates round identically.
+HYPER = {
+    "lr": lambda g: g["lr"],
+    "momentum": lambda g: g["momentum"],
+    "1-dampening": lambda g: 1 - g["dampening"],
+    "weight_decay": lambda g: g["weight_decay"],
+    "beta1": lambda g: g["betas"][0],
+    "beta2": lambda g: g["betas"][1],
+    "1-beta1": lambda g: 1 - g["betas"][0],
+    "1-beta2": lambda g: 1 - g["betas"][1],
+    "eps": lambda g: g["eps"],
+    "1-lr*weight_decay": lambda g: 1 - g["lr"] * g["weight_decay"],
+}
+# the group keys those values come from. A replayed step needs no guard on the values of these
+# (they are graph inputs), only on the truthiness of BRANCH_KEYS (``if momentum:``); every other
+# key (nesterov, maximize, amsgrad, ...) is guarded by value
+LIFTED_KEYS = frozenset({"lr", "momentum", "dampening", "weight_decay", "betas", "eps"})
+BRANCH_KEYS = frozenset({"momentum", "weight_decay"})
+
+
+class ParamGroup(dict):
+    """A param group (a dict, as in PyTorch). Keys that code *outside* the optimizer reads while
+    a step is traced are remembered in ``read_in_trace``: their values became constants of the
+    graph, so a replayed step guards on them by value."""
+
+    def _note(self, k):
+        if active_trace() is not None:
+            self.__dict__.setdefault("read_in_trace", set()).add(k)
+
+    def __getitem__(self, k):
+        self._note(k)
+        return dict.__getitem__(self, k)
+
+    def get(self, k, default=None):
+        self._note(k)
+        return dict.get(self, k, default)
+
+    def items(self):
+        for k in self:
+            self._note(k)
+        return dict.items(self)
+
+    def values(self):
+        for k in self:
+            self._note(k)
+        return dict.values(self)
 
 
 class Optimizer:
@@ -30,6 +82,8 @@ class Optimizer:
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
         self.state: dict = {}
+        # (group index, name, dtype, device) -> 0-d tensor: hyper-parameters of traced steps
+        self._hyper_tensors: dict[tuple, Tensor] = {}
         self.param_groups: list[dict] = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
@@ -44,24 +98,45 @@ class Optimizer:
 
     def add_param_group(self, group: dict):
         """Add a group of parameters with its own hyper-parameters (defaults fill the rest)."""
-        group = dict(group)
-        ps = group["params"]
+        group = ParamGroup(group)
+        ps = dict.__getitem__(group, "params")
         group["params"] = [ps] if isinstance(ps, Tensor) else list(ps)
-        for p in group["params"]:
+        for p in dict.__getitem__(group, "params"):
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
         for k, v in self.defaults.items():
             group.setdefault(k, v)
-        seen = {id(p) for g in self.param_groups for p in g["params"]}
-        if any(id(p) in seen for p in group["params"]):
+        seen = {id(p) for g in self.param_groups for p in dict.__getitem__(g, "params")}
+        if any(id(p) in seen for p in dict.__getitem__(group, "params")):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True):
         """Clear gradients: set them to None (the default) or zero them in place."""
-        autograd.zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
+        autograd.zero_grads((p for g in self.param_groups for p in dict.__getitem__(g, "params")),
+                            set_to_none)
+
+    def _groups(self):
+        """(index, a plain copy of the group): the optimizer's own reads are not user reads."""
+        return [(i, dict(g)) for i, g in enumerate(self.param_groups)]
+
+    def _scalars(self, gi, g, p):
+        """``s(name)``: the hyper-parameter ``name`` of group ``g`` for parameter ``p``: a Python
+        number eagerly, a 0-d tensor of p's dtype (a graph input) inside a traced step."""
+        if active_trace() is None:
+            return lambda name: HYPER[name](g)
+
+        def traced(name):
+            key = (gi, name, p.dtype.name, str(p.device))
+            t = self._hyper_tensors.get(key)
+            if t is None:      # made concretely (not recorded): it is an input of the graph
+                data = array_module(p.device).zeros((), dtype=p.dtype.np)
+                t = self._hyper_tensors[key] = Tensor._wrap(data, p.dtype, p.device)
+            t._data[()] = HYPER[name](g)     # its value now; a replay refreshes it the same way
+            return t
+        return traced
 
     def step(self, closure=None):
         raise NotImplementedError
@@ -142,24 +217,75 @@ class SGD(Optimizer):
         """One update of every parameter that has a gradient. Returns the closure's loss."""
         loss = self._closure(closure)
         with autograd.no_grad():
-            for g in self.param_groups:
-                lr, mom, damp, wd = g["lr"], g["momentum"], g["dampening"], g["weight_decay"]
+            for gi, g in self._groups():
+                mom, wd = g["momentum"], g["weight_decay"]
                 for p in g["params"]:
                     if p.grad is None:
                         continue
+                    if _eager_data_ok(p):
+                        try:
+                            self._update_data(p, g)
+                            continue
+                        except _Fallback:       # (raised before anything is written)
+                            pass
+                    s = self._scalars(gi, g, p)
                     d = -p.grad if g["maximize"] else p.grad
                     if wd:
-                        d = d + wd * p
+                        d = d + s("weight_decay") * p
                     if mom:
                         st = self.state.setdefault(p, {})
                         buf = st.get("momentum_buffer")
                         if buf is None:
                             buf = st["momentum_buffer"] = d.detach().clone()
                         else:
-                            buf._assign(buf * mom + d * (1 - damp))
-                        d = d + mom * buf if g["nesterov"] else buf
-                    p._assign(p - lr * d)
+                            buf._assign(buf * s("momentum") + d * s("1-dampening"))
+                        d = d + s("momentum") * buf if g["nesterov"] else buf
+                    p._assign(p - s("lr") * d)
         return loss
+
+
+    def _update_data(self, p, g):
+        """The same update as the op path above, op for op (so it rounds identically), on the
+        arrays: in place where the op path writes a fresh result and copies it in."""
+        xp = array_module(p.device)
+        P, d = p._data, p.grad._data
+        mom, damp, wd = g["momentum"], g["dampening"], g["weight_decay"]
+        if g["maximize"]:
+            d = xp.negative(d)
+        if wd:
+            d = d + xp.multiply(wd, P)
+        if mom:
+            st = self.state.setdefault(p, {})
+            buf = st.get("momentum_buffer")
+            if buf is None:
+                buf = st["momentum_buffer"] = Tensor._wrap(xp.array(d, copy=True), p.dtype, p.device)
+            else:
+                B = _data_of(buf, p)
+                t = xp.multiply(d, 1 - damp)
+                xp.multiply(B, mom, out=B)
+                xp.add(B, t, out=B)
+                buf._version[0] += 1
+            d = d + xp.multiply(mom, buf._data) if g["nesterov"] else buf._data
+        xp.subtract(P, xp.multiply(g["lr"], d), out=P)
+        p._version[0] += 1
+
+
+def _eager_data_ok(p):
+    """May an eager update run on the arrays? (not traced; float32/float64 throughout)"""
+    gr = p.grad
+    return (p._node is None and gr._node is None and active_trace() is None
+            and p.dtype.name in ("float32", "float64") and gr.dtype is p.dtype
+            and gr._data.shape == p._data.shape)
+
+
+def _data_of(t, p):
+    if t._node is not None or t.dtype is not p.dtype or t._data.shape != p._data.shape:
+        raise _Fallback
+    return t._data
+
+
+class _Fallback(Exception):
+    """State that the array path cannot take (never raised for state this module made)."""
 
 
 class Adam(Optimizer):
@@ -192,31 +318,78 @@ class Adam(Optimizer):
         from . import ops
         loss = self._closure(closure)
         with autograd.no_grad():
-            for g in self.param_groups:
-                lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+            for gi, g in self._groups():
+                wd = g["weight_decay"]
                 for p in g["params"]:
                     if p.grad is None:
                         continue
-                    grad = -p.grad if g["maximize"] else p.grad
                     st = self.state.get(p)
                     if st is None:
                         st = self.state[p] = self._init_state(p, g["amsgrad"])
+                    if _eager_data_ok(p):
+                        try:
+                            self._update_data(p, g, st)
+                            continue
+                        except _Fallback:       # (raised before anything is written)
+                            pass
+                    grad = -p.grad if g["maximize"] else p.grad
+                    s = self._scalars(gi, g, p)
                     step = st["step"]._assign(st["step"] + 1)
                     if wd and self._decoupled:
-                        p._assign(p * (1 - lr * wd))
+                        p._assign(p * s("1-lr*weight_decay"))
                     elif wd:
-                        grad = grad + wd * p
-                    m = st["exp_avg"]._assign(st["exp_avg"] * b1 + grad * (1 - b1))
-                    v = st["exp_avg_sq"]._assign(st["exp_avg_sq"] * b2 + grad * grad * (1 - b2))
+                        grad = grad + s("weight_decay") * p
+                    m = st["exp_avg"]._assign(st["exp_avg"] * s("beta1") + grad * s("1-beta1"))
+                    v = st["exp_avg_sq"]._assign(st["exp_avg_sq"] * s("beta2") + grad * grad * s("1-beta2"))
                     if g["amsgrad"]:
                         v = st["max_exp_avg_sq"]._assign(ops.maximum(st["max_exp_avg_sq"], v))
                     # float64 parameters get float64 bias corrections
                     t = step.astype(p.dtype) if p.dtype.itemsize > 4 else step
-                    bc1 = 1 - b1 ** t
-                    bc2_sqrt = ops.sqrt(1 - b2 ** t)
-                    denom = ops.sqrt(v) / bc2_sqrt + eps
-                    p._assign(p - (lr / bc1) * m / denom)
+                    bc1 = 1 - s("beta1") ** t
+                    bc2_sqrt = ops.sqrt(1 - s("beta2") ** t)
+                    denom = ops.sqrt(v) / bc2_sqrt + s("eps")
+                    p._assign(p - (s("lr") / bc1) * m / denom)
         return loss
+
+
+    def _update_data(self, p, g, st):
+        """The op path's update, op for op, on the arrays (in place; see SGD._update_data)."""
+        from . import ops
+        xp = array_module(p.device)
+        P, G = p._data, p.grad._data
+        lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+        M, V = _data_of(st["exp_avg"], p), _data_of(st["exp_avg_sq"], p)
+        MX = _data_of(st["max_exp_avg_sq"], p) if g["amsgrad"] else None
+        if g["maximize"]:
+            G = xp.negative(G)
+        step = st["step"]._assign(st["step"] + 1)          # 0-d values: the op path itself
+        if wd and self._decoupled:
+            xp.multiply(P, 1 - lr * wd, out=P)
+        elif wd:
+            G = G + xp.multiply(wd, P)
+        t = xp.multiply(G, 1 - b1)
+        xp.multiply(M, b1, out=M)
+        xp.add(M, t, out=M)
+        t = xp.multiply(G, G)
+        xp.multiply(t, 1 - b2, out=t)
+        xp.multiply(V, b2, out=V)
+        xp.add(V, t, out=V)
+        st["exp_avg"]._version[0] += 1
+        st["exp_avg_sq"]._version[0] += 1
+        if MX is not None:
+            xp.maximum(MX, V, out=MX)
+            st["max_exp_avg_sq"]._version[0] += 1
+            V = MX
+        tt = step.astype(p.dtype) if p.dtype.itemsize > 4 else step
+        bc1 = 1 - b1 ** tt
+        bc2_sqrt = ops.sqrt(1 - b2 ** tt)._data
+        denom = xp.sqrt(V)
+        xp.divide(denom, bc2_sqrt, out=denom)
+        xp.add(denom, eps, out=denom)
+        u = xp.multiply((lr / bc1)._data, M)
+        xp.divide(u, denom, out=u)
+        xp.subtract(P, u, out=P)
+        p._version[0] += 1
 
 
 class AdamW(Adam):

@@ -71,8 +71,20 @@ class Tensor:
 
     @classmethod
     def _wrap(cls, data, dtype, device, npflag=False, version=None):
+        # every eager op result is made here: the fields are set inline (as in ``_init``)
         t = object.__new__(Tensor)
-        t._init(data, dtype, device, npflag, None, version)
+        t._data = data
+        t._node = None
+        t.dtype = dtype
+        t.device = device
+        t.requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._version = version if version is not None else [0]
+        t._np = npflag
+        t._origin = None
+        t._saved_version = None
+        t._retains_grad = False
         return t
 
     @classmethod
@@ -83,12 +95,19 @@ class Tensor:
 
     def _shell(self):
         """A stand-in saved on the autograd tape: same data, same grad_fn, remembers the version."""
-        s = object.__new__(Tensor)
-        s._init(self._data, self.dtype, self.device, self._np, self._node, self._version)
+        s = object.__new__(Tensor)      # (fields set inline: every recorded op makes shells)
+        s._data = self._data
+        s._node = self._node
+        s.dtype = self.dtype
+        s.device = self.device
         s.requires_grad = self.requires_grad
+        s.grad = None
         s.grad_fn = self.grad_fn
+        s._version = self._version
+        s._np = self._np
         s._origin = self._origin if self._origin is not None else self
         s._saved_version = self._version[0]
+        s._retains_grad = False
         if self._node is not None:
             # a tape must not keep traced intermediates alive (the compiler would have to
             # compute them); traced leaves (graph inputs) are held by the trace itself

@@ -143,9 +143,9 @@ class CompiledFunction:
                                              for _, x in _flatten((args, kwargs), "", [])):
             return self.fn(*args, **kwargs)   # called while another function is traced: inline it
         t0 = time.perf_counter()
-        replay_key = None
+        replay_key = snap = None
         if self.mode == "reduce-overhead":
-            replay_key, leaves = self._replay_key(args, kwargs)
+            replay_key, leaves, snap = self._replay_key(args, kwargs)
             rp = self._replays.get(replay_key) if replay_key is not None else None
             if rp is not None:
                 self.stats["cache_hits"] += 1
@@ -200,6 +200,9 @@ class CompiledFunction:
         if replay_key is not None:
             from .replay import record
             rp = record(session, leaf_index, out, numpy_out, replay_key)
+            if rp is None:       # a training step (in-place updates, backward inside)
+                from .train_step import record_step
+                rp = record_step(self, session, leaf_index, out, numpy_out, replay_key, snap)
             if rp is not None:
                 self._replays[replay_key] = rp
         result = _map(out, lambda t: _to_output(session, t, numpy_out))
@@ -221,13 +224,16 @@ class CompiledFunction:
 
     def _replay_key(self, args, kwargs):
         from .replay import metadata_key, scalar_args
+        from .train_step import Snapshot
         scalars = scalar_args(args, kwargs)
         if scalars is None:
-            return None, None
+            return None, None, None
         leaves = [x for _, x in _flatten((args, kwargs), "", [])]
         if len({id(x) for x in leaves}) != len(leaves):
-            return None, None      # the same array passed twice: trace to keep aliasing right
-        return metadata_key(leaves, scalars), leaves
+            return None, None, None   # the same array passed twice: trace to keep aliasing right
+        # the modules, optimizers and tensors the function names are guarded too (train_step.py)
+        snap = Snapshot(self.fn, leaves)
+        return metadata_key(leaves, scalars) + snap.key, leaves, snap
 
     def _arg_names(self, args, kwargs):
         names = {}

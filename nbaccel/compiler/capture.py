@@ -172,6 +172,8 @@ class TraceSession(ViewTracking):
         self.placeholders_made: list[tuple] = []
         self.max_breaks = None                    # None: no limit
         self._undo: dict[int, tuple] = {}         # id(buffer) -> (buffer, copy before the call)
+        self.writes: list[tuple] = []             # (output node, real tensor written in place)
+        self.grad_writes: list[tuple] = []        # (tensor, output node its .grad now holds)
         self._new_segment()
 
     def _new_segment(self):
@@ -389,6 +391,8 @@ class TraceSession(ViewTracking):
             c = g.sources[n.index] if n.is_placeholder else concrete[id(n)]
             if id(t) in self.assigned:               # in-place update: write into the real buffer
                 src = t if id(t) in self.concrete_targets else self.sources.get(id(t))
+                if src is not None:
+                    self.writes.append((n, src))     # (a replayed training step repeats these)
                 if src is not None and src._data is not c._data:
                     self._remember(src._data)
                     _copy_into(src._data, c._data)
@@ -402,6 +406,7 @@ class TraceSession(ViewTracking):
             t._data = c._data
             self.materialized[id(t)] = (t, c)
         for t in escaped:
+            self.grad_writes.append((t, t.grad._node))
             t.grad = concrete[id(t.grad._node)].detach()
         done = {id(t) for t in escaped}
         self.grad_escapes = [t for t in self.grad_escapes if id(t) not in done]

@@ -158,12 +158,31 @@ class _Scheduler:
                 a = self.rep.get(id(a), a)
                 e = self.val[id(a)]
                 if e.kind != "load":
-                    e = self.realize(a)
+                    e = self.stored_view(a) or self.realize(a)
                 views.append((e.buf, e.layout))
         step = ExternStep(len(self.sch.steps), n, views)
         self.sch.steps.append(step)
         self.producer[id(n)] = step
         return self.buffer_value(n)
+
+    def stored_view(self, a: Node):
+        """An extern argument that is a transpose/reshape of a computed value: store the value
+        once in its own order and pass a strided view (BLAS reads transposes for free), instead
+        of recomputing the whole expression in the view's order. None if it is no such view."""
+        chain, b = [], a
+        while not b.is_placeholder and b.op.name in ("permute", "reshape", "detach"):
+            chain.append(b)
+            b = self.rep.get(id(b.args[0]), b.args[0])
+            if not isinstance(b, Node):
+                return None
+        if not chain:
+            return None
+        e = self.val[id(b)]
+        if e.kind != "load":
+            e = self.realize(b)
+        for m in reversed(chain):
+            e = self.movement(m, e)
+        return e if e.kind == "load" else None
 
     # -- realising values into buffers -----------------------------------------------------------
     def realize(self, n: Node, keep_lazy=False) -> Expr:

@@ -89,6 +89,8 @@ def _ufloat_binary_infer(args, params):
 # ---- binary arithmetic -------------------------------------------------------------------
 
 def _binary_args(a, b):
+    if _is_tensor(a) and _is_tensor(b):      # (the common case: nothing to convert)
+        return a, b
     a, b = as_tensor_arg(a), as_tensor_arg(b)
     if not _is_tensor(a) and not _is_tensor(b):
         a = as_tensor(a)

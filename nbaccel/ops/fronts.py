@@ -13,7 +13,7 @@ _SCALARS = (bool, int, float, complex)
 
 
 def apply(op, args, params):
-    return _tensor().apply(op, args, params)
+    return (_TENSOR_MODULE or _tensor()).apply(op, args, params)
 
 
 def override(func, args):
@@ -42,7 +42,7 @@ _TENSOR_MODULE = None
 
 def as_tensor_arg(x):
     """Tensors pass; Python scalars stay (weakly typed); anything array-like becomes a Tensor."""
-    T = _tensor()
+    T = _TENSOR_MODULE or _tensor()
     if isinstance(x, T.Tensor) or (isinstance(x, _SCALARS) and not isinstance(x, np.generic)):
         return x
     return T.asarray(x)
@@ -77,15 +77,19 @@ def reduce_params(x, axis=None, keepdims=False, dim=None, keepdim=None, dtype=No
 
 def default_front(op):
     kind = op.kind
+    # (the unary and binary fronts are on every eager op's path: Tensors skip conversion)
     if kind == "unary":
         def front(x):
-            return apply(op, (as_tensor(x),), {})
+            T = _TENSOR_MODULE or _tensor()
+            return T.apply(op, (x if isinstance(x, T.Tensor) else as_tensor(x),), {})
     elif kind == "binary":
         def front(a, b):
-            a, b = as_tensor_arg(a), as_tensor_arg(b)
-            if not hasattr(a, "_node") and not hasattr(b, "_node"):
-                a = as_tensor(a)
-            return apply(op, (a, b), {})
+            T = _TENSOR_MODULE or _tensor()
+            if not (isinstance(a, T.Tensor) and isinstance(b, T.Tensor)):
+                a, b = as_tensor_arg(a), as_tensor_arg(b)
+                if not hasattr(a, "_node") and not hasattr(b, "_node"):
+                    a = as_tensor(a)
+            return T.apply(op, (a, b), {})
     elif kind == "ternary":
         def front(a, b, c):
             args = [as_tensor_arg(v) for v in (a, b, c)]

@@ -49,8 +49,12 @@ def _matmul_grad(g, out, a, b):
         g2 = g2.reshape(tuple(g2.shape[:-1]) + (1, g2.shape[-1])) if b.ndim > 1 else g2.reshape((1,) + tuple(g2.shape))
     if b.ndim == 1:
         g2 = g2.reshape(tuple(g2.shape) + (1,))
-    ga = g2 @ b2.swapaxes(-1, -2)
-    gb = a2.swapaxes(-1, -2) @ g2
+    from ..autograd import needs_input_grad as need
+    ga = g2 @ b2.swapaxes(-1, -2) if need(0) else None   # (no matmul for an unneeded grad)
+    gb = a2.swapaxes(-1, -2) @ g2 if need(1) else None
+    if ga is None or gb is None:
+        return (ga if ga is None or a.ndim != 1 else ga.reshape(tuple(ga.shape[:-2]) + (ga.shape[-1],)),
+                gb if gb is None or b.ndim != 1 else gb.reshape(tuple(gb.shape[:-1])))
     if a.ndim == 1:
         ga = ga.reshape(tuple(ga.shape[:-2]) + (ga.shape[-1],))
     if b.ndim == 1:

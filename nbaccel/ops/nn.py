@@ -349,12 +349,23 @@ def _linear_infer(args, params):
 
 
 def _linear_grad(g, out, x, w, *b, bias):
+    from ..autograd import needs_input_grad as need
     n_out, n_in = w.shape
     rows = math.prod(x.shape[:-1])
     g2 = g.reshape((rows, n_out))
-    gw = g2.T @ x.reshape((rows, n_in))
-    grads = (g @ w, gw)
-    return grads + ((g2.sum(axis=0),) if b else ())
+    gw = g2.T @ x.reshape((rows, n_in)) if need(1) else None
+    grads = (g @ w if need(0) else None, gw)      # (no matmul for an input that needs no grad)
+    return grads + ((g2.sum(axis=0) if need(2) else None,) if b else ())
+
+
+def _linear_impl(xp, x, w, b=None):
+    out = xp.matmul(x, w.T)
+    if b is None:
+        return out
+    if b.dtype == out.dtype and out.ndim:
+        out += b            # the product is a fresh array: add the bias in place (no temporary)
+        return out
+    return out + b
 
 
 def _linear_front(input, weight, bias=None):
@@ -367,7 +378,7 @@ def _linear_front(input, weight, bias=None):
 
 linear = defop("linear", kind="nn", infer=_linear_infer, grad=_linear_grad, front=_linear_front,
                decomp=lambda x, w, *b, bias: x @ w.T + b[0] if b else x @ w.T,
-               impl=lambda xp, x, w, *b, bias: xp.matmul(x, w.T) + b[0] if b else xp.matmul(x, w.T),
+               impl=lambda xp, x, w, *b, bias: _linear_impl(xp, x, w, *b),
                doc="x @ weight.T + bias (``F.linear``).")
 
 

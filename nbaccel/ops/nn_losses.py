@@ -181,11 +181,14 @@ def _mse_impl(xp, x, y, reduction):
 
 
 def _mse_grad(g, out, x, y, reduction):
+    from ..autograd import needs_input_grad as need
     shape = broadcast_shapes(x.shape, y.shape)
-    d = 2 * (x - y) * g
-    if reduction == "mean":
-        d = d / max(math.prod(shape), 1)
-    return d, -d
+    if reduction == "none":
+        d = 2 * (x - y) * g
+    else:   # scale the 0-d incoming grad first: one full-size product instead of three
+        scale = 2 / max(math.prod(shape), 1) if reduction == "mean" else 2
+        d = (x - y) * (g * scale)
+    return d, (-d if need(1) else None)
 
 
 def _mse_infer(args, params):

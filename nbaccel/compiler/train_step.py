@@ -1,0 +1,428 @@
+"""``mode="reduce-overhead"`` for training steps: one traced step, replayed as one program.
+
+A training step (zero_grad, forward, ``loss.backward()``, ``opt.step()``) traces into one
+graph whose outputs are the loss, the new gradients and the new values of every tensor it
+updates in place (parameters, optimizer state, buffers). Once such a call has been traced, a
+later call with the same guard key runs that graph's program directly: its inputs are read
+from where the trace found them (the arguments, the parameters, the optimizer state, the
+gradients at entry), its outputs are written back the same way (in place into the real
+buffers, ``.grad`` rebound, version counters bumped), and nothing is traced.
+
+What the guard covers (``Snapshot``), computed on every call before anything runs:
+
+* the arguments' metadata and Python scalar values (as for pure functions, ``replay.py``);
+* every nn.Module, Optimizer and Tensor the step names (its bound ``self``, closure cells,
+  default arguments, the globals its code names, and plain functions it names, a few levels
+  deep): module tree, ``training`` flags, parameter and buffer identities; optimizer groups,
+  parameter identities and state-tensor identities; shapes, dtypes, ``requires_grad`` and
+  whether ``.grad`` is None of every parameter;
+* the optimizer's branch-deciding hyper-parameters (``if momentum:``) by truthiness, and by
+  value every group key that code outside the optimizer read during the trace.
+
+Hyper-parameters the optimizer reads (lr, momentum, betas, ...) are 0-d graph inputs
+(``optim.HYPER``), refreshed from ``param_groups`` before each replay: a new learning rate is
+used at once, without re-tracing. A call is recorded only if it leaves the guarded state as it
+found it (the key after the call equals the key before, except for which gradients exist): a
+first step that creates optimizer state is traced, the second is recorded. A step whose graph reads a tensor the guard cannot
+find again (a tensor made inside the step from Python data, a random mask) is never recorded:
+it traces on every call, which is always correct.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import types
+
+import numpy as np
+
+from .. import autograd
+from ..nn import Module
+from ..optim import BRANCH_KEYS, HYPER, LIFTED_KEYS, Optimizer
+from ..tensor import Tensor
+
+_DEPTH = 3          # how deep plain functions named by the step are searched for modules
+
+
+def discover(fn) -> list:
+    """Modules, Optimizers and Tensors the step reaches by name (see the module docstring)."""
+    found, seen = [], set()
+
+    def add(o, depth):
+        if id(o) in seen:
+            return
+        if isinstance(o, (Module, Optimizer, Tensor)):
+            seen.add(id(o))
+            found.append(o)
+        elif isinstance(o, (types.FunctionType, types.MethodType, functools.partial)) and depth > 0:
+            seen.add(id(o))
+            walk(o, depth - 1)
+
+    def walk(f, depth):
+        while isinstance(f, functools.partial):
+            for a in list(f.args) + list(f.keywords.values()):
+                add(a, depth)
+            f = f.func
+        if isinstance(f, types.MethodType):
+            add(f.__self__, depth)
+            f = f.__func__
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        for cell in f.__closure__ or ():
+            try:
+                add(cell.cell_contents, depth)
+            except ValueError:          # an empty cell
+                pass
+        for d in f.__defaults__ or ():
+            add(d, depth)
+        g = f.__globals__
+        for name in code.co_names:
+            o = g.get(name)
+            if o is not None:
+                add(o, depth)
+    walk(fn, _DEPTH)
+    return found
+
+
+def _meta(t):
+    return (id(t), tuple(t.shape), t.dtype.name, t.requires_grad)
+
+
+def _grad_meta(t):
+    g = t.grad
+    return None if g is None else (tuple(g.shape), g.dtype.name)
+
+
+def _group_key(g):
+    reads = g.__dict__.get("read_in_trace", ()) if hasattr(g, "__dict__") else ()
+    out = []
+    for k, v in dict.items(g):
+        if k == "params":
+            continue
+        if k in LIFTED_KEYS and k not in reads:
+            if k not in BRANCH_KEYS:
+                continue
+            v = bool(v)
+        out.append((k, v))
+    return tuple(out)
+
+
+class Snapshot:
+    """What a step can see, taken before a call: the guard key and how to find tensors again."""
+
+    def __init__(self, fn, leaves=()):
+        self.found = discover(fn)
+        self.params = self._params()
+        self.key = self.state_key()
+        self.grads = {id(p): p.grad for p in self.params}        # .grad at entry
+        self.versions = {id(t): t._version[0] for t in self._tensors()}
+        self.versions.update((id(x), x._version[0]) for x in leaves if isinstance(x, Tensor))
+
+    def _params(self):
+        out, seen = [], set()
+        for o in self.found:
+            ps = o.parameters() if isinstance(o, Module) else \
+                (p for g in o.param_groups for p in dict.__getitem__(g, "params")) if isinstance(o, Optimizer) else ()
+            for p in ps:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append(p)
+        return out
+
+    def _tensors(self):
+        """Every tensor the guard identifies: parameters, buffers, state, named tensors."""
+        out = list(self.params)
+        for o in self.found:
+            if isinstance(o, Module):
+                out += list(o.buffers())
+            elif isinstance(o, Optimizer):
+                out += [v for st in o.state.values() for v in st.values() if isinstance(v, Tensor)]
+            elif isinstance(o, Tensor):
+                out.append(o)
+        return out
+
+    def state_key(self) -> tuple:
+        """The guard key. Its last part says which gradients exist (and their shapes); a
+        call may change that part and still be recorded (a step sets gradients that were
+        None: the next call with None gradients is the same step)."""
+        parts = [autograd.is_grad_enabled()]
+        for o in self.found:
+            if isinstance(o, Module):
+                for m in o.modules():
+                    parts.append((id(m), m.training,
+                                  tuple(None if p is None else _meta(p) for p in m._parameters.values()),
+                                  tuple(None if b is None else _meta(b) for b in m._buffers.values())))
+            elif isinstance(o, Optimizer):
+                parts.append(id(o))
+                for g in o.param_groups:
+                    ps = dict.__getitem__(g, "params")
+                    parts.append(tuple(_meta(p) for p in ps))
+                    parts.append(_group_key(g))
+                    for p in ps:
+                        st = o.state.get(p)
+                        parts.append(None if st is None else tuple(
+                            (k, _meta(v) if isinstance(v, Tensor) else v) for k, v in st.items()))
+            else:
+                parts.append(_meta(o))
+        grads = [_grad_meta(o) for o in self.found if isinstance(o, Tensor)]
+        grads += [_grad_meta(p) for p in self.params]
+        return tuple(parts) + (tuple(grads),)
+
+    def accessors(self):
+        """id(array) -> how a replay finds that buffer again."""
+        acc = {}
+        for t in self._tensors():
+            acc.setdefault(id(t._data), ("tensor", t))
+        for p in self.params:
+            g = self.grads[id(p)]
+            if g is not None:
+                acc.setdefault(id(g._data), ("grad", p))
+        for o in self.found:
+            if isinstance(o, Optimizer):
+                for (gi, name, _, _), t in o._hyper_tensors.items():
+                    acc[id(t._data)] = ("hyper", t, o, gi, name)
+        return acc
+
+
+class StepReplay:
+    """A recorded training step: read inputs, run the program, write results back."""
+
+    def __init__(self, key, prog, consts, plan, writes, grads, drop, outs, out_tree, numpy_out):
+        self.key = key
+        self.prog = prog
+        self.consts = consts
+        self.plan = plan          # per placeholder: an accessor
+        self.writes = writes      # (output index, accessor, version delta)
+        self.grads = grads        # (output index, parameter, dtype, device, np flag)
+        self.drop = drop          # parameters whose old .grad is replaced and not read
+        self.outs = outs
+        self.out_tree = out_tree
+        self.numpy_out = numpy_out
+
+    @staticmethod
+    def _tensor(acc, leaves):
+        kind = acc[0]
+        if kind == "arg":
+            return leaves[acc[1]]
+        if kind == "grad":
+            return acc[1].grad
+        return acc[1]
+
+    def run(self, leaves):
+        dest = self.prog.run_fn.__globals__.get("alloc")
+        if isinstance(dest, _Destinations):
+            dest.leaves = leaves
+        inputs = []
+        for acc in self.plan:
+            if acc[0] == "hyper":
+                _, t, opt, gi, name = acc
+                t._data[()] = HYPER[name](dict(opt.param_groups[gi]))
+            x = self._tensor(acc, leaves)
+            inputs.append(x._data if isinstance(x, Tensor) else np.asarray(x))
+        dropped = [(p, p.grad) for p in self.drop]
+        for p in self.drop:      # its buffer may then be reused for the new gradient
+            p.grad = None
+        try:
+            arrays = self.prog.run(inputs + self.consts)
+        except BaseException:    # (an interrupt): the gradients stay as they were
+            for p, g in dropped:
+                p.grad = g
+            raise
+        for i, acc, delta in self.writes:
+            x = self._tensor(acc, leaves)
+            dst = x._data if isinstance(x, Tensor) else x
+            src = arrays[i]
+            if not np.may_share_memory(dst, src):       # (placed outputs are the buffer itself)
+                np.copyto(dst, src.reshape(dst.shape), casting="unsafe")
+            if delta and isinstance(x, Tensor):
+                x._version[0] += delta
+        for i, p, dtype, device, npflag in self.grads:
+            p.grad = Tensor._wrap(arrays[i], dtype, device, npflag)
+        values = []
+        for kind, v, meta in self.outs:
+            if kind == "value":
+                values.append(v)
+            elif kind == "tensor":
+                x = self._tensor(v, leaves)
+                if isinstance(x, Tensor) and (self.numpy_out or (self.numpy_out is None and x._np)):
+                    x = x._data                 # as a traced call returns it (api._to_output)
+                values.append(x)
+            else:
+                a = arrays[v]
+                if self.numpy_out or (self.numpy_out is None and meta[2]):
+                    values.append(a[()] if a.ndim == 0 else a)
+                else:
+                    values.append(Tensor._wrap(a, meta[0], meta[1], False))
+        return self.out_tree(iter(values))
+
+
+def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
+    """A StepReplay for this traced call, or None when it cannot be replayed safely."""
+    last = getattr(session, "last_run", None)
+    if last is None or session.segment_index != 1 or session.breaks or session.had_backward:
+        return None
+    prog, consts, graph = last
+    if not hasattr(prog, "slots"):          # ran eagerly (a compiler error): nothing to replay
+        return None
+    if snap.state_key()[:-1] != snap.key[:-1]:
+        return None                          # the call changed what the guard sees (new state)
+    acc = snap.accessors()
+
+    def accessor(t):
+        if id(t) in leaf_index:
+            return ("arg", leaf_index[id(t)])
+        return acc.get(id(t._data)) if t._data is not None else None
+
+    plan = []
+    for src in graph.sources:
+        a = accessor(src)
+        if a is None:
+            return None                      # a tensor the guard cannot find again
+        plan.append(a)
+    needed, index = [], {}
+
+    def output(n):
+        if id(n) not in index:
+            index[id(n)] = len(needed)
+            needed.append(n)
+        return index[id(n)]
+    writes, written = [], {}
+    for n, target in session.writes:
+        a = accessor(target)
+        if a is None or n.is_placeholder or n.graph is not graph:
+            return None
+        delta = target._version[0] - snap.versions.get(id(target), target._version[0])
+        writes.append((output(n), a, delta))
+        written[id(n)] = a
+    grads, granted = [], set()
+    by_id = {id(p): p for p in snap.params}
+    for t, n in session.grad_writes:
+        if id(t) not in by_id or n.graph is not graph:
+            return None
+        g = t.grad
+        grads.append((output(n), t, g.dtype, g.device, g._np))
+        granted.add(id(t))
+    for p in snap.params:                   # any other .grad must be left as it was
+        if id(p) not in granted and p.grad is not snap.grads[id(p)]:
+            return None
+    read = {id(a[1]) for a in plan if a[0] == "grad"}
+    drop = [p for p in snap.params if id(p) in granted and id(p) not in read]
+    outs = []
+
+    def walk(o):
+        if isinstance(o, Tensor):
+            n = o._node
+            if n is None or n.graph is not graph:
+                raise LookupError
+            if n.is_placeholder:
+                outs.append(("tensor", plan[n.index], None))
+            elif id(n) in written and not o.requires_grad:
+                outs.append(("tensor", written[id(n)], None))   # x += 1 returns x itself
+            else:
+                outs.append(("out", output(n), (n.dtype, o.device, o._np)))
+            return lambda it: next(it)
+        if isinstance(o, tuple) and not hasattr(o, "_fields"):
+            subs = [walk(v) for v in o]
+            return lambda it: tuple(s(it) for s in subs)
+        if isinstance(o, list):
+            subs = [walk(v) for v in o]
+            return lambda it: [s(it) for s in subs]
+        if isinstance(o, dict):
+            subs = {k: walk(v) for k, v in o.items()}
+            return lambda it: {k: s(it) for k, s in subs.items()}
+        if o is None or isinstance(o, (bool, int, float, str)):
+            outs.append(("value", o, None))
+            return lambda it: next(it)
+        raise LookupError
+    try:
+        tree = walk(out)
+    except LookupError:
+        return None
+    try:
+        prog2, consts2 = _program(cf, graph, needed)
+        _write_in_place(prog2, plan, writes)
+    except Exception:
+        from .api import config
+        if config.get("raise_compiler_errors"):
+            raise
+        return None
+    return StepReplay(key, prog2, consts2, plan, writes, grads, drop, outs, tree, numpy_out)
+
+
+def _program(cf, graph, needed):
+    """The step's program with only the outputs a replay uses (no intermediates the trace kept
+    alive, no views the tape held)."""
+    from .decompose import decompose
+    from .runtime import Program
+    g = copy.copy(graph)
+    g.outputs = list(needed)
+    prim = decompose(g)
+    prog = Program(prim, cf.backend, cf.mode, dynamic=False)
+    n0 = len(graph.placeholders)
+    return prog, [prim.constants[i] for i in range(n0, len(prim.placeholders))]
+
+
+class _Destinations:
+    """The program's allocator with some outputs placed: the kernel that computes a new
+    parameter value writes it straight into the parameter's buffer (no copy afterwards)."""
+
+    def __init__(self, pool, places):
+        self.pool = pool
+        self.places = places          # node index -> accessor of the tensor it is written into
+        self.leaves = None
+
+    def __call__(self, key, n, dtype):
+        acc = self.places.get(key)
+        if acc is not None:
+            t = StepReplay._tensor(acc, self.leaves)
+            a = t._data if isinstance(t, Tensor) else t
+            if a.dtype == dtype and a.size == n and a.flags.c_contiguous:
+                return a.reshape(-1)
+        return self.pool(key, n, dtype)
+
+
+def _write_in_place(prog, plan, writes):
+    """Let each update kernel write into the buffer it updates when that is safe: the kernel
+    is elementwise (no reduction), reads the old value only at the element it writes, and no
+    later step reads the old value."""
+    from .loops import Kernel, Layout
+    sch = prog.schedule
+    places = {}
+    for i, acc, _ in writes:
+        j = next((j for j, a in enumerate(plan) if a[0] == acc[0] and a[1] is acc[1]), None)
+        if acc[0] not in ("tensor", "grad") or j is None:
+            continue
+        out = sch.outputs[i]
+        if not isinstance(out, tuple):
+            continue
+        buf, lay = out
+        ph = sch.graph.placeholders[j]
+        k = next((s for s in sch.steps if isinstance(s, Kernel) and buf in s.outputs), None)
+        if k is None or k.reductions or lay != Layout.contiguous(buf.shape) or tuple(buf.shape) != k.domain:
+            continue
+        if any(st.node is buf and (st.per_outer or st.layout != Layout.contiguous(k.domain)) for st in k.stores):
+            continue
+        whole = Layout.contiguous(k.domain)
+        if not all(leaf.layout == whole for st in k.stores for leaf in st.expr.leaves()
+                   if leaf.kind == "load" and leaf.buf is ph):
+            continue
+        at = next(n for n, st in enumerate(k.stores) if st.node is buf)
+        if any(leaf.kind == "load" and leaf.buf is ph for st in k.stores[at + 1:]
+               for leaf in st.expr.leaves()):
+            continue           # a later store of the same kernel still reads the old value
+        if any(_reads(s, ph) for s in sch.steps[sch.steps.index(k) + 1:]):
+            continue
+        if any(o is ph or (isinstance(o, tuple) and o[0] is ph) for o in sch.outputs):
+            continue
+        places[buf.index] = acc
+    if places:
+        ns = prog.run_fn.__globals__
+        ns["alloc"] = _Destinations(ns["alloc"], places)
+    prog.destinations = places
+
+
+def _reads(step, ph):
+    from .loops import Kernel
+    if isinstance(step, Kernel):
+        return ph in step.inputs
+    return any(b is ph for b, _ in step.views)
