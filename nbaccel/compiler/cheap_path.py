@@ -99,6 +99,9 @@ def graph_choice(cf, graph):
         return False, est, f"compiled: backend={cf.backend}, mode={cf.mode} asked for by name"
     if not (getattr(cf, "_in_cell", False) or SETTINGS["functions"]):
         return False, est, "compiled (the cheap path is for %%compile cells)"
+    kernel_op = next((n.op.name for n in graph.nodes if n.op.extern_backend is not None), None)
+    if kernel_op is not None:   # flash attention, int8/int4, 2:4: the dedicated kernel is the point
+        return False, est, f"compiled: the graph calls {kernel_op}, which has its own kernel"
     limit = SETTINGS["graph_seconds"]
     if est >= limit:
         return False, est, f"compiled: estimated {_fmt(est)} eagerly, above the cheap path's {_fmt(limit)}"
