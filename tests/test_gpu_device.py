@@ -154,6 +154,7 @@ def ip(no_cupy):
     shell = start_ipython() or get_ipython()
     shell.run_line_magic("load_ext", "nbaccel")
     shell.run_line_magic("nbaccel", "reset")
+    shell.user_ns.pop("y", None)            # the shell is shared with other test files
     shell.user_ns.update(np=np, x=np.arange(6, dtype=np.float32).reshape(2, 3))
     yield shell
     for k in ("y", "rep"):
