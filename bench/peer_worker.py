@@ -41,6 +41,8 @@ def _status(e) -> dict:
 
 # -- the worker side -------------------------------------------------------------------------------
 def _torch():
+    if os.environ.get("NBACCEL_BENCH_NO_TORCH"):
+        raise ImportError("torch left out of this worker (NBACCEL_BENCH_NO_TORCH)")
     import torch
     return torch
 
@@ -101,8 +103,9 @@ def build(impl: str, key: str, cfg: dict):
     return _build_mlp(impl, cfg) if key == "d" else _build_array(impl, key, cfg)
 
 
-def serve(inp, out, threads: int) -> None:
-    """The worker's loop: read requests from ``inp``, write replies to ``out``."""
+def serve(inp, out, threads: int | None) -> None:
+    """The worker's loop: read requests from ``inp``, write replies to ``out``. ``threads``:
+    the count to pin the pools to (None: leave them, as the in-process tests do)."""
     from .rounds import Local
     from .threads import pin_runtime, read_back, set_alloc_mode
     torch = None
@@ -112,7 +115,7 @@ def serve(inp, out, threads: int) -> None:
     except ImportError:
         pass
     import_s = time.perf_counter() - t0
-    pinned = pin_runtime(threads, torch)
+    pinned = pin_runtime(threads, torch) if threads is not None else None
     send = lambda msg: (out.write(json.dumps(msg) + "\n"), out.flush())   # noqa: E731
     send({"ready": True, "pid": os.getpid(), "torch": getattr(torch, "__version__", None),
           "torch_import_seconds": import_s, "threads": read_back(torch), "pinned": pinned})
@@ -157,9 +160,11 @@ class WorkerError(RuntimeError):
 class PeerWorker:
     """A running worker process. ``PeerWorker(threads, env)``; use as a context manager."""
 
-    def __init__(self, threads: int, env: dict | None = None, stderr=None):
+    def __init__(self, threads: int, env: dict | None = None, stderr=None, torch: bool = True):
         from .threads import pin_env
         e = dict(os.environ if env is None else env)
+        if not torch:   # a worker for NumPy-only implementations (the harness's tests)
+            e["NBACCEL_BENCH_NO_TORCH"] = "1"
         pin_env(threads, e)
         e["NBACCEL_BENCH_THREADS"] = str(threads)
         e["PYTHONPATH"] = ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")

@@ -42,8 +42,10 @@ def _parse(argv):
                     help="interleaved rounds per allocator mode (default 15; --quick 3)")
     ap.add_argument("--threads", type=int, default=None,
                     help="thread count of every library (default: the cores this process may use)")
-    ap.add_argument("--settle", type=float, default=0.0,
-                    help="seconds to idle after each timed call (lets spinning thread pools stop)")
+    ap.add_argument("--settle", type=float, default=None,
+                    help="seconds to idle after each timed call, so that a pool's spinning threads "
+                         "stop before the next implementation runs (default 0.008: GOMP_SPINCOUNT's "
+                         "spin is ~6 ms here)")
     ap.add_argument("--quick", action="store_true", help="small shapes and few runs")
     ap.add_argument("--no-torch", action="store_true", help="leave the PyTorch peers out")
     ap.add_argument("--out", default=None, help="directory for results.json/results.md")
@@ -69,9 +71,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "ACTIVE")
     # ...but ACTIVE threads spin forever between parallel regions, and PyTorch now runs in a
     # separate process: its spinning pool would take a core from every nbaccel call and the
-    # other way round. A bounded spin (libgomp iterations, a few ms) keeps launches fast and
-    # lets an idle pool go to sleep.
-    os.environ.setdefault("GOMP_SPINCOUNT", "3000000")
+    # other way round. A bounded spin (300000 libgomp iterations: about 6 ms of CPU here;
+    # 3000000 spun 70 ms) keeps back-to-back launches fast and lets an idle pool go to sleep.
+    os.environ.setdefault("GOMP_SPINCOUNT", "300000")
+    if args.settle is None:
+        args.settle = 0.008
     out_dir = args.out or (tmp if args.quick else HERE)
     if args.quick:
         rows = cols = 512
