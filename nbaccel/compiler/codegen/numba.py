@@ -25,6 +25,9 @@ from .numba_syntax import (COMPLEX_SCALAR, SCALAR, _CAST_INPUTS, _COMPARISONS, _
                            _small_power, _weak_dtype)
 
 _INIT = {"sum": "0", "prod": "1", "any": "False", "all": "True"}
+_VECTOR_MAX = ("float32", "float64")   # max/min through numba_reduce's intrinsics
+SUM_CHUNK = 1024               # elements of a float32 partial sum along a reduced last axis
+SUM_CHUNK_ROWS = 64            # rows of a float32 partial column sum (per column of the block)
 PARALLEL_MIN_ELEMS = 1 << 20   # below this, threads cost more than they save on 2 cores
 BLOCK = 256                    # kept-last-axis block of a column reduction (accumulators in L1)
 LAST_BLOCK = 4096              # last-axis block of an elementwise kernel (parallel 1-D work)
@@ -35,6 +38,7 @@ import math
 import numpy as np
 from numba import njit, prange
 from nbaccel.compiler.codegen.fastmath import SAFE_FASTMATH, fexp, flog, ftanh, fsigmoid, ferf, flog1p, fexpm1
+from nbaccel.compiler.codegen.numba_reduce import fmaximum, fminimum
 """
 
 
@@ -246,6 +250,10 @@ class _Renderer:
         if kind in ("argmax", "argmin"):
             return self.arg_pass(r, var, pad, accs, block)
         floaty = r.dtype.kind == "f"
+        if kind in ("amax", "amin") and r.dtype.name in _VECTOR_MAX:
+            return self.float_max_pass(r, var, pad, accs, block)
+        if kind == "sum" and r.dtype.name == "float32" and self.k.axes:
+            return self.sum_pass(r, var, pad, accs, block)
         if kind in ("amax", "amin"):
             big = float("inf") if floaty else _int_limit(r.dtype, kind == "amin")
             init = ("-" if kind == "amax" and floaty else "") + self.const(big, r.dtype)
@@ -288,6 +296,61 @@ class _Renderer:
         if not block:
             self.lines.append(f"{pad}r{r.index} = {cast}({acc})")
 
+    def chunked_loop(self, a, var, pad, part, block):
+        """``for i{a} in range(n{a})`` as chunks of SUM_CHUNK (rows of SUM_CHUNK_ROWS in a
+        column block); each chunk starts its float32 partial ``part`` at zero."""
+        size = SUM_CHUNK_ROWS if block else SUM_CHUNK
+        self.lines.append(f"{pad}for c{a} in range(0, n{a}, {size}):")
+        pad += "    "
+        if block:
+            self.lines.append(f"{pad}for jj in range(jn):")
+            self.lines.append(f"{pad}    {part}[jj] = np.float32(0)")
+        else:
+            self.lines.append(f"{pad}{part} = np.float32(0)")
+        self.chunk_pad = pad
+        self.lines.append(f"{pad}for i{a} in range(c{a}, min(n{a}, c{a} + {size})):")
+        var[a] = f"i{a}"
+        return pad + "    "
+
+    def sum_pass(self, r, var, pad, accs, block):
+        """A float32 sum: float32 partial sums over chunks (they vectorise at full width),
+        each added to a float64 total. A float64 accumulator for every element costs 3x on
+        a row sum; a chunk of 1024 summed in float32 across the vector lanes loses little."""
+        acc, part = f"acc{r.index}", f"part{r.index}"
+        self.init_acc(acc, "np.float64", "np.float64(0)", pad, block)
+        if block:
+            self.lines.append(f"{pad}{part} = np.empty({BLOCK}, np.float32)")
+        inner, memo = self.open_pass([r.src], var, pad, accs, block, chunk=part)
+        v = self.expr(r.src, var, memo, inner, accs)
+        self.stash(r, var, memo, inner)
+        if block:
+            self.lines.append(f"{inner}{part}[jj] += np.float32({v})")
+            self.lines.append(f"{self.chunk_pad}for jj in range(jn):")
+            self.lines.append(f"{self.chunk_pad}    {acc}[jj] += {part}[jj]")
+        else:
+            self.lines.append(f"{inner}{part} += np.float32({v})")
+            self.lines.append(f"{self.chunk_pad}{acc} += {part}")
+        accs[id(r)] = f"np.float32({acc}[jj])" if block else f"r{r.index}"
+        if not block:
+            self.lines.append(f"{pad}r{r.index} = np.float32({acc})")
+
+    def float_max_pass(self, r, var, pad, accs, block):
+        """A float max/min pass through ``fmaximum``/``fminimum`` (numba_reduce.py): NaN
+        propagates as in NumPy without a flag, and the loop vectorises."""
+        acc = f"acc{r.index}"
+        t = _np_type(r.dtype)
+        big = self.const(float("inf"), r.dtype)
+        self.init_acc(acc, t, ("-" if r.op == "amax" else "") + big, pad, block)
+        inner, memo = self.open_pass([r.src], var, pad, accs, block)
+        v = self.expr(r.src, var, memo, inner, accs)
+        self.stash(r, var, memo, inner)
+        target = f"{acc}[jj]" if block else acc
+        fn = "fmaximum" if r.op == "amax" else "fminimum"
+        self.lines.append(f"{inner}{target} = {fn}({target}, {t}({v}))")
+        accs[id(r)] = f"{acc}[jj]" if block else f"r{r.index}"
+        if not block:
+            self.lines.append(f"{pad}r{r.index} = {acc}")
+
     def init_acc(self, name, type_text, init, pad, block):
         """An accumulator: a scalar, or an array over the column block."""
         if block:
@@ -297,14 +360,22 @@ class _Renderer:
         else:
             self.lines.append(f"{pad}{name} = {init}")
 
-    def open_pass(self, exprs, var, pad, accs, block):
+    def open_pass(self, exprs, var, pad, accs, block, chunk=None):
         """Start one pass over the reduction ranges: values that do not vary along them are
         emitted first, then the loops open (the column block innermost). Returns the body's
-        indentation and the memo the body continues with."""
+        indentation and the memo the body continues with.
+
+        ``chunk`` (a name): the innermost reduction loop is split into chunks, and a line
+        ``{chunk}_pad`` indentation is remembered in ``self.chunk_pad`` for the caller to
+        close each chunk with (float32 partial sums, see ``sum_pass``)."""
         memo = dict(self.stashed)
         if not block:
             self.hoist(exprs, var, memo, pad, accs)
-        inner = self.loops(self.k.axes, var, pad)
+        if chunk is None:
+            inner = self.loops(self.k.axes, var, pad)
+        else:
+            inner = self.loops(self.k.axes[:-1], var, pad)
+            inner = self.chunked_loop(self.k.axes[-1], var, inner, chunk, block)
         if block:
             self.lines.append(f"{inner}for jj in range(jn):")
             inner += "    "
