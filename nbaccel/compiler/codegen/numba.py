@@ -371,6 +371,8 @@ class _Renderer:
         memo = dict(self.stashed)
         if not block:
             self.hoist(exprs, var, memo, pad, accs)
+        else:
+            self.hoist_block(exprs, var, memo, pad, accs)
         if chunk is None:
             inner = self.loops(self.k.axes, var, pad)
         else:
@@ -480,8 +482,7 @@ class _Renderer:
             for a in outer:
                 var[a] = f"i{a}"
             total = " * ".join(f"n{a}" for a in outer) or "1"
-        for r in k.reductions:
-            self.reduction_pass(r, dict(var), pad, accs, block)
+        self.reduction_passes(var, pad, accs, block)
         # one value per kept index: stored reductions and per-outer stores
         if stored_reds or per_outer:
             inner = pad
@@ -501,6 +502,117 @@ class _Renderer:
             inner, memo = self.open_pass([st.expr for st in elems], v2, pad, accs, block)
             self.final_pass(elems, v2, inner, accs, memo)
         return total
+
+    def reduction_passes(self, var, pad, accs, block):
+        """One pass per distinct reduction: a reduction equal to an earlier one (``x.mean(0)``
+        and the mean inside ``x.std(0)``) reads the earlier accumulator instead of passing over
+        the input again."""
+        first = {}
+        reds = list(self.k.reductions)
+        done = set()
+        for i, r in enumerate(reds):
+            if id(r) in done:
+                continue
+            sig = (r.op, r.src.key(), r.dtype.name)
+            if sig in first:
+                accs[id(r)] = accs[id(first[sig])]
+                continue
+            partner = next((r2 for r2 in reds[i + 1:] if block and _online_softmax_pair(r, r2)), None)
+            if partner is not None:
+                self.online_softmax_pass(r, partner, dict(var), pad, accs)
+                done.add(id(partner))
+                first[(partner.op, partner.src.key(), partner.dtype.name)] = partner
+            else:
+                self.reduction_pass(r, dict(var), pad, accs, block)
+            first[sig] = r
+
+    def online_softmax_pass(self, rmax, rsum, var, pad, accs):
+        """max(X) and sum(exp(X - max)) over the reduced rows of a column block in one pass
+        over memory (softmax / logsumexp over axis 0): per chunk of rows, the chunk's max
+        first (the chunk is then in L2), the running sum rescaled to it, then the chunk's
+        exps. Two passes over the input instead of three, and no stash to read back."""
+        m, s, cm, part = f"acc{rmax.index}", f"acc{rsum.index}", f"cm{rsum.index}", f"part{rsum.index}"
+        big = self.const(float("inf"), rmax.dtype)
+        self.init_acc(m, "np.float32", "-" + big, pad, True)
+        self.init_acc(s, "np.float64", "np.float64(0)", pad, True)
+        self.lines.append(f"{pad}{cm} = np.empty({BLOCK}, np.float32)")
+        self.lines.append(f"{pad}{part} = np.empty({BLOCK}, np.float32)")
+        memo = {}
+        self.hoist_block([rmax.src], var, memo, pad, accs)
+        inner = self.loops(self.k.axes[:-1], var, pad)
+        a = self.k.axes[-1]
+        rows = f"range(c{a}, min(n{a}, c{a} + {SUM_CHUNK_ROWS}))"
+        self.lines.append(f"{inner}for c{a} in range(0, n{a}, {SUM_CHUNK_ROWS}):")
+        p1 = inner + "    "
+        var[a] = f"i{a}"
+        self.lines.append(f"{p1}for jj in range(jn):")
+        self.lines.append(f"{p1}    {cm}[jj] = {m}[jj]")
+        self.lines.append(f"{p1}for i{a} in {rows}:")
+        self.lines.append(f"{p1}    for jj in range(jn):")
+        v = self.expr(rmax.src, var, dict(memo), p1 + "        ", accs)
+        self.lines.append(f"{p1}        {cm}[jj] = fmaximum({cm}[jj], np.float32({v}))")
+        self.lines.append(f"{p1}for jj in range(jn):")
+        self.lines.append(f"{p1}    if {cm}[jj] != {m}[jj]:   # the max rose: rescale the sum so far")
+        self.lines.append(f"{p1}        {s}[jj] *= fexp({m}[jj] - {cm}[jj])")
+        self.lines.append(f"{p1}        {m}[jj] = {cm}[jj]")
+        self.lines.append(f"{p1}    {part}[jj] = np.float32(0)")
+        self.lines.append(f"{p1}for i{a} in {rows}:")
+        self.lines.append(f"{p1}    for jj in range(jn):")
+        v = self.expr(rmax.src, var, dict(memo), p1 + "        ", accs)
+        self.lines.append(f"{p1}        {part}[jj] += fexp(np.float32({v}) - {cm}[jj])")
+        # a chunk whose max so far is -inf holds only -inf (exp(-inf - -inf) is NaN there):
+        # it adds nothing unless the whole column is -inf, where NumPy's sum is NaN
+        self.lines.append(f"{p1}for jj in range(jn):")
+        self.lines.append(f"{p1}    if {cm}[jj] != -{big}:")
+        self.lines.append(f"{p1}        {s}[jj] += {part}[jj]")
+        self.lines.append(f"{pad}for jj in range(jn):")
+        self.lines.append(f"{pad}    if {m}[jj] == -{big}:")
+        self.lines.append(f"{pad}        {s}[jj] = np.nan")
+        accs[id(rmax)] = f"{m}[jj]"
+        accs[id(rsum)] = f"np.float32({s}[jj])"
+
+    def hoist_block(self, exprs, var, memo, pad, accs):
+        """``hoist`` for a column block: each invariant value is computed once per column of
+        the block, into a small array, before the loops over the reduced rows (a column's
+        mean and 1/std, instead of a division and a sqrt for every element)."""
+        for e in self.invariants(exprs, memo, accs):
+            name = f"h{len(self.consts) + len(self.lines)}"
+            self.lines.append(f"{pad}{name} = np.empty({BLOCK}, {_np_type(e.dtype)})")
+            self.lines.append(f"{pad}for jj in range(jn):")
+            code = self.expr(e, var, dict(memo), pad + "    ", accs)
+            self.lines.append(f"{pad}    {name}[jj] = {code}")
+            memo[e.key()] = f"{name}[jj]"
+
+    def invariants(self, exprs, memo, accs):
+        """The largest sub-expressions of ``exprs`` that do not vary along the reduction
+        ranges (and are not constants or plain loads), in first-use order."""
+        axes = self.k.axes
+        seen, out, taken = {}, [], set()
+
+        def invariant(e):
+            if id(e) not in seen:
+                if e.kind == "load":
+                    seen[id(e)] = all(e.layout.strides[a] == 0 for a in axes)
+                elif e.kind == "acc":
+                    seen[id(e)] = id(e.red) in accs
+                elif e.kind == "const":
+                    seen[id(e)] = True
+                else:
+                    seen[id(e)] = all(invariant(a) for a in e.args)
+            return seen[id(e)]
+
+        def walk(e):
+            if e.kind != "op" or e.key() in memo or e.key() in taken:
+                return
+            if invariant(e) and any(a.kind != "const" for a in e.args):
+                taken.add(e.key())
+                out.append(e)
+                return
+            for a in e.args:
+                walk(a)
+        for e in exprs:
+            walk(e)
+        return out
 
     def hoist(self, exprs, var, memo, pad, accs):
         """Emit, before the loops over the reduction ranges, every largest sub-expression that
@@ -553,6 +665,23 @@ class _Renderer:
         src += [f"    for t in {loop}({total}):"]
         src += self.lines
         return "\n".join(src) + "\n"
+
+
+def _online_softmax_pair(rmax, rsum) -> bool:
+    """``rsum`` is sum(exp(X - rmax)) and ``rmax`` is max(X), X float32: the pair that
+    ``online_softmax_pass`` computes in one pass."""
+    if rmax.op != "amax" or rsum.op != "sum" or rmax.axes != rsum.axes:
+        return False
+    if rmax.dtype.name != "float32" or rsum.dtype.name != "float32" or rmax.src.dtype.name != "float32":
+        return False
+    e = rsum.src
+    if e.kind != "op" or e.op.name != "exp" or e.params or e.dtype.name != "float32":
+        return False
+    d = e.args[0]
+    if d.kind != "op" or d.op.name != "subtract" or d.params or d.dtype.name != "float32":
+        return False
+    x, mx = d.args
+    return x.key() == rmax.src.key() and mx.kind == "acc" and mx.red is rmax
 
 
 def _subexprs(e, seen=None):
