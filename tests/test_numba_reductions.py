@@ -119,8 +119,8 @@ def test_column_standardisation_shares_the_mean_and_hoists_per_column_values():
     out, rep = _numba(lambda t: (t - t.mean(0)) / t.std(0), x)
     np.testing.assert_allclose(np.asarray(out), (x - x.mean(0)) / x.std(0), rtol=1e-4, atol=1e-5)
     assert len(rep.kernels) == 1
-    # mean, then the centred sum of squares: two reduction passes (x.std's own mean is shared)
-    assert rep.code.count("+= part") == 2
+    # mean and centred sum of squares in one shifted pass (x.std's own mean is shared)
+    assert rep.code.count("dv * dv") == 1 and "+= part" not in rep.code
     # sqrt once per column of the block, never per element
     body = rep.code.split("def kernel")[1]
     sqrt_line = next(line for line in body.splitlines() if "math.sqrt" in line)
@@ -133,3 +133,51 @@ def test_int_and_bool_reductions_unchanged():
     np.testing.assert_array_equal(np.asarray(out[0]), a.max(0))
     np.testing.assert_array_equal(np.asarray(out[1]), a.sum(-1))
     np.testing.assert_array_equal(np.asarray(out[2]), (a > 0).any(0))
+
+
+def _var_cases():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((ROWS, COLS)).astype(np.float32)
+    x[:, 0] = 5.0                                   # constant: exactly 0
+    x[:, 1] += 1000.0                               # a large offset
+    x[0, 2] = 1e4                                   # an outlier in the first row (the shift)
+    x[9, 3] = np.nan
+    x[11, 4] = np.inf
+    x[12, 5], x[13, 5] = np.inf, -np.inf
+    x[0, 6] = -np.inf
+    return x
+
+
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_std_var_over_axis0_in_one_pass_match_numpy(ddof):
+    x = _var_cases()
+    out, rep = _numba(lambda t: (t.var(axis=0, ddof=ddof), t.std(axis=0, ddof=ddof), t.mean(axis=0)), x)
+    with np.errstate(invalid="ignore"):
+        want = (x.var(axis=0, ddof=ddof), x.std(axis=0, ddof=ddof), x.mean(axis=0))
+    for g, w in zip(out, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=2e-5, atol=1e-6, equal_nan=True)
+    assert np.asarray(out[0])[0] == 0.0
+    assert "dv * dv" in rep.code
+
+
+def test_centred_sum_of_squares_with_weights_and_3d():
+    x = _var_cases()[:, :40].reshape(ROWS, 4, 10)
+    w = np.linspace(0.5, 2.0, 10).astype(np.float32)
+
+    def f(t, w):
+        m = t.mean(axis=(0, 1), keepdims=True)
+        return (((t - m) ** 2).sum(axis=(0, 1)) * w, (t - m).sum(axis=0))
+    out, _ = _numba(f, x, w)
+    with np.errstate(invalid="ignore"):
+        want = f(x, w)
+    for g, ww in zip(out, want):
+        np.testing.assert_allclose(np.asarray(g), ww, rtol=2e-5, atol=2e-4, equal_nan=True)
+
+
+def test_empty_column_reductions():
+    x = np.zeros((0, COLS), np.float32)
+    out, _ = _numba(lambda t: (t.sum(axis=0), t.sum(axis=0) * 2,
+                               ((t - t.mean(axis=0)) ** 2).sum(axis=0)), x)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(np.asarray(out[0]), np.zeros(COLS, np.float32))
+        np.testing.assert_array_equal(np.asarray(out[2]), ((x - x.mean(axis=0)) ** 2).sum(axis=0))

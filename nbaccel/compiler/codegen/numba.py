@@ -513,18 +513,69 @@ class _Renderer:
         for i, r in enumerate(reds):
             if id(r) in done:
                 continue
-            sig = (r.op, r.src.key(), r.dtype.name)
+            sig = _signature(r)
             if sig in first:
                 accs[id(r)] = accs[id(first[sig])]
                 continue
-            partner = next((r2 for r2 in reds[i + 1:] if block and _online_softmax_pair(r, r2)), None)
-            if partner is not None:
-                self.online_softmax_pass(r, partner, dict(var), pad, accs)
-                done.add(id(partner))
-                first[(partner.op, partner.src.key(), partner.dtype.name)] = partner
+            # pairs of reductions that one pass over a column block computes together
+            softmax = next((r2 for r2 in reds[i + 1:] if block and _online_softmax_pair(r, r2)), None)
+            centred = None if softmax is not None else next(
+                (r2 for r2 in reds[i + 1:] if block and _centred_square_pair(r, r2, accs)), None)
+            if softmax is not None:
+                self.online_softmax_pass(r, softmax, dict(var), pad, accs)
+            elif centred is not None:
+                self.shifted_moments_pass(r, centred, dict(var), pad, accs)
             else:
                 self.reduction_pass(r, dict(var), pad, accs, block)
+            for partner in (softmax, centred):
+                if partner is not None:
+                    done.add(id(partner))
+                    first[_signature(partner)] = partner
             first[sig] = r
+
+    def shifted_moments_pass(self, rsum, rsq, var, pad, accs):
+        """sum(X) and sum((X - M)^2), M a per-column value computed from sum(X) (the mean:
+        variance / std over axis 0), in one pass over memory instead of two. With a shift K
+        (X at the first reduced index, per column) the pass sums T1 = sum(X - K) and
+        T2 = sum((X - K)^2) in float64; then sum(X) = T1 + n K and, with d = M - K,
+        sum((X - M)^2) = T2 - 2 d T1 + n d^2 (clamped at 0). The shift keeps the cancellation
+        to the data's spread around one of its own values, not its distance from zero, and
+        float64 keeps it to ~1e-16 of that."""
+        x = rsum.src
+        m_expr = _centred_mean(rsq)
+        t1, t2, kk = f"acc{rsum.index}t", f"acc{rsq.index}t", f"shift{rsum.index}"
+        n_red = " * ".join(f"n{a}" for a in self.k.axes)
+        first = dict(var)
+        for a in self.k.axes:
+            first[a] = "0"
+        self.lines.append(f"{pad}{kk} = np.empty({BLOCK}, np.float64)")
+        self.lines.append(f"{pad}for jj in range(jn):")
+        self.lines.append(f"{pad}    {kk}[jj] = 0.0")
+        self.lines.append(f"{pad}    if {n_red} > 0:   # an empty reduction has no first element")
+        v = self.expr(x, first, dict(self.stashed), pad + "        ", accs)
+        self.lines.append(f"{pad}        if math.isfinite({v}):   # an infinite shift would turn sum(X) into NaN")
+        self.lines.append(f"{pad}            {kk}[jj] = np.float64({v})")
+        self.init_acc(t1, "np.float64", "np.float64(0)", pad, True)
+        self.init_acc(t2, "np.float64", "np.float64(0)", pad, True)
+        inner, memo = self.open_pass([x], var, pad, accs, True)
+        v = self.expr(x, var, memo, inner, accs)
+        self.lines.append(f"{inner}dv = np.float64({v}) - {kk}[jj]")
+        self.lines.append(f"{inner}{t1}[jj] += dv")
+        self.lines.append(f"{inner}{t2}[jj] += dv * dv")
+        s1, s2 = f"acc{rsum.index}", f"acc{rsq.index}"
+        self.lines.append(f"{pad}{s1} = np.empty({BLOCK}, np.float64)")
+        self.lines.append(f"{pad}for jj in range(jn):")
+        self.lines.append(f"{pad}    {s1}[jj] = {t1}[jj] + ({n_red}) * {kk}[jj]")
+        for r in self.k.reductions:   # rsum and its duplicates (the mean inside std)
+            if _signature(r) == _signature(rsum):
+                accs[id(r)] = f"np.float32({s1}[jj])"
+        self.lines.append(f"{pad}{s2} = np.empty({BLOCK}, np.float64)")
+        self.lines.append(f"{pad}for jj in range(jn):")
+        mv = self.expr(m_expr, var, dict(self.stashed), pad + "    ", accs)
+        self.lines.append(f"{pad}    dm = np.float64({mv}) - {kk}[jj]")
+        self.lines.append(f"{pad}    raw = {t2}[jj] - 2.0 * dm * {t1}[jj] + ({n_red}) * dm * dm")
+        self.lines.append(f"{pad}    {s2}[jj] = 0.0 if raw < 0.0 else raw   # rounding below 0; NaN stays")
+        accs[id(rsq)] = f"np.float32({s2}[jj])"
 
     def online_softmax_pass(self, rmax, rsum, var, pad, accs):
         """max(X) and sum(exp(X - max)) over the reduced rows of a column block in one pass
@@ -665,6 +716,51 @@ class _Renderer:
         src += [f"    for t in {loop}({total}):"]
         src += self.lines
         return "\n".join(src) + "\n"
+
+
+def _centred_mean(rsq):
+    """M of ``rsq`` = sum((X - M) * (X - M)), or None."""
+    e = rsq.src
+    if e.kind != "op" or e.params:
+        return None
+    if e.op.name == "multiply" and e.args[0].key() == e.args[1].key():
+        d = e.args[0]
+    elif _small_power(e) and e.args[1].value == 2:
+        d = e.args[0]
+    else:
+        return None
+    if d.kind != "op" or d.op.name != "subtract" or d.params:
+        return None
+    return d.args[1]
+
+
+def _signature(r):
+    """Reductions with one signature compute the same value."""
+    return (r.op, r.src.key(), r.dtype.name)
+
+
+def _centred_square_pair(rsum, rsq, accs) -> bool:
+    """``rsq`` is sum((X - M)^2) where ``rsum`` is sum(X), X float32 and M a value per kept
+    index computed from ``rsum`` (and from inputs constant along the reduced axes): the pair
+    that ``shifted_moments_pass`` computes in one pass."""
+    if rsum.op != "sum" or rsq.op != "sum" or rsum.axes != rsq.axes:
+        return False
+    if not all(t.name == "float32" for t in (rsum.dtype, rsq.dtype, rsum.src.dtype, rsq.src.dtype)):
+        return False
+    m = _centred_mean(rsq)
+    if m is None or rsq.src.args[0].args[0].key() != rsum.src.key():
+        return False
+    axes = rsum.axes
+    uses_sum = False
+    for e in _subexprs(m):
+        if e.kind == "load" and any(e.layout.strides[a] != 0 for a in axes):
+            return False
+        if e.kind == "acc":
+            if e.red is rsum or _signature(e.red) == _signature(rsum):
+                uses_sum = True
+            elif id(e.red) not in accs:
+                return False
+    return uses_sum and m.dtype is not None and m.dtype.kind == "f"
 
 
 def _online_softmax_pair(rmax, rsum) -> bool:
