@@ -13,6 +13,14 @@ multiply), so one compiled kernel serves every size of a dynamic entry. The loop
   other kept axes × blocks of the last axis; accumulators are arrays over the block, so the
   innermost loop still walks the contiguous axis.
 
+Reduction passes (``reduction_passes``): one pass per distinct reduction (equal reductions
+share an accumulator); float max/min through ``llvm.maximum``/``llvm.minimum``
+(``numba_reduce.py``: they vectorise and propagate NaN); float32 sums as float32 partials of a
+chunk added to a float64 total; in a column block, two pairs run as one pass over memory:
+max(X) with sum(exp(X - max)) (an online softmax) and sum(X) with sum((X - M)^2) (shifted
+moments for var/std), and values invariant along the reduced rows are hoisted into per-column
+arrays.
+
 Per-element expressions come from :data:`SCALAR` (``numba_syntax.py``), this renderer's own table; ``fexp``/
 ``ftanh``/... are the vectorisable float32 helpers of ``fastmath.py`` (llvmlite has no SVML).
 Constants are typed module globals (``np.float32(...)``) so float32 code never promotes.
