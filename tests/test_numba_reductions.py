@@ -69,6 +69,8 @@ def test_softmax_over_axis0_is_one_online_pass():
     assert "the max rose: rescale" in rep.code and "fmaximum" in rep.code
     # two passes over the input: the online max+sum and the store
     assert rep.code.count("for i0 in range(c0,") == 2
+    # the division by each column's sum is a multiplication by its reciprocal, once per column
+    assert "np.float32(1) / np.float32(acc" in rep.code and " / np.float32(acc3[jj])))" not in rep.code
 
 
 def test_logsumexp_over_axis0_all_minus_inf_column_is_nan():

@@ -109,6 +109,7 @@ class _Renderer:
         self.nd = len(k.domain)
         self.lines: list[str] = []
         self.stashed: dict = {}
+        self.recip: dict = {}             # divisor key -> its hoisted reciprocal (column blocks)
         self.p_index = self.nd
         self.params: list[int] = list(k.domain)   # the P vector, in declaration order
         self.index_code: dict = {}        # (id(buf), layout key) -> [(stride class/var, axis)], offset var
@@ -194,6 +195,11 @@ class _Renderer:
             prod = " * ".join([base] * int(e.args[1].value))
             self.lines.append(f"{pad}{name} = {_np_type(e.dtype)}({prod})" if e.dtype.kind in "iuf"
                               and e.dtype.name != "float64" else f"{pad}{name} = {prod}")
+            code = name
+        elif e.op.name == "divide" and e.args[1].key() in self.recip:
+            num = self.expr(e.args[0], var, memo, pad, accs)
+            name = f"e{len(memo)}"
+            self.lines.append(f"{pad}{name} = {_np_type(e.dtype)}({num} * {self.recip[e.args[1].key()]})")
             code = name
         else:
             args = []
@@ -641,6 +647,38 @@ class _Renderer:
             code = self.expr(e, var, dict(memo), pad + "    ", accs)
             self.lines.append(f"{pad}    {name}[jj] = {code}")
             memo[e.key()] = f"{name}[jj]"
+        self.hoist_reciprocals(exprs, var, memo, pad, accs)
+
+    def hoist_reciprocals(self, exprs, var, memo, pad, accs):
+        """A float32 division whose divisor is one value per column of the block (a softmax's
+        sum, a std) becomes a multiplication by that value's reciprocal, computed once per
+        column: a vector division per element costs more than the rest of the element's work
+        (``arcp``, which the kernels use anyway, permits the rewrite; at most 1 ulp)."""
+        axes = self.k.axes
+        seen = set()
+        stack = list(exprs)
+        while stack:
+            e = stack.pop()
+            if id(e) in seen or e.kind != "op":
+                continue
+            seen.add(id(e))
+            stack.extend(e.args)
+            if e.op.name != "divide" or e.params or e.dtype.name != "float32" or e.key() in memo:
+                continue
+            d = e.args[1]
+            if d.dtype is None or d.dtype.name != "float32" or d.key() in self.recip:
+                continue
+            ok = all((x.kind == "load" and all(x.layout.strides[a] == 0 for a in axes))
+                     or (x.kind == "acc" and id(x.red) in accs) or x.kind in ("const", "op")
+                     for x in _subexprs(d))
+            if not ok or d.kind == "const" or d.kind == "load":
+                continue
+            name = f"rc{len(self.consts) + len(self.lines)}"
+            self.lines.append(f"{pad}{name} = np.empty({BLOCK}, np.float32)")
+            self.lines.append(f"{pad}for jj in range(jn):")
+            code = self.expr(d, var, dict(memo), pad + "    ", accs)
+            self.lines.append(f"{pad}    {name}[jj] = np.float32(1) / {code}")
+            self.recip[d.key()] = f"{name}[jj]"
 
     def invariants(self, exprs, memo, accs):
         """The largest sub-expressions of ``exprs`` that do not vary along the reduction
