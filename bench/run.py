@@ -4,9 +4,16 @@
     python -m bench.run --only a,e      # some workloads
     python -m bench.run --quick         # small shapes, to check the harness (writes to a temp dir)
     python -m bench.run --no-torch      # skip the PyTorch peers even when installed
+    python -m bench.run --rounds 25 --threads 2 --settle 0.008
+
+Every workload's implementations run interleaved, round by round, in two allocator modes
+(fresh and reused outputs); speedups are medians of per-round ratios with their spread, and
+a target with a spread of 20% or more is reported as too wide to judge. Every library runs
+with one thread count; PyTorch runs in a worker process (bench/peer_worker.py).
 
 Letters a-i are the compiler workloads; the kernel and contract benchmarks have names:
-attention, quant, sparse, cells, cache_reliability (each also runs alone as ``python -m bench.<name>``).
+attention, quant, sparse, cells, cache_reliability, and step, small_cells, export, func,
+gpu_check once their modules exist (each also runs alone as ``python -m bench.<name>``).
 
 A compiled result that differs from NumPy, or a crash, is reported in the table and makes
 the command exit with status 1 (after writing the results).
