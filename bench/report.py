@@ -103,7 +103,7 @@ def _pct(x):
 
 def _met(m, state=None):
     if state == "too wide":
-        return "spread too wide to judge"
+        return f"spread too wide to judge (median {'meets' if m else 'short'})"
     return "not measured" if m is None else "**yes**" if m else "**NO**"
 
 
@@ -232,3 +232,18 @@ def markdown(results: dict) -> str:
     if fails:
         parts += ["", "### FAILURES", ""] + [f"- {x}" for x in fails]
     return "\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":   # python -m bench.report [results.json]: results.md again, no rerun
+    import json
+    import os
+    import sys
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "results.json")
+    with open(path) as f:
+        res = json.load(f)
+    res["targets"] = targets(res)
+    from .run import render
+    text = render(res)
+    with open(os.path.join(os.path.dirname(os.path.abspath(path)), "results.md"), "w") as f:
+        f.write(text)
+    print(text)

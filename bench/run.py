@@ -42,6 +42,20 @@ def suite_available(name: str) -> bool:
     return importlib.util.find_spec(f"bench.{name}") is not None
 
 
+def render(results: dict) -> str:
+    """results.md from results.json's dict: the tables, then each suite's own markdown."""
+    import importlib
+    from .report import markdown
+    md = markdown(results)
+    for name, res in results.get("suites", {}).items():
+        if "skipped" in res:
+            md += f"\n\n## {name}\n\nskipped: {res['skipped']}\n"
+            continue
+        mod = importlib.import_module(f"bench.{name}")
+        md += f"\n\n## {name}\n\n" + (f"error: {res['error']}" if "error" in res else mod.markdown(res))
+    return md
+
+
 def _parse(argv):
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=DEFAULT_ONLY, help="workload letters and suite names, e.g. 'a,b,e,cells'")
@@ -96,7 +110,7 @@ def main(argv=None) -> int:
         repeat = args.repeat or 15
 
     from .latency import run_compile_latency, run_schedule_time, run_tracing_overhead
-    from .report import add_ratios, markdown, targets
+    from .report import add_ratios, targets
     from .steady import run_array, run_mlp
     from .peer_worker import PeerWorker
     from .threads import pin_runtime, read_back
@@ -189,13 +203,7 @@ def main(argv=None) -> int:
         results["machine"]["numba_threading_layer"] = numba.threading_layer()
     except Exception:
         pass
-    md = markdown(results)
-    for name, res in results["suites"].items():
-        if "skipped" in res:
-            md += f"\n\n## {name}\n\nskipped: {res['skipped']}\n"
-            continue
-        mod = importlib.import_module(f"bench.{name}")
-        md += f"\n\n## {name}\n\n" + (f"error: {res['error']}" if "error" in res else mod.markdown(res))
+    md = render(results)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1, default=str)

@@ -240,7 +240,7 @@ def test_results_md_says_when_the_spread_is_too_wide():
     t = next(t for t in res["targets"] if t["target"] == ">= 3.0x NumPy eager")
     assert t["state"] == "too wide" and t["spread"] >= timing.SPREAD_LIMIT
     md = report.markdown(res)
-    assert "spread too wide to judge" in md
+    assert "spread too wide to judge (median" in md
     assert "median of the per-round ratios" in md and "2 thread(s)" in md
     json.loads(json.dumps(res))        # results.json is plain JSON
     good = report.markdown(_results([2.5] * 5))
@@ -260,3 +260,10 @@ def test_suite_hooks():
         assert name in run.SUITES and name in run.DEFAULT_ONLY
     assert run.suite_available("attention")
     assert not run.suite_available("no_such_suite_here")
+
+
+def test_render_appends_suites_and_skips():
+    res = _results([2.5] * 5)
+    res["suites"] = {"step": {"skipped": "bench/step.py is not in this checkout"}}
+    md = run.render(res)
+    assert md.startswith(report.markdown(res)) and "## step" in md and "skipped: bench/step.py" in md
