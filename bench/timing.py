@@ -27,6 +27,52 @@ def measure(fn, repeat: int, warmup: int = 1) -> dict:
             "runs": repeat}
 
 
+SPREAD_LIMIT = 0.20   # a ratio whose spread (IQR / median of the rounds) reaches this is not judged
+
+
+def quantile(xs, q: float) -> float:
+    """The ``q`` quantile of ``xs`` with linear interpolation between order statistics."""
+    s = sorted(xs)
+    if not s:
+        raise ValueError("quantile of no values")
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def time_stats(times) -> dict:
+    """Seconds of one implementation over the rounds: median, quartiles, min, max."""
+    return {"median": quantile(times, 0.5), "q1": quantile(times, 0.25), "q3": quantile(times, 0.75),
+            "min": min(times), "max": max(times), "runs": len(times)}
+
+
+def ratio_stats(base_times, times) -> dict | None:
+    """Per-round speedups ``base / this`` (round r of one against round r of the other, so that
+    drift during the run hits both alike): their median, quartiles, min, max and the spread,
+    (q3 - q1) / median. None when either has no times or a round took no time."""
+    if not base_times or not times or len(base_times) != len(times) or min(times) <= 0:
+        return None
+    r = [b / t for b, t in zip(base_times, times)]
+    med = quantile(r, 0.5)
+    q1, q3 = quantile(r, 0.25), quantile(r, 0.75)
+    return {"median": med, "q1": q1, "q3": q3, "min": min(r), "max": max(r),
+            "spread": (q3 - q1) / med if med > 0 else float("inf"), "rounds": len(r)}
+
+
+def verdict(stats: dict | None, need: float, spread_limit: float = SPREAD_LIMIT) -> dict:
+    """Judge a target ``ratio >= need`` on the median of the per-round ratios.
+
+    state: "met", "short" (median below the target), "too wide" (the spread reaches
+    ``spread_limit``: the rounds disagree too much to say either) or "not measured"."""
+    if stats is None:
+        return {"met": None, "state": "not measured", "spread": None}
+    met = stats["median"] >= need
+    wide = not stats["spread"] < spread_limit
+    return {"met": met, "state": "too wide" if wide else "met" if met else "short",
+            "spread": stats["spread"]}
+
+
 def timed(fn):
     """(result, seconds) of one call."""
     t0 = time.perf_counter()

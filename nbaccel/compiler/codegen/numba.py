@@ -16,6 +16,14 @@ order:
   other kept axes × blocks of the last axis; accumulators are arrays over the block, so the
   innermost loop still walks the contiguous axis.
 
+Reduction passes (``reduction_passes``): one pass per distinct reduction (equal reductions
+share an accumulator); float max/min through ``llvm.maximum``/``llvm.minimum``
+(``numba_reduce.py``: they vectorise and propagate NaN); float32 sums as float32 partials of a
+chunk added to a float64 total; in a column block, two pairs run as one pass over memory:
+max(X) with sum(exp(X - max)) (an online softmax) and sum(X) with sum((X - M)^2) (shifted
+moments for var/std), and values invariant along the reduced rows are hoisted into per-column
+arrays.
+
 Per-element expressions come from :data:`SCALAR` (``numba_syntax.py``), this renderer's own table; ``fexp``/
 ``ftanh``/... are the vectorisable float32 helpers of ``fastmath.py`` (llvmlite has no SVML),
 pasted in as straight-line statements by ``fastmath_text.py`` (numba's own inlining of them
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 from ..loops import Expr, Kernel
 from . import fastmath_text
+from .numba_passes import _VECTOR_MAX, SUM_CHUNK, SUM_CHUNK_ROWS, ReductionPasses  # noqa: F401
 from .numba_syntax import (COMPLEX_SCALAR, SCALAR, _CAST_INPUTS, _COMPARISONS, _COMPLEX_UNSUPPORTED,  # noqa: F401
                            _DTYPES, _NUMPY_ONLY, _float_lit, _int_limit, _np_type, _operand_dtype,
                            _small_power, _weak_dtype)
@@ -41,6 +50,7 @@ import math
 import numpy as np
 from numba import njit
 from nbaccel.compiler.codegen.fastmath import SAFE_FASTMATH, fexp, flog, ftanh, fsigmoid, ferf, flog1p, fexpm1
+from nbaccel.compiler.codegen.numba_reduce import fmaximum, fminimum
 """
 
 
@@ -95,7 +105,9 @@ def _leaves_in_order(e, seen=None):
     return out
 
 
-class _Renderer:
+class _Renderer(ReductionPasses):
+    BLOCK = BLOCK   # the column block width, for the reduction passes (numba_passes.py)
+
     def __init__(self, k: Kernel, parallel: bool):
         self.k = k
         self.parallel = parallel
@@ -103,6 +115,7 @@ class _Renderer:
         self.nd = len(k.domain)
         self.lines: list[str] = []
         self.stashed: dict = {}
+        self.recip: dict = {}             # divisor key -> its hoisted reciprocal (column blocks)
         self.p_index = self.nd
         self.params: list[int] = list(k.domain)   # the P vector, in declaration order
         self.pasted = 0                   # fastmath helper calls pasted in as text
@@ -191,6 +204,11 @@ class _Renderer:
             self.lines.append(f"{pad}{name} = {_np_type(e.dtype)}({prod})" if e.dtype.kind in "iuf"
                               and e.dtype.name != "float64" else f"{pad}{name} = {prod}")
             code = name
+        elif e.op.name == "divide" and e.args[1].key() in self.recip:
+            num = self.expr(e.args[0], var, memo, pad, accs)
+            name = f"e{len(memo)}"
+            self.lines.append(f"{pad}{name} = {_np_type(e.dtype)}({num} * {self.recip[e.args[1].key()]})")
+            code = name
         else:
             args = []
             for a in e.args:
@@ -275,6 +293,10 @@ class _Renderer:
         if kind in ("argmax", "argmin"):
             return self.arg_pass(r, var, pad, accs, block)
         floaty = r.dtype.kind == "f"
+        if kind in ("amax", "amin") and r.dtype.name in _VECTOR_MAX:
+            return self.float_max_pass(r, var, pad, accs, block)
+        if kind == "sum" and r.dtype.name == "float32" and self.k.axes:
+            return self.sum_pass(r, var, pad, accs, block)
         if kind in ("amax", "amin"):
             big = float("inf") if floaty else _int_limit(r.dtype, kind == "amin")
             init = ("-" if kind == "amax" and floaty else "") + self.const(big, r.dtype)
@@ -326,14 +348,24 @@ class _Renderer:
         else:
             self.lines.append(f"{pad}{name} = {init}")
 
-    def open_pass(self, exprs, var, pad, accs, block):
+    def open_pass(self, exprs, var, pad, accs, block, chunk=None):
         """Start one pass over the reduction ranges: values that do not vary along them are
         emitted first, then the loops open (the column block innermost). Returns the body's
-        indentation and the memo the body continues with."""
+        indentation and the memo the body continues with.
+
+        ``chunk`` (a name): the innermost reduction loop is split into chunks, and a line
+        ``{chunk}_pad`` indentation is remembered in ``self.chunk_pad`` for the caller to
+        close each chunk with (float32 partial sums, see ``sum_pass``)."""
         memo = dict(self.stashed)
         if not block:
             self.hoist(exprs, var, memo, pad, accs)
-        inner = self.loops(self.k.axes, var, pad)
+        else:
+            self.hoist_block(exprs, var, memo, pad, accs)
+        if chunk is None:
+            inner = self.loops(self.k.axes, var, pad)
+        else:
+            inner = self.loops(self.k.axes[:-1], var, pad)
+            inner = self.chunked_loop(self.k.axes[-1], var, inner, chunk, block)
         if block:
             self.lines.append(f"{inner}for jj in range(jn):")
             inner += "    "
@@ -438,8 +470,7 @@ class _Renderer:
             for a in outer:
                 var[a] = f"i{a}"
             total = " * ".join(f"n{a}" for a in outer) or "1"
-        for r in k.reductions:
-            self.reduction_pass(r, dict(var), pad, accs, block)
+        self.reduction_passes(var, pad, accs, block)
         # one value per kept index: stored reductions and per-outer stores
         if stored_reds or per_outer:
             inner = pad

@@ -1,0 +1,269 @@
+"""The benchmark harness's logic: ratio and spread math, verdicts, round interleaving, the peer
+worker's protocol and the shape of results.json / results.md. No wall-clock assertions: every
+time here is either made up or only checked to be a positive number."""
+import io
+import json
+
+import numpy as np
+import pytest
+
+from bench import report, rounds, run, threads, timing
+from bench.peer_worker import PeerWorker, serve
+
+
+# -- ratio and spread math -------------------------------------------------------------------------
+def test_quantile_interpolates_between_order_statistics():
+    assert timing.quantile([3, 1, 2], 0.5) == 2
+    assert timing.quantile([1, 2, 3, 4], 0.5) == 2.5
+    assert timing.quantile([1, 2, 3, 4, 5], 0.25) == 2
+    assert timing.quantile([10], 0.75) == 10
+    with pytest.raises(ValueError):
+        timing.quantile([], 0.5)
+
+
+def test_ratio_stats_pairs_rounds_not_medians():
+    # drift: both slow down 10x in the last rounds; the per-round ratio stays exactly 2
+    base = [2.0, 2.0, 20.0, 20.0, 20.0]
+    fast = [1.0, 1.0, 10.0, 10.0, 10.0]
+    st = timing.ratio_stats(base, fast)
+    assert st["median"] == 2.0 and st["min"] == st["max"] == 2.0
+    assert st["spread"] == 0.0 and st["rounds"] == 5
+    # the ratio of the medians says 10 / 1 = 10 here; round by round the two were mostly even
+    st = timing.ratio_stats([1, 1, 10, 10, 10], [1, 1, 1, 10, 10])
+    assert st["median"] == 1 and st["min"] == 1 and st["max"] == 10
+
+
+def test_ratio_stats_spread_is_iqr_over_median():
+    st = timing.ratio_stats([1, 2, 3, 4, 5], [1, 1, 1, 1, 1])
+    assert (st["q1"], st["median"], st["q3"]) == (2, 3, 4)
+    assert st["spread"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("base,other", [([], [1.0]), ([1.0], []), ([1.0, 2.0], [1.0]), ([1.0], [0.0])])
+def test_ratio_stats_none_without_usable_rounds(base, other):
+    assert timing.ratio_stats(base, other) is None
+
+
+def test_time_stats():
+    st = timing.time_stats([0.3, 0.1, 0.2, 0.4, 0.5])
+    assert (st["min"], st["median"], st["max"], st["runs"]) == (0.1, 0.3, 0.5, 5)
+    assert st["q1"] == pytest.approx(0.2) and st["q3"] == pytest.approx(0.4)
+
+
+# -- verdicts --------------------------------------------------------------------------------------
+def _st(median, spread):
+    return {"median": median, "spread": spread}
+
+
+@pytest.mark.parametrize("st,need,state,met", [
+    (_st(3.5, 0.05), 3.0, "met", True),
+    (_st(2.5, 0.05), 3.0, "short", False),
+    (_st(3.0, 0.0), 3.0, "met", True),              # the target is "at least"
+    (_st(3.5, 0.20), 3.0, "too wide", True),        # the limit itself is too wide
+    (_st(2.0, 0.50), 3.0, "too wide", False),       # a wide short one is not judged either
+    (None, 3.0, "not measured", None),
+])
+def test_verdict_uses_the_median_and_refuses_a_wide_spread(st, need, state, met):
+    v = timing.verdict(st, need)
+    assert v["state"] == state and v["met"] is met
+
+
+# -- rounds -------------------------------------------------------------------------------------------
+class FakeTimer:
+    def __init__(self, name, log, seconds=1.0):
+        self.name, self.log, self.seconds = name, log, seconds
+
+    def __call__(self, keep_last):
+        self.log.append(self.name)
+        return self.seconds
+
+
+def test_rounds_interleave_and_rotate():
+    log = []
+    timers = {n: FakeTimer(n, log) for n in "abc"}
+    times = rounds.run_rounds(timers, rounds=3, keep_last=False, warmup=1)
+    assert log == list("abc" "bca" "cab" "abc")      # warm-up round first, then rotating starts
+    assert all(times[n] == [1.0, 1.0, 1.0] for n in "abc")
+
+
+def test_local_timer_keeps_the_previous_output_alive_only_in_fresh_mode():
+    seen = []
+    state = {"n": 0}
+
+    def fn():
+        state["n"] += 1
+        seen.append(t.last)      # what the timer holds while the call runs
+        return np.full(4, state["n"])
+    t = rounds.Local(fn)
+    assert t(keep_last=True) >= 0 and t(keep_last=True) >= 0
+    assert seen[0] is None and seen[1][0] == 1       # output 1 alive during call 2
+    t(keep_last=False)
+    assert seen[2] is None and t.last is None        # dropped before and after the call
+    assert rounds.KEEP_LAST == {"fresh": True, "reused": False}
+
+
+def test_run_modes_switches_every_worker_and_goes_back_to_fresh():
+    class W:
+        def __init__(self):
+            self.modes = []
+
+        def set_alloc_mode(self, m):
+            self.modes.append(m)
+            return True
+    w = W()
+    res = rounds.run_modes({"a": FakeTimer("a", [])}, 2, workers=[w])
+    assert list(res["times"]) == ["fresh", "reused"] and res["times"]["reused"]["a"] == [1.0, 1.0]
+    assert w.modes == ["fresh", "reused", "fresh"]
+
+
+def test_alloc_modes():
+    with pytest.raises(ValueError):
+        threads.set_alloc_mode("warm")
+    for m in ("reused", "fresh"):
+        assert threads.set_alloc_mode(m) in (True, False)
+
+
+def test_pin_env_sets_every_library_variable():
+    env = {}
+    threads.pin_env(3, env)
+    assert {env[k] for k in threads.THREAD_ENV} == {"3"}
+    assert "NUMBA_NUM_THREADS" in env and "OPENBLAS_NUM_THREADS" in env and "OMP_NUM_THREADS" in env
+
+
+# -- the worker protocol ----------------------------------------------------------------------------
+def _serve(*requests, monkeypatch):
+    monkeypatch.setenv("NBACCEL_BENCH_NO_TORCH", "1")
+    out = io.StringIO()
+    serve(io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), out, None)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_worker_protocol_in_process(monkeypatch):
+    cfg = {"rows": 8, "cols": 4}
+    replies = _serve({"op": "prepare", "impl": "numpy eager", "workload": "selftest", "config": cfg},
+                     {"op": "call", "impl": "numpy eager", "keep_last": True},
+                     {"op": "alloc", "mode": "reused"},
+                     {"op": "call", "impl": "numpy eager", "keep_last": False},
+                     {"op": "alloc", "mode": "fresh"},
+                     {"op": "prepare", "impl": "jax", "workload": "selftest", "config": cfg},
+                     {"op": "prepare", "impl": "numpy eager", "workload": "zz", "config": cfg},
+                     {"op": "call", "impl": "never prepared"},
+                     {"op": "frobnicate"},
+                     {"op": "quit"},
+                     {"op": "call", "impl": "numpy eager"},      # after quit: never answered
+                     monkeypatch=monkeypatch)
+    hello, prep, c1, a1, c2, a2, bad_impl, bad_wl, bad_call, bad_op, bye = replies
+    assert hello["ready"] and hello["torch"] is None and "env" in hello["threads"]
+    assert prep == {"ok": True, "info": {}}
+    assert c1["seconds"] > 0 and c2["seconds"] > 0
+    assert a1["ok"] in (True, False) and "ok" in a2
+    for r in (bad_impl, bad_wl, bad_call, bad_op):
+        assert r["ok"] is False and r["failed"] and r["status"].startswith("error")
+    assert "jax" in bad_impl["status"]
+    assert bye == {"ok": True}
+
+
+def test_worker_reports_a_wrong_result(monkeypatch):
+    from bench import workloads
+    wl = workloads.SELFTEST
+    monkeypatch.setattr(wl, "numpy_fn", lambda x: x + 1)
+    calls = {"n": 0}
+
+    def sometimes_wrong(x):
+        calls["n"] += 1
+        return x + (1 if calls["n"] > 1 else 2)     # the reference call is right, the checked one not
+    monkeypatch.setattr(wl, "numpy_fn", sometimes_wrong)
+    (_, prep, _) = _serve({"op": "prepare", "impl": "numpy eager", "workload": "selftest",
+                           "config": {"rows": 4, "cols": 4}}, {"op": "quit"}, monkeypatch=monkeypatch)
+    assert prep["ok"] is False and prep["status"].startswith("WRONG RESULT")
+
+
+def test_worker_process_round_trip():
+    """A real worker process: thread counts pinned in its environment, rounds driven over the pipe."""
+    with PeerWorker(1, torch=False) as w:
+        assert w.hello["ready"] and w.hello["threads"]["env"]["NUMBA_NUM_THREADS"] == "1"
+        assert w.hello["pid"] != __import__("os").getpid()
+        assert w.prepare("numpy eager", "selftest", {"rows": 16, "cols": 16}) == {"ok": True, "info": {}}
+        timers = {"remote": w.remote("numpy eager"), "local": rounds.Local(lambda: np.ones(3))}
+        res = rounds.run_modes(timers, 2, workers=[w])
+        assert all(len(res["times"][m]["remote"]) == 2 and min(res["times"][m]["remote"]) > 0
+                   for m in ("fresh", "reused"))
+        assert w.prepare("torch eager", "selftest", {"rows": 4, "cols": 4})["ok"] is False
+        w.release()
+    assert w.proc.poll() is not None
+
+
+# -- results.json / results.md ----------------------------------------------------------------------
+def _variant(times_fresh, times_reused=None, **extra):
+    modes = {"fresh": dict(timing.time_stats(times_fresh), times=times_fresh),
+             "reused": dict(timing.time_stats(times_reused or times_fresh), times=times_reused or times_fresh)}
+    return dict({"modes": modes, "median": modes["fresh"]["median"], "min": min(times_fresh),
+                 "max": max(times_fresh), "runs": len(times_fresh)}, **extra)
+
+
+def _results(judged_times):
+    variants = {"numpy eager": _variant([10.0] * 5),
+                "nbaccel eager": _variant([9.0] * 5),
+                "nbaccel numba tier": _variant(judged_times, [2.0] * 5, kernels=1, first_call=0.5),
+                "torch eager": {"status": "not installed"},
+                "torch.compile": _variant([5.0] * 5)}
+    report.add_ratios(variants)
+    res = {"machine": {"cpu": "test", "cores": 2, "numpy": "x", "numba": "y", "torch": "z", "env": {},
+                       "threads": {"numba": 2, "torch": 2, "blas": 2}, "peer_worker_pid": 1},
+           "config": {"rounds": 5, "threads": 2, "shape_note": "test"},
+           "workloads": {"b": {"title": "row softmax", "variants": variants, "max_kernels": 1}},
+           "suites": {}, "failures": []}
+    res["targets"] = report.targets(res)
+    return res
+
+
+def test_ratios_per_mode_and_the_judged_mode():
+    res = _results([2.5] * 5)
+    v = res["workloads"]["b"]["variants"]["nbaccel numba tier"]
+    assert v["ratios"]["fresh"]["vs_numpy"]["median"] == 4.0
+    assert v["ratios"]["reused"]["vs_numpy"]["median"] == 5.0
+    assert v["vs_numpy"] == 4.0 and v["vs_torch_compile"] == 2.0 and v["vs_torch_eager"] is None
+    assert res["workloads"]["b"]["variants"]["torch eager"] == {"status": "not installed"}
+
+
+def test_targets_judge_the_median_ratio():
+    ts = _results([2.5] * 5)["targets"]
+    by = {t["target"]: t for t in ts}
+    assert by[">= 3.0x NumPy eager"]["state"] == "met" and by[">= 3.0x NumPy eager"]["measured"] == 4.0
+    assert by[">= 1.2x torch.compile"]["met"] is True
+    assert by[">= 3.0x NumPy eager"]["other_modes"] == {"reused": 5.0}
+    assert by["<= 1 kernel"]["met"] is True
+
+
+def test_results_md_says_when_the_spread_is_too_wide():
+    res = _results([1.0, 2.0, 5.0, 9.0, 10.0])
+    t = next(t for t in res["targets"] if t["target"] == ">= 3.0x NumPy eager")
+    assert t["state"] == "too wide" and t["spread"] >= timing.SPREAD_LIMIT
+    md = report.markdown(res)
+    assert "spread too wide to judge (median" in md
+    assert "median of the per-round ratios" in md and "2 thread(s)" in md
+    json.loads(json.dumps(res))        # results.json is plain JSON
+    good = report.markdown(_results([2.5] * 5))
+    assert "spread too wide" not in good.split("### Steady")[0].split("### Targets")[1]
+    assert "**yes**" in good
+
+
+def test_steady_table_has_both_modes_and_spread():
+    md = report.steady_table(_results([2.5] * 5))
+    assert "reused outputs: median ms" in md
+    assert "4.00x (0%)" in md           # vs NumPy, with its spread
+    assert "not installed" in md
+
+
+def test_suite_hooks():
+    for name in ("step", "small_cells", "export", "func", "gpu_check", "attention", "cells"):
+        assert name in run.SUITES and name in run.DEFAULT_ONLY
+    assert run.suite_available("attention")
+    assert not run.suite_available("no_such_suite_here")
+
+
+def test_render_appends_suites_and_skips():
+    res = _results([2.5] * 5)
+    res["suites"] = {"step": {"skipped": "bench/step.py is not in this checkout"}}
+    md = run.render(res)
+    assert md.startswith(report.markdown(res)) and "## step" in md and "skipped: bench/step.py" in md
