@@ -92,9 +92,9 @@ def _peer(worker, impl, key, config):
     return worker.remote(impl), r.get("info", {})
 
 
-def _nb_compiled(nb, fn, backend, call, checker):
+def _nb_compiled(nb, fn, backend, call, checker, mode="default"):
     """Compile ``fn`` on ``backend``; time and check the first call; warm it up."""
-    cf = nb.compile(fn, backend=backend)
+    cf = nb.compile(fn, backend=backend, mode=mode)
     out, first = timed(lambda: call(cf))
     info = _compile_info(cf)
     checker(f"nbaccel {backend} tier", out)
@@ -186,8 +186,10 @@ def run_mlp(rounds, worker=None, settle=0.0, **sizes) -> dict:
 
     def nb_tier(backend):
         step, params = mlp.nbaccel_model()
+        # reduce-overhead: the step replays its compiled program (compiler/train_step.py)
         fn, info = _nb_compiled(nb, step, backend, lambda cf: cf(xt, yt),
-                                lambda name, loss: check_step(name, loss, params, ref))
+                                lambda name, loss: check_step(name, loss, params, ref),
+                                mode="reduce-overhead")
         check_mlp_later(f"nbaccel {backend} tier", params, ref, 1 + COMPILED_WARMUP)
         return Local(fn), info
     for backend in ("numpy", "numba"):
