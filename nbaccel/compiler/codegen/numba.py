@@ -495,31 +495,8 @@ class _Renderer(ReductionPasses):
         """Emit, before the loops over the reduction ranges, every largest sub-expression that
         does not vary along them (a row's mean, its 1/sqrt(var + eps)): computed once per kept
         index instead of once per element (LLVM does not hoist a sqrt or a division)."""
-        axes = self.k.axes
-        seen = {}
-
-        def invariant(e):
-            if id(e) not in seen:
-                if e.kind == "load":
-                    seen[id(e)] = all(e.layout.strides[a] == 0 for a in axes)
-                elif e.kind == "acc":
-                    seen[id(e)] = id(e.red) in accs
-                elif e.kind == "const":
-                    seen[id(e)] = True
-                else:
-                    seen[id(e)] = all(invariant(a) for a in e.args)
-            return seen[id(e)]
-
-        def walk(e):
-            if e.kind != "op" or e.key() in memo:
-                return
-            if invariant(e) and any(a.kind != "const" for a in e.args):
-                self.expr(e, var, memo, pad, accs)
-                return
-            for a in e.args:
-                walk(a)
-        for e in exprs:
-            walk(e)
+        for e in self.invariants(exprs, memo, accs):    # numba_passes.py
+            self.expr(e, var, memo, pad, accs)
 
     def final_pass(self, elems, var, pad, accs, memo=None):
         memo = dict(self.stashed) if memo is None else memo

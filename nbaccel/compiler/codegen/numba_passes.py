@@ -253,20 +253,8 @@ class ReductionPasses:
     def invariants(self, exprs, memo, accs):
         """The largest sub-expressions of ``exprs`` that do not vary along the reduction
         ranges (and are not constants or plain loads), in first-use order."""
-        axes = self.k.axes
-        seen, out, taken = {}, [], set()
-
-        def invariant(e):
-            if id(e) not in seen:
-                if e.kind == "load":
-                    seen[id(e)] = all(e.layout.strides[a] == 0 for a in axes)
-                elif e.kind == "acc":
-                    seen[id(e)] = id(e.red) in accs
-                elif e.kind == "const":
-                    seen[id(e)] = True
-                else:
-                    seen[id(e)] = all(invariant(a) for a in e.args)
-            return seen[id(e)]
+        invariant = invariant_along(self.k.axes, accs)
+        out, taken = [], set()
 
         def walk(e):
             if e.kind != "op" or e.key() in memo or e.key() in taken:
@@ -280,6 +268,26 @@ class ReductionPasses:
         for e in exprs:
             walk(e)
         return out
+
+
+def invariant_along(axes, accs):
+    """A memoised test: does an expression not vary along ``axes``? Loads with stride 0 on
+    them, constants, and accumulators of the reductions in ``accs`` (already finished) do not;
+    an op does not when none of its arguments does."""
+    seen = {}
+
+    def invariant(e):
+        if id(e) not in seen:
+            if e.kind == "load":
+                seen[id(e)] = all(e.layout.strides[a] == 0 for a in axes)
+            elif e.kind == "acc":
+                seen[id(e)] = id(e.red) in accs
+            elif e.kind == "const":
+                seen[id(e)] = True
+            else:
+                seen[id(e)] = all(invariant(a) for a in e.args)
+        return seen[id(e)]
+    return invariant
 
 
 def _subexprs(e, seen=None):
