@@ -305,6 +305,21 @@ class Kernel:
     def kept_axes(self):
         return tuple(a for a in range(len(self.domain)) if a not in self.axes)
 
+    def ops(self):
+        """Every distinct op expression of the kernel's reductions and stores (what a renderer
+        checks it can express before it writes anything)."""
+        seen, out = set(), []
+        stack = [r.src for r in self.reductions] + [st.expr for st in self.stores]
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if e.kind == "op":
+                out.append(e)
+            stack.extend(e.args)
+        return out
+
     def ranges_text(self):
         kept = [str(self.domain[a]) for a in self.kept_axes()]
         red = [str(self.domain[a]) for a in self.axes]

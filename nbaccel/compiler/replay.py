@@ -86,18 +86,30 @@ def record(session, leaves_by_id, out, numpy_out, key):
     out_index = {id(n): i for i, n in enumerate(graph.outputs)}
     outs = []
 
+    def tensor_leaf(o):
+        n = o._node
+        if n is None or n.graph is not graph:
+            raise LookupError
+        if n.is_placeholder:
+            if id(graph.sources[n.index]) not in leaves_by_id:
+                raise LookupError
+            return ("arg", n.index, (n.dtype, o.device))
+        return ("out", out_index[id(n)], (n.dtype, o.device))
+    tree = output_tree(out, tensor_leaf, outs)
+    if tree is None:
+        return None
+    return Replay(key, prog, consts, plan, outs, tree, numpy_out)
+
+
+def output_tree(out, tensor_leaf, outs):
+    """How to rebuild a call's returned structure from a replay's results, or None when it
+    cannot be rebuilt. Tuples, lists and dicts are walked; each tensor leaf appends
+    ``tensor_leaf(t)`` to ``outs`` (it raises LookupError for a tensor the replay cannot give
+    back) and each plain Python value appends ``("value", v, None)``. The result is a function
+    of an iterator over the leaves' values, in ``outs`` order."""
     def walk(o):
         if isinstance(o, Tensor):
-            n = o._node
-            if n is None or n.graph is not graph:
-                raise LookupError
-            if n.is_placeholder:
-                src = graph.sources[n.index]
-                if id(src) not in leaves_by_id:
-                    raise LookupError
-                outs.append(("arg", n.index, (n.dtype, o.device)))
-            else:
-                outs.append(("out", out_index[id(n)], (n.dtype, o.device)))
+            outs.append(tensor_leaf(o))
             return lambda it: next(it)
         if isinstance(o, tuple) and not hasattr(o, "_fields"):
             subs = [walk(v) for v in o]
@@ -113,7 +125,6 @@ def record(session, leaves_by_id, out, numpy_out, key):
             return lambda it: next(it)
         raise LookupError
     try:
-        tree = walk(out)
+        return walk(out)
     except LookupError:
         return None
-    return Replay(key, prog, consts, plan, outs, tree, numpy_out)

@@ -39,6 +39,7 @@ from .. import autograd
 from ..nn import Module
 from ..optim import BRANCH_KEYS, HYPER, LIFTED_KEYS, Optimizer
 from ..tensor import Tensor
+from .replay import output_tree
 
 _DEPTH = 3          # how deep plain functions named by the step are searched for modules
 
@@ -309,34 +310,17 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
     drop = [p for p in snap.params if id(p) in granted and id(p) not in read]
     outs = []
 
-    def walk(o):
-        if isinstance(o, Tensor):
-            n = o._node
-            if n is None or n.graph is not graph:
-                raise LookupError
-            if n.is_placeholder:
-                outs.append(("tensor", plan[n.index], None))
-            elif id(n) in written and not o.requires_grad:
-                outs.append(("tensor", written[id(n)], None))   # x += 1 returns x itself
-            else:
-                outs.append(("out", output(n), (n.dtype, o.device, o._np)))
-            return lambda it: next(it)
-        if isinstance(o, tuple) and not hasattr(o, "_fields"):
-            subs = [walk(v) for v in o]
-            return lambda it: tuple(s(it) for s in subs)
-        if isinstance(o, list):
-            subs = [walk(v) for v in o]
-            return lambda it: [s(it) for s in subs]
-        if isinstance(o, dict):
-            subs = {k: walk(v) for k, v in o.items()}
-            return lambda it: {k: s(it) for k, s in subs.items()}
-        if o is None or isinstance(o, (bool, int, float, str)):
-            outs.append(("value", o, None))
-            return lambda it: next(it)
-        raise LookupError
-    try:
-        tree = walk(out)
-    except LookupError:
+    def tensor_leaf(o):
+        n = o._node
+        if n is None or n.graph is not graph:
+            raise LookupError
+        if n.is_placeholder:
+            return ("tensor", plan[n.index], None)
+        if id(n) in written and not o.requires_grad:
+            return ("tensor", written[id(n)], None)     # x += 1 returns x itself
+        return ("out", output(n), (n.dtype, o.device, o._np))
+    tree = output_tree(out, tensor_leaf, outs)
+    if tree is None:
         return None
     try:
         prog2, consts2 = _program(cf, graph, needed)

@@ -59,7 +59,7 @@ def unsupported_reason(k: Kernel):
     for b in k.inputs + k.outputs:
         if b.dtype.name not in _DTYPES:
             return f"numba has no {b.dtype.name}"
-    for e in _all_ops(k):
+    for e in k.ops():
         if e.dtype.name not in _DTYPES:
             return f"numba has no {e.dtype.name}"
         name = e.op.name
@@ -76,20 +76,6 @@ def unsupported_reason(k: Kernel):
         if (r.dtype.kind == "c" or r.src.dtype.kind == "c") and r.op in ("amax", "amin", "argmax", "argmin"):
             return "numba has no complex max/min"
     return None
-
-
-def _all_ops(k):
-    seen, out = set(), []
-    stack = [r.src for r in k.reductions] + [st.expr for st in k.stores]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if e.kind == "op":
-            out.append(e)
-        stack.extend(e.args)
-    return out
 
 
 def _leaves_in_order(e, seen=None):

@@ -49,7 +49,7 @@ def unsupported_reason(k: Kernel, interpret: bool) -> str | None:
     for b in k.inputs + k.outputs:
         if b.dtype.name not in S.DTYPES:
             return f"triton has no {b.dtype.name}"
-    for e in _all_ops(k):
+    for e in k.ops():
         name = e.op.name
         for d in [e.dtype] + [a.dtype for a in e.args if a.dtype is not None]:
             if d.name not in S.DTYPES:
@@ -88,20 +88,6 @@ def _table(dt):
     else:
         t.update(S.BOOL)
     return t
-
-
-def _all_ops(k):
-    seen, out = set(), []
-    stack = [r.src for r in k.reductions] + [st.expr for st in k.stores]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if e.kind == "op":
-            out.append(e)
-        stack.extend(e.args)
-    return out
 
 
 def _small_power(e):
