@@ -25,6 +25,8 @@ import time
 
 import numpy as np
 
+from .runtime import KernelFreeProgram
+
 # NumPy's cost, measured on the dev box (NumPy 2.4, AVX2): ~0.5 us per call, and per byte of
 # the larger of an op's output and inputs ~0.03 ns (float32 add: 0.1 ns an element, float64
 # 0.25); transcendental functions ~4x that; a matmul by its multiply-adds
@@ -142,7 +144,7 @@ def report_path(events):
     return "compiled", whys[0] if whys else None
 
 
-class CheapProgram:
+class CheapProgram(KernelFreeProgram):
     """One captured graph as a single generated NumPy function (the cheap graph path). Same
     interface as :class:`~nbaccel.compiler.runtime.Program`."""
 
@@ -172,20 +174,8 @@ class CheapProgram:
     def code(self):
         return f"# {self.why}\n{self.source}"
 
-    def wait(self, timeout=None):
-        pass
-
     def tier(self):
         return "cheap"
-
-    def pending(self):
-        return False
-
-    def jit_total(self):
-        return 0.0
-
-    def cache_state(self):
-        return None
 
 
 def _render(graph):

@@ -252,7 +252,24 @@ class Program:
         return "\n\n".join(parts)
 
 
-class EagerProgram:
+class KernelFreeProgram:
+    """A program that compiles no kernels (the eager fallback, the cheap path): nothing to wait
+    for, no JIT time, no disk cache."""
+
+    def wait(self, timeout=None):
+        pass
+
+    def pending(self):
+        return False
+
+    def jit_total(self):
+        return 0.0
+
+    def cache_state(self):
+        return None
+
+
+class EagerProgram(KernelFreeProgram):
     """What runs a graph when compiling it failed: the reference interpreter, op by op. The
     report shows "compiler error → ran eagerly" with the exception (an internal error never
     reaches the user; ``nb.config["raise_compiler_errors"]`` raises it instead)."""
@@ -279,20 +296,8 @@ class EagerProgram:
     def code(self):
         return f"# compiler error → ran eagerly\n# {self.error}\n"
 
-    def wait(self, timeout=None):
-        pass
-
     def tier(self):
         return "eager"
-
-    def pending(self):
-        return False
-
-    def jit_total(self):
-        return 0.0
-
-    def cache_state(self):
-        return None
 
 
 def interpret(graph, arrays, timer=None):
