@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+DEVICES = ("auto", "cpu", "cuda")
+REPORTS = ("auto", "widget", "text", "none")
 _CHOICES: dict[str, tuple] = {}
 _FLAGS = ("--dynamic", "--static", "--fullgraph", "--explain", "-o/--output NAME")
 

@@ -1,0 +1,160 @@
+"""The ``%nbaccel`` line magic's commands (status, report, explain, config, cache, reset), as a
+mixin of :class:`~nbaccel.magics.extension.NbaccelMagics`, which owns the magic itself and the
+state the commands read (its compiled cells, their reports, its config)."""
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+
+from . import options
+from ..compiler import api as capi
+
+MODES = capi.MODES
+BACKENDS = capi.BACKENDS
+
+
+class NbaccelCommands:
+    """``%nbaccel status | report [N] | explain | config | cache | reset``."""
+
+    def _cells(self):
+        rows = {}
+        for e in self.entries.values():
+            if not e.reports:
+                continue
+            r = e.reports[-1]
+            st = e.cf.stats
+            rows[e.key] = {"name": r.name, "calls": st.get("calls", 0), "compiles": st.get("compiles", 0),
+                           "recompiles": st.get("recompiles", 0), "cache_hits": st.get("cache_hits", 0),
+                           "eager_seconds": r.eager_seconds, "compiled_seconds": r.compiled_seconds,
+                           "compile_seconds": sum(x.compile_seconds for x in e.reports), "tier": r.tier,
+                           "speedup": r.speedup}
+        return list(rows.values())
+
+    def status_info(self):
+        """The data `%nbaccel status` shows (a dict; also handy in tests)."""
+        from ..compiler import cache
+        import importlib.util
+        backends = ["numpy", "eager"] + (["numba"] if importlib.util.find_spec("numba") else [])
+        devices = ["cpu"]
+        try:
+            from ..devices import cuda_available
+            if cuda_available():
+                devices.append("cuda")
+        except Exception:  # pragma: no cover - a broken CuPy must not break status
+            pass
+        try:                 # available / interpreter only / missing, with the reason
+            from ..compiler.triton_status import triton_status
+            import nbaccel_ext
+            state, reason = triton_status()
+            if state == "available":
+                backends.append("triton")
+            elif not nbaccel_ext.stable_output():      # machine-specific: not in saved notebooks
+                backends.append(f"triton ({state}: {reason})")
+        except Exception:  # pragma: no cover - status must not fail
+            pass
+        try:
+            size = cache.size_bytes()
+        except OSError:
+            size = None
+        cache_dir = cache.root_dir()
+        try:
+            cache.numba_dir(for_write=False)      # runs the trust check if nothing has yet
+        except Exception:   # pragma: no cover - status must not fail
+            pass
+        problem = cache.problem()
+        import nbaccel_ext
+        if nbaccel_ext.stable_output():     # saved notebooks carry no machine-specific paths
+            cache_dir, size = "$NBACCEL_CACHE_DIR", None
+        if problem:      # the dashboard shows the directory line: say there that it is not used
+            cache_dir = f"{cache_dir} — {problem}"
+        return {"cells": self._cells(), "backends": backends, "devices": devices,
+                "cache_dir": cache_dir, "cache_bytes": size, "cache_problem": problem}
+
+    def _status(self, rest):
+        import nbaccel_ext
+        info = self.status_info()
+        cells = info.pop("cells")
+        info.pop("cache_problem")
+        if _in_notebook(self.shell):
+            nbaccel_ext.display_dashboard(cells, **info)
+        else:
+            print(nbaccel_ext.render_dashboard_text(dict(info, cells=cells),
+                                                    stable=nbaccel_ext.stable_output()))
+
+    def _report_cmd(self, rest):
+        if rest:
+            try:
+                n = int(rest[0].strip("[]In"))
+            except ValueError:
+                raise UsageError(f"%nbaccel report: N must be an execution count, got {rest[0]!r}") from None
+            if n not in self.by_count:
+                raise UsageError(f"%nbaccel report: no compiled cell ran as In[{n}]")
+            entry, report = self.by_count[n]
+        elif self.last is None:
+            raise UsageError("%nbaccel report: no %%compile cell has run yet")
+        else:
+            entry, report = self.last
+        import nbaccel_ext
+        d = self._report_dict(report, entry)
+        if _in_notebook(self.shell):
+            nbaccel_ext.display_report(d)
+        else:
+            print(nbaccel_ext.render_text(d, stable=nbaccel_ext.stable_output()))
+
+    def _explain_cmd(self, rest):
+        if self.last is None:
+            raise UsageError("%nbaccel explain: no %%compile cell has run yet")
+        print(self._explain_text(self.last[1]))
+
+    def _config_cmd(self, rest):
+        if not rest:
+            cfg = dict(self.config_, recompile_limit=capi.config["recompile_limit"])
+            print("  ".join(f"{k}={v}" for k, v in cfg.items()))
+            return
+        allowed = {"mode": MODES, "backend": BACKENDS, "device": options.DEVICES, "report": options.REPORTS}
+        for item in rest:
+            key, sep, val = item.partition("=")
+            if not sep:
+                raise UsageError(f"%nbaccel config: expected key=value, got {item!r}")
+            if key == "recompile_limit":
+                if not val.isdigit():
+                    raise UsageError(f"%nbaccel config: recompile_limit must be a whole number >= 0, got {val!r}")
+                capi.config["recompile_limit"] = int(val)
+            elif key in allowed:
+                if val not in allowed[key]:
+                    raise UsageError(f"%nbaccel config: {key} must be one of {', '.join(allowed[key])}, got {val!r}")
+                self.config_[key] = val
+            else:
+                raise UsageError(f"%nbaccel config: unknown key {key!r} (mode, backend, device, "
+                                 "recompile_limit, report)")
+
+    def _cache_cmd(self, rest):
+        """`cache` / `cache info`: location, size, entries, versions; `cache clear [all |
+        current | VERSION]`: remove every version (the default), this one, or a named one."""
+        from . import cache_text
+        from ..compiler import cache
+        if not rest or rest == ["info"]:
+            print(cache_text.render_info(cache.info()))
+            return
+        if rest[0] != "clear" or len(rest) > 2:
+            raise UsageError(f"%nbaccel cache: expected `cache`, `cache info` or `cache clear [all | current | "
+                             f"VERSION]`, got {' '.join(rest)!r}")
+        which = rest[1] if len(rest) == 2 else "all"
+        names = [v["name"] for v in cache.info()["versions"]]
+        if which not in ("all", "current") and which not in names:
+            raise UsageError(f"%nbaccel cache clear: {which!r} is not a cached version; choose all, current"
+                             + (f" or one of {', '.join(names)}" if names else ""))
+        try:
+            removed = cache.clear(None if which == "all" else which)
+        except (cache.cache_fs.Untrusted, OSError) as e:
+            raise UsageError(f"%nbaccel cache clear: not clearing: {e}") from None
+        print(cache_text.render_cleared(which, cache.root_dir(), removed))
+
+    def _reset_cmd(self, rest):
+        capi.reset()
+        self.reset_state()
+        print("nbaccel: forgot every compiled cell and graph (the disk cache stays)")
+
+
+def _in_notebook(shell) -> bool:
+    """A Jupyter kernel (widgets can render) rather than terminal IPython."""
+    return getattr(shell, "kernel", None) is not None
