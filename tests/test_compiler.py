@@ -293,6 +293,15 @@ def test_nan_and_inf_propagate_like_numpy(backend):
     check_against_eager(lambda x: (np.exp(x), x.max(axis=-1), np.tanh(x)), x, backend=backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bool_add_and_multiply_are_logical_inside_a_fused_int_kernel(backend):
+    # NumPy: True + True is True (logical or), so (m + m) * k == k; an int sum would double it
+    m = np.array([[True, False, True], [False, False, True]])
+    k = np.array([-2, 3, 5], np.int64)
+    check_against_eager(lambda m, k: ((m + m) * k, (m * m.T[:1].T) * k, np.max(m) + np.max(m)),
+                        m, k, backend=backend)
+
+
 def test_empty_and_zero_d_inputs():
     check_against_eager(lambda x: (x * 2 + 1).sum(axis=-1), np.zeros((0, 4), np.float32))
     check_against_eager(lambda x: np.exp(x) * 2, np.float32(1.5) * np.ones((), np.float32))

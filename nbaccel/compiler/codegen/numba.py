@@ -216,6 +216,9 @@ class _Renderer(ReductionPasses):
             if e.dtype.kind != "c" and e.args[0].dtype is not None and e.args[0].dtype.kind == "c":
                 return f"{_np_type(e.dtype)}({args[0]}.real)"     # NumPy drops the imaginary part
             return f"{_np_type(e.dtype)}({args[0]})"
+        if e.dtype.kind == "b" and name in ("add", "multiply"):
+            # NumPy's bool + and * are logical or / and; numba's bool + bool is an int (True + True == 2)
+            return f"({args[0]} {'|' if name == 'add' else '&'} {args[1]})"
         if name in _CAST_INPUTS:
             weak = [a.value for a in e.args if a.kind == "const" and a.dtype is None]
             want = (_weak_dtype(e, weak[0]) if weak else _operand_dtype(e)) if name in _COMPARISONS else e.dtype
