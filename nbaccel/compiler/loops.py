@@ -177,6 +177,10 @@ class Expr:
             stack.extend(e.args)
         return out
 
+    def subexprs(self):
+        """Every distinct sub-expression, itself first, in order of first use."""
+        return first_use_order([self])
+
     def map_layouts(self, fn, memo=None):
         """The same expression with every leaf layout replaced by fn(layout) (None: fail)."""
         memo = {} if memo is None else memo
@@ -243,6 +247,20 @@ class Expr:
         return f"{self.op.name}({', '.join(a.text(names) for a in self.args)})"
 
 
+def first_use_order(roots):
+    """The distinct expressions under ``roots``, depth first and left to right (the order a
+    renderer meets them in)."""
+    seen, out, stack = set(), [], list(reversed(roots))
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        out.append(e)
+        stack.extend(reversed(e.args))
+    return out
+
+
 def _index_text(lay: Layout):
     terms = [f"{st}*i{d}" if st != 1 else f"i{d}" for d, st in enumerate(lay.strides) if st]
     if lay.offset or not terms:
@@ -305,20 +323,19 @@ class Kernel:
     def kept_axes(self):
         return tuple(a for a in range(len(self.domain)) if a not in self.axes)
 
+    def roots(self):
+        """The expressions the kernel computes: its reductions' sources, then its stores'."""
+        return [r.src for r in self.reductions] + [st.expr for st in self.stores]
+
     def ops(self):
-        """Every distinct op expression of the kernel's reductions and stores (what a renderer
-        checks it can express before it writes anything)."""
-        seen, out = set(), []
-        stack = [r.src for r in self.reductions] + [st.expr for st in self.stores]
-        while stack:
-            e = stack.pop()
-            if id(e) in seen:
-                continue
-            seen.add(id(e))
-            if e.kind == "op":
-                out.append(e)
-            stack.extend(e.args)
-        return out
+        """Every distinct op expression of the kernel (what a renderer checks it can express
+        before it writes anything)."""
+        return [e for e in first_use_order(self.roots()) if e.kind == "op"]
+
+    def loads(self):
+        """Every distinct load of the kernel, in order of first use (the order in which the
+        renderers declare their index variables)."""
+        return [e for e in first_use_order(self.roots()) if e.kind == "load"]
 
     def ranges_text(self):
         kept = [str(self.domain[a]) for a in self.kept_axes()]

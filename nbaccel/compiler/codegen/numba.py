@@ -78,19 +78,6 @@ def unsupported_reason(k: Kernel):
     return None
 
 
-def _leaves_in_order(e, seen=None):
-    seen = set() if seen is None else seen
-    if id(e) in seen:
-        return []
-    seen.add(id(e))
-    if e.kind in ("load", "acc"):
-        return [e]
-    out = []
-    for a in e.args:
-        out += _leaves_in_order(a, seen)
-    return out
-
-
 class _Renderer(ReductionPasses):
     BLOCK = BLOCK   # the column block width, for the reduction passes (numba_passes.py)
 
@@ -115,12 +102,11 @@ class _Renderer(ReductionPasses):
 
     def _keyed_layouts(self):
         out, seen = [], set()
-        for e in [r.src for r in self.k.reductions] + [st.expr for st in self.k.stores]:
-            for leaf in _leaves_in_order(e):
-                key = ("in", id(leaf.buf), leaf.layout.key())
-                if leaf.kind == "load" and key not in seen:
-                    seen.add(key)
-                    out.append((key, leaf.layout))
+        for leaf in self.k.loads():
+            key = ("in", id(leaf.buf), leaf.layout.key())
+            if key not in seen:
+                seen.add(key)
+                out.append((key, leaf.layout))
         for o in self.k.outputs:
             out.append((("out", id(o)), self.k.output_layout(o)))
         return out
@@ -400,7 +386,7 @@ class _Renderer(ReductionPasses):
         for e in [x.src for x in k.reductions[k.reductions.index(r) + 1:]] + [st.expr]:
             later |= _keys(e)
         best = None
-        for e in _subexprs(r.src):
+        for e in r.src.subexprs():
             if e.kind == "op" and e.dtype is st.node.dtype and e.key() in later and e.key() in memo:
                 if best is None or e.size() > best.size():
                     best = e
@@ -511,19 +497,8 @@ class _Renderer(ReductionPasses):
         return "\n".join(src) + "\n"
 
 
-def _subexprs(e, seen=None):
-    seen = set() if seen is None else seen
-    if id(e) in seen:
-        return []
-    seen.add(id(e))
-    out = [e]
-    for a in e.args:
-        out += _subexprs(a, seen)
-    return out
-
-
 def _keys(e):
-    return {x.key() for x in _subexprs(e)}
+    return {x.key() for x in e.subexprs()}
 
 
 def render_kernel(k: Kernel, name: str, parallel: bool):

@@ -224,7 +224,7 @@ class ReductionPasses:
         sum, a std) becomes a multiplication by that value's reciprocal, computed once per
         column: a vector division per element costs more than the rest of the element's work
         (``arcp``, which the kernels use anyway, permits the rewrite; at most 1 ulp)."""
-        axes = self.k.axes
+        invariant = invariant_along(self.k.axes, accs)
         seen = set()
         stack = list(exprs)
         while stack:
@@ -238,10 +238,7 @@ class ReductionPasses:
             d = e.args[1]
             if d.dtype is None or d.dtype.name != "float32" or d.key() in self.recip:
                 continue
-            ok = all((x.kind == "load" and all(x.layout.strides[a] == 0 for a in axes))
-                     or (x.kind == "acc" and id(x.red) in accs) or x.kind in ("const", "op")
-                     for x in _subexprs(d))
-            if not ok or d.kind == "const" or d.kind == "load":
+            if not invariant(d) or d.kind == "const" or d.kind == "load":
                 continue
             name = f"rc{len(self.consts) + len(self.lines)}"
             self.lines.append(f"{pad}{name} = np.empty({self.BLOCK}, np.float32)")
@@ -290,17 +287,6 @@ def invariant_along(axes, accs):
     return invariant
 
 
-def _subexprs(e, seen=None):
-    seen = set() if seen is None else seen
-    if id(e) in seen:
-        return []
-    seen.add(id(e))
-    out = [e]
-    for a in e.args:
-        out += _subexprs(a, seen)
-    return out
-
-
 def _signature(r):
     """Reductions with one signature compute the same value."""
     return (r.op, r.src.key(), r.dtype.name)
@@ -335,7 +321,7 @@ def _centred_square_pair(rsum, rsq, accs) -> bool:
         return False
     axes = rsum.axes
     uses_sum = False
-    for e in _subexprs(m):
+    for e in m.subexprs():
         if e.kind == "load" and any(e.layout.strides[a] != 0 for a in axes):
             return False
         if e.kind == "acc":

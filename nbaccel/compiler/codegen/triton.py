@@ -135,10 +135,8 @@ class _Renderer(ReductionPasses):
         self.interpret = interpret
         self.layouts = []             # distinct (key, Layout), in order of first use
         self.layout_index = {}
-        for e in [r.src for r in k.reductions] + [st.expr for st in k.stores]:
-            for leaf in _leaves_in_order(e):
-                if leaf.kind == "load":
-                    self._layout(("in", id(leaf.buf), leaf.layout.key()), leaf.layout)
+        for leaf in k.loads():
+            self._layout(("in", id(leaf.buf), leaf.layout.key()), leaf.layout)
         for o in k.outputs:
             self._layout(("out", id(o)), k.output_layout(o))
         self.dims = _Dims(k, [lay for _, lay in self.layouts])
@@ -468,19 +466,6 @@ class _Renderer(ReductionPasses):
         head = S.HEADER + target + (S.LIBDEVICE_IMPORT if self.uses_libdevice else "") + S.HELPERS
         doc = f"    # {k.name} {k.ranges_text()}: {', '.join(dict.fromkeys(k.op_names()))}"
         return "\n".join([head, "", "@triton.jit", f"def {name}({sig}):", doc] + self.lines) + "\n"
-
-
-def _leaves_in_order(e, seen=None):
-    seen = set() if seen is None else seen
-    if id(e) in seen:
-        return []
-    seen.add(id(e))
-    if e.kind in ("load", "acc"):
-        return [e]
-    out = []
-    for a in e.args:
-        out += _leaves_in_order(a, seen)
-    return out
 
 
 class Rendered:
