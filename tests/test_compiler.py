@@ -415,3 +415,39 @@ def test_infinite_and_nan_constants(backend):
         masked = nb.where(x > 0, x, float("-inf"))
         return masked.softmax(-1), x * float("inf"), nb.maximum(x, float("nan")), (x + float("-inf")).amax()
     check_against_eager(f, x, backend=backend)
+
+
+def _write_through_root_after_break(x):
+    y = x * 2
+    v = y[1:]
+    np.asarray(y)          # a graph break realizes y and v
+    y[2] = 100.0           # NumPy: v sees this write (it shares y's memory)
+    return v + 0
+
+
+def _view_made_after_break(x):
+    y = x * 2
+    np.asarray(y)
+    v = y[1:]              # a view of the realized y
+    y[2] = 100.0
+    return v + 0
+
+
+def _view_of_view_after_break(x):
+    y = x * 2
+    v = y[1:]
+    np.asarray(y)
+    w = v[1:]              # its root is y, through v
+    v[1] = -5.0
+    return w + 0, y + 0
+
+
+@pytest.mark.parametrize("fn", [_write_through_root_after_break, _view_made_after_break,
+                                _view_of_view_after_break])
+def test_views_keep_sharing_memory_across_a_graph_break(fn):
+    x = np.arange(5.0)
+    want = fn(x.copy())
+    got = nb.compile(fn, backend="numpy")(x.copy())
+    want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(g), w)

@@ -161,6 +161,9 @@ class TraceSession(ViewTracking):
         self.view_of: dict[int, tuple] = {}
         self.version: dict[int, int] = {}          # id(root) -> number of writes to it
         self.view_tensors: dict[int, Tensor] = {}
+        # id(placeholder of a value realized at a graph break) -> the user's tensor it stands
+        # for: a view made from it after the break is a view of that tensor (and of its root)
+        self.realized_as: dict[int, Tensor] = {}
         self.breaks: list[dict] = []
         self.grad_escapes: list[Tensor] = []
         self.segment_index = 0
@@ -216,16 +219,19 @@ class TraceSession(ViewTracking):
         node = a._node
         if node is None:
             return self._placeholder(a)
+        info = self.view_of.get(id(a))
+        if info is not None and self.version.get(id(info[0]), 0) != info[2]:
+            # its base was written since (in this segment or after a graph break): re-read it
+            self._rederive(a, info)
+            return a
         if node.graph is not self.graph:
             if id(a) in self.materialized:          # realized at an earlier graph break
-                return self._placeholder(self.materialized[id(a)][1])
+                ph = self._placeholder(self.materialized[id(a)][1])
+                self.realized_as[id(ph)] = a
+                return ph
             if id(a) in self.sources:               # an input of an earlier segment
                 return self._placeholder(self.sources[id(a)])
             raise RuntimeError("internal error: a tracer from a finished graph was used")
-        info = self.view_of.get(id(a))
-        if info is not None and self.version.get(id(info[0]), 0) != info[2]:
-            self._rederive(a, info)                 # its base was written since: re-read it
-            return a
         if id(a) in self.stale:
             fn, line, src = user_frame()
             raise RuntimeError(f"{fn}:{line}: a tensor is read after it was modified through a "

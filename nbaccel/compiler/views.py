@@ -36,7 +36,7 @@ def numpy_gives_array(node) -> bool:
 
 class ViewTracking:
     """The view bookkeeping of a TraceSession (which provides ``record``, ``lift``, ``graph``,
-    ``_keep`` and the dicts ``view_of``, ``view_tensors`` and ``version``)."""
+    ``_keep`` and the dicts ``view_of``, ``view_tensors``, ``version`` and ``realized_as``)."""
 
     # NumPy views share memory; the graph is functional. A view remembers its root and the view
     # ops from it: a write through a view becomes a scatter into the root (and a new version of
@@ -53,13 +53,14 @@ class ViewTracking:
             return                                  # NumPy holds a scalar there: its .T is a new scalar
         if not numpy_gives_array(t._node):
             return                                  # a[()], v[0]: NumPy gives a scalar copy
-        parent = self.view_of.get(id(args[0]))
+        base = self.realized_as.get(id(args[0]), args[0])   # past a graph break: the user's tensor
+        parent = self.view_of.get(id(base))
         if parent is not None:
             root, chain, ver = parent
             if self.version.get(id(root), 0) != ver or chain[-1][0].name == "broadcast_to":
                 return                              # NumPy copies a broadcast view it reshapes
         else:
-            root, chain = args[0], []
+            root, chain = base, []
         self.view_of[id(t)] = (root, chain + [(op, dict(params), extra)], self.version.get(id(root), 0))
         self.view_tensors[id(t)] = t
         self._keep.append(root)
