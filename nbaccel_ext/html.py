@@ -70,7 +70,7 @@ def _strs(x: Any) -> list[str]:
 
 
 def _speedup(r: dict) -> float | None:
-    if r.get("speedup_note") or r.get("fallback"):     # too short to measure / ran plainly
+    if r.get("fallback") or (r.get("speedup_note") and not r.get("speedup")):   # too short / ran plainly
         return None
     s = _num(r.get("speedup"))
     if s is None:
@@ -113,11 +113,14 @@ def _headline(r: dict, sp) -> str:
     """The words beside the speedup: faster / slower / too short to measure / ran plainly."""
     if r.get("fallback"):
         return "ran plainly"
-    if r.get("speedup_note"):
-        return str(r["speedup_note"])
+    note = r.get("speedup_note")
     if sp is None:
-        return "speedup not measured"
-    return "faster than eager" if sp >= 1 else "slower than eager"
+        return str(note) if note else "speedup not measured"
+    # the baseline is the user's own plain code once it was timed; until then nbaccel's
+    # interpreter on the captured graphs, which is said so
+    base = "plain" if r.get("baseline") == "plain" else "eager (captured graphs only)"
+    text = f"{'faster' if sp >= 1 else 'slower'} than {base}"
+    return f"{text}; {note}" if note else text
 
 
 def fmt_bytes(n: Any) -> str:

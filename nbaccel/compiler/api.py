@@ -23,6 +23,7 @@ from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from .capture import TooManyGraphBreaks, TraceSession
 from .views import numpy_gives_array as _numpy_gives_array
 from .entries import GraphCache
+from .guarded import GuardedReplays, call_key
 from . import cache, cheap_path
 from .report import CompileReport
 
@@ -30,6 +31,9 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 BACKENDS = ("auto", "numba", "numpy", "eager", "triton")
 
 config = {"recompile_limit": 8, "history": 5,
+          # default mode: check guards and replay the compiled program instead of re-tracing
+          # (guarded.py); False re-traces every call (the trace is then the guard)
+          "guarded_replay": True,
           # a failure inside the compiler runs the graph eagerly (the report says why); tests
           # and bug reports raise it instead
           "raise_compiler_errors": os.environ.get("NBACCEL_RAISE_COMPILER_ERRORS", "") not in ("", "0"),
@@ -124,6 +128,7 @@ class CompiledFunction:
         self.eager_only = False
         self.recompile_limit = None
         self._replays = {}
+        self._guarded = GuardedReplays(self)
         self._in_cell = False          # a %%compile cell: the magic runs the cell plainly itself
         self._first_call_seconds = None
         self.last_undo = None
@@ -151,6 +156,19 @@ class CompiledFunction:
                 self.stats["cache_hits"] += 1
                 self.stats["replays"] = self.stats.get("replays", 0) + 1
                 return rp.run(leaves)
+        guard_key = recorder = None
+        if self.mode == "default" and config["guarded_replay"] and not self._in_cell:
+            ck = call_key(args, kwargs)
+            if ck is not None:
+                guard_key, gleaves = ck
+                entry = self._guarded.lookup(guard_key)
+                if entry is not None:
+                    self.stats["cache_hits"] += 1
+                    self.stats["replays"] = self.stats.get("replays", 0) + 1
+                    out = entry.run(self, args, kwargs, gleaves)
+                    self._note_replay(entry)
+                    return out
+                recorder = self._guarded.recorder()
         session = TraceSession(self, self.fullgraph)
         session.max_breaks = None if self.fullgraph else config["max_graph_breaks"]
         session.t_start = t0
@@ -180,7 +198,11 @@ class CompiledFunction:
         tkwargs = _map(kwargs, to_tracer)
         prev = set_active_trace(session.graph_proxy)
         try:
-            out = self.fn(*targs, **tkwargs)
+            if recorder is not None:
+                with recorder:
+                    out = self.fn(*targs, **tkwargs)
+            else:
+                out = self.fn(*targs, **tkwargs)
             session.flush(final=[t for _, t in _flatten(out, "out", []) if isinstance(t, Tensor)])
         except BaseException as exc:
             set_active_trace(prev)
@@ -205,10 +227,29 @@ class CompiledFunction:
                 rp = record_step(self, session, leaf_index, out, numpy_out, replay_key, snap)
             if rp is not None:
                 self._replays[replay_key] = rp
+        if guard_key is not None:
+            self._guarded.record(guard_key, recorder, session, leaf_index, out, numpy_out)
         result = _map(out, lambda t: _to_output(session, t, numpy_out))
         session.close()
         self._finish_report(session, time.perf_counter() - t0)
         return result
+
+    def _note_replay(self, entry):
+        """A replayed call: the report keeps the trace's kernels and gains the replay's state
+        and, once both sides were timed, the headline against the plain function."""
+        rep = self._report
+        if rep is None:
+            return
+        rep.stats = dict(self.stats)
+        if entry.reported is not None and entry.reported == entry.choice:
+            return                          # nothing new since the decision was reported
+        entry.reported = entry.choice
+        t = entry.timings()
+        if t is not None:
+            rep.set_plain(*t, entry.choice)
+        rep.replay = self._guarded.state(entry)
+        rep.path = "plain" if entry.choice == "plain" else "replay"
+        rep.path_reason = rep.replay["reason"]
 
     @staticmethod
     def _settle_failed(session, exc):
@@ -290,6 +331,7 @@ class CompiledFunction:
             # the eager baseline is measured when the report is first read, never on the call
             rep._eager_thunks = [e["eager"] for e in events]
         rep.recompiles = [dict(r) for r in self.cache.recompile_log]
+        rep.replay = self._guarded.state(None) if self.mode == "default" else {}
         rep.dynamic_dims = self.cache.dynamic_dim_names()
         self.history.append({"compiled_seconds": rep.compiled_seconds, "eager_seconds": rep.eager_seconds,
                              "cache": rep.cache, "tier": rep.tier})
@@ -319,6 +361,7 @@ class CompiledFunction:
 
     def reset(self):
         self._replays = {}
+        self._guarded = GuardedReplays(self)
         self.cache = GraphCache(self)
         self.stats = Stats()
         self._report = None

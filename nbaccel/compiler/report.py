@@ -41,6 +41,12 @@ class CompileReport:
     path: str | None = None             # compiled | cheap | mixed | plain (cheap_path.py)
     path_reason: str | None = None      # why that path ran
     eager_estimate_seconds: float | None = None   # the graphs' eager cost estimated from sizes
+    # the headline's baseline: "plain" (the user's own function or cell, timed from the same
+    # calls as the compiled run: guarded.py) or "eager" (nbaccel's interpreter on the captured
+    # graphs, shown only until plain timings exist, and labelled as such)
+    baseline: str = "eager"
+    plain_seconds: float | None = None
+    replay: dict = field(default_factory=dict)   # guarded replay: state, reason, last failed guard
 
     def measure_eager(self):
         """Finish the report when it is first read: render the graph and code text, and run the
@@ -50,7 +56,7 @@ class CompileReport:
             self.graph = "\n\n".join(g() for g, _ in texts)
             self.code = "\n\n".join(c() for _, c in texts)
         thunks = self.__dict__.pop("_eager_thunks", None)
-        if thunks:
+        if thunks and self.baseline != "plain":
             # each thunk times its graph warm, best of several runs, eager and compiled alike
             pairs = [_baseline(t) for t in thunks]
             if all(p is not None for p in pairs):
@@ -81,6 +87,20 @@ class CompileReport:
             return
         self.speedup = e / c
 
+    def set_plain(self, plain, compiled, noise, choice):
+        """The headline from the user's plain function against the compiled run (guarded.py)."""
+        self.baseline = "plain"
+        self.plain_seconds, self.compiled_seconds = plain, compiled
+        self.eager_seconds = plain
+        self.speedup, self.speedup_note = None, None
+        if abs(plain - compiled) <= max(noise, TIMER_SECONDS):
+            self.speedup_note = "too short to measure" if max(plain, compiled) < RESOLUTION_SECONDS \
+                else "same speed as plain (within noise)"
+            return
+        self.speedup = plain / compiled
+        if choice == "plain":
+            self.speedup_note = "running plainly from now on"
+
     def to_dict(self) -> dict:
         self.measure_eager()
         d = asdict(self)
@@ -90,8 +110,12 @@ class CompileReport:
         self.measure_eager()
         if self.fallback:
             return f"{self.name}: ran plainly ({self.fallback})"
-        sp = fmt_ratio(self.speedup) if self.speedup else self.speedup_note or "n/a"
-        return (f"{self.name}: {sp} speedup ({self.cache}, {self.tier} tier, "
+        if self.speedup:
+            base = "vs plain" if self.baseline == "plain" else "vs nbaccel eager (captured graphs only)"
+            sp = f"{fmt_ratio(self.speedup)} speedup {base}" + (f", {self.speedup_note}" if self.speedup_note else "")
+        else:
+            sp = self.speedup_note or "speedup n/a"
+        return (f"{self.name}: {sp} ({self.cache}, {self.tier} tier, "
                 f"{len(self.kernels)} kernels, {len(self.recompiles)} recompiles, "
                 f"{len(self.graph_breaks)} graph breaks)")
 
@@ -113,6 +137,7 @@ class CompileReport:
 
 
 RESOLUTION_SECONDS = 20e-6
+TIMER_SECONDS = 1e-6        # differences below this are not resolved by repeated perf_counter runs
 
 
 def _baseline(thunk):

@@ -68,7 +68,7 @@ function fmtBytes(n) {
 }
 
 function speedupOf(r) {
-  if (r.speedup_note || r.fallback) return null;  // too short to measure / ran plainly
+  if (r.fallback || (r.speedup_note && !r.speedup)) return null;  // too short to measure / ran plainly
   let s = num(r.speedup);
   if (s === null) {
     const e = num(r.eager_seconds), c = num(r.compiled_seconds);
@@ -144,7 +144,11 @@ function codeBlock(title, src, testid) {
 
 function header(r) {
   const sp = speedupOf(r);
-  const verdict = r.fallback ? "ran plainly: " + r.fallback : r.speedup_note ? r.speedup_note : sp === null ? "speedup not measured" : sp >= 1 ? "faster than eager" : "slower than eager";
+  // the baseline is the user's own plain code once timed, else the interpreter on the captured graphs
+  const base = r.baseline === "plain" ? "plain" : "eager (captured graphs only)";
+  const word = sp === null ? "" : (sp >= 1 ? "faster" : "slower") + " than " + base;
+  const verdict = r.fallback ? "ran plainly: " + r.fallback : sp === null ? (r.speedup_note || "speedup not measured")
+    : r.speedup_note ? word + "; " + r.speedup_note : word;
   const big = h("div", { class: "nbaccel-speedup-box" },
     h("span", { class: `nbaccel-speedup ${sp !== null && sp < 1 ? "nbaccel-slower" : ""}`, testid: "speedup" },
       fmtSpeedup(sp)),
@@ -153,8 +157,9 @@ function header(r) {
   const e = num(r.eager_seconds), c = num(r.compiled_seconds);
   const top = Math.max(e || 0, c || 0) || 1;
   const times = h("div", { class: "nbaccel-times" },
-    ...[["eager", e, "nbaccel-fill-eager"], ["compiled", c, "nbaccel-fill-compiled"]].map(([label, v, cls]) =>
-      h("div", { class: "nbaccel-time-row", testid: `time-${label}` },
+    ...[[r.baseline === "plain" ? "plain" : "eager", e, "nbaccel-fill-eager", "eager"],
+        ["compiled", c, "nbaccel-fill-compiled", "compiled"]].map(([label, v, cls, id]) =>
+      h("div", { class: "nbaccel-time-row", testid: `time-${id}` },
         h("span", { class: "nbaccel-time-label" }, label),
         bar((v || 0) / top, cls),
         h("span", { class: "nbaccel-time-value" }, fmtSeconds(v)))));

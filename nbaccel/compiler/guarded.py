@@ -1,0 +1,223 @@
+"""Guarded replay, the default for ``nb.compile``: trace once, then check guards and replay.
+
+A call is keyed by its arguments' structure and metadata (:func:`call_key`: types, shapes,
+dtypes, strides, devices, ``requires_grad``, Python scalar values). The first call with a key
+traces as always, under a :class:`~nbaccel.compiler.readset.ReadRecorder`; if the trace was
+one graph with no break, no in-place update of an input, no backward and no random draw, and
+every read of the code could be guarded (:mod:`readset`), the call's program is recorded as a
+:class:`ReplayEntry`. A later call with the same key checks the entry's guards and runs the
+program directly: no Python of the user's function runs.
+
+Plain or compiled is then decided by measurement, per key: while an entry is young, calls
+with NumPy inputs alternate between the replay and the plain function (each call still runs
+exactly once), and after :data:`PROBES` timings of each the faster one runs from then on.
+Those same timings are the report's headline: the user's plain function against the compiled
+run, both warm, measured the same way.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import autograd
+from ..tensor import Tensor
+from .readset import ReadRecorder, Unguardable, analyse, describe
+
+PROBES = 3              # timings of each side before plain-or-compiled is decided
+MAX_ENTRIES = 32        # replay entries kept per function (one per argument signature)
+ATTEMPTS = 3            # traces that may fail to record before the function stops trying
+
+
+class NotReplayable(Exception):
+    pass
+
+
+def call_key(args, kwargs):
+    """(key, array leaves) of a call, or None when an argument is not plain data."""
+    leaves, parts = [], [autograd.is_grad_enabled()]
+
+    def walk(o):
+        t = type(o)
+        if t is np.ndarray:
+            leaves.append(o)
+            parts.append((t, o.shape, o.dtype, o.strides))
+        elif t is Tensor or isinstance(o, Tensor):
+            if o._node is not None:
+                raise NotReplayable
+            leaves.append(o)
+            parts.append((t, o.shape, o.dtype, o.device, o.requires_grad, o._np))
+        elif t is tuple or t is list:
+            parts.append((t, len(o)))
+            for x in o:
+                walk(x)
+        elif t is dict:
+            parts.append((t, tuple(o)))
+            for x in o.values():
+                walk(x)
+        elif o is None or t is bool or t is int or t is float or t is str:
+            parts.append((t, o))
+        else:
+            raise NotReplayable
+    try:
+        walk(args)
+        parts.append("|")
+        walk(kwargs)
+    except (NotReplayable, TypeError):     # TypeError: an unhashable part
+        return None
+    if len({id(x) for x in leaves}) != len(leaves):
+        return None        # one array passed twice: tracing keeps the aliasing right
+    return tuple(parts), leaves
+
+
+class ReplayEntry:
+    """One recorded program with its guards, and the plain-or-compiled measurement."""
+
+    def __init__(self, replay, reads, snapshot_key, numpy_io):
+        self.replay = replay
+        self.reads = reads
+        self.snapshot_key = snapshot_key        # nn.Modules / Optimizers reached (train_step.Snapshot)
+        self.numpy_io = numpy_io                # NumPy in, NumPy out: the plain function is comparable
+        self.plain: list[float] = []
+        self.compiled: list[float] = []
+        self.choice = None if numpy_io else "compiled"   # None while measuring
+        self.out_signature = None
+        self.runs = 0
+        self.reported = None                    # the choice the report last showed
+
+    def failing_guard(self, fn):
+        g = self.reads.failing()
+        if g is not None:
+            return f"guard failed: `{g.desc}` is now {describe(g.value())}"
+        if self.snapshot_key is not None:
+            from .train_step import Snapshot
+            if Snapshot(fn).key != self.snapshot_key:
+                return "guard failed: a module's parameters, buffers or training flag changed"
+        return None
+
+    def run(self, cf, args, kwargs, leaves):
+        self.runs += 1
+        if self.choice == "plain":
+            return cf.fn(*args, **kwargs)
+        if self.choice == "compiled":
+            return self.replay.run(leaves)
+        if self.replay.prog.pending():          # numba still compiling: time its kernels, not these
+            return self.replay.run(leaves)
+        # measuring: alternate, the replay first
+        if len(self.compiled) <= len(self.plain):
+            t0 = time.perf_counter()
+            out = self.replay.run(leaves)
+            self.compiled.append(time.perf_counter() - t0)
+            if self.out_signature is None:
+                self.out_signature = _signature(out)
+        else:
+            t0 = time.perf_counter()
+            out = cf.fn(*args, **kwargs)
+            self.plain.append(time.perf_counter() - t0)
+            if _signature(out) != self.out_signature:    # the plain function returns other types
+                self.choice, self.plain = "compiled", []
+                return self.replay.run(leaves)
+        if len(self.plain) >= PROBES and len(self.compiled) >= PROBES:
+            self.choice = "plain" if min(self.plain) < min(self.compiled) else "compiled"
+        return out
+
+    def timings(self):
+        """(plain best, compiled best, noise) once both sides were measured, else None."""
+        if not self.plain or not self.compiled:
+            return None
+        p, c = sorted(self.plain), sorted(self.compiled)
+        noise = (p[len(p) // 2] - p[0]) + (c[len(c) // 2] - c[0])
+        return p[0], c[0], noise
+
+
+def _signature(out):
+    if isinstance(out, (tuple, list)):
+        return (type(out), tuple(_signature(o) for o in out))
+    if isinstance(out, dict):
+        return (dict, tuple((k, _signature(v)) for k, v in out.items()))
+    if isinstance(out, (np.ndarray, Tensor)):
+        return (type(out), tuple(out.shape), str(out.dtype))
+    return (type(out),)
+
+
+class GuardedReplays:
+    """The replay entries of one compiled function and why it re-traces, when it does."""
+
+    def __init__(self, cf):
+        self.cf = cf
+        self.entries: dict[tuple, ReplayEntry] = {}
+        self.refusal: str | None = None     # why calls re-trace (None: they replay)
+        self.failures = 0
+        self.last_guard_failure: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.failures < ATTEMPTS
+
+    def lookup(self, key):
+        """The entry to replay for this call, or None (then the call traces)."""
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        why = entry.failing_guard(self.cf.fn)
+        if why is not None:
+            del self.entries[key]
+            self.last_guard_failure = why
+            return None
+        return entry
+
+    def state(self, entry=None) -> dict:
+        """What the report shows about replay: its state and why."""
+        if entry is not None:
+            if entry.choice == "plain":
+                why = "the plain function measured faster at these sizes: it runs plainly"
+            elif entry.choice is None:
+                why = "replayed on guards; timing the plain function against it"
+            else:
+                why = "replayed on guards: no Python of the function runs"
+            return {"state": "plain" if entry.choice == "plain" else "replayed", "reason": why,
+                    "guards": len(entry.reads.guards), "last_guard_failure": self.last_guard_failure}
+        if self.refusal:
+            return {"state": "re-traces", "reason": f"re-traces every call: {self.refusal}",
+                    "guards": 0, "last_guard_failure": self.last_guard_failure}
+        return {"state": "traced", "reason": self.last_guard_failure or "traced: first call with these argument types",
+                "guards": 0, "last_guard_failure": self.last_guard_failure}
+
+    def recorder(self):
+        return ReadRecorder() if self.active else None
+
+    def record(self, key, recorder, session, leaf_index, out, numpy_out):
+        """After a traced call: keep its program for replay, or say why it cannot replay."""
+        from .replay import record
+        why = None
+        rp = None
+        if recorder is None:
+            return
+        if session.breaks:
+            why = f"its trace has {len(session.breaks)} graph break(s)"
+        elif getattr(session, "mutated", False):
+            why = "it updates an input in place"
+        elif getattr(session, "had_backward", False) or session.grad_escapes:
+            why = "it records autograd history (use mode='reduce-overhead' for a training step)"
+        else:
+            rp = record(session, leaf_index, out, numpy_out, key)
+            if rp is None:
+                why = "its result cannot be rebuilt from the compiled program's outputs"
+        if rp is not None:
+            try:
+                reads = analyse(self.cf.fn, recorder)
+            except Unguardable as e:
+                why, rp = str(e), None
+        if rp is None:
+            self.failures += 1
+            self.refusal = why
+            return
+        snap = None
+        if reads.modules:
+            from .train_step import Snapshot
+            snap = Snapshot(self.cf.fn).key
+        if len(self.entries) >= MAX_ENTRIES:
+            self.entries.pop(next(iter(self.entries)))
+        self.entries[key] = ReplayEntry(rp, reads, snap, numpy_out is True)
+        self.refusal = None
+        self.failures = 0

@@ -1,0 +1,448 @@
+"""What a traced function read: the guards that let a later call replay without re-tracing.
+
+Re-tracing on every call is never stale, but a Python tracer costs tens of µs per op, so a
+compiled function was slower than plain NumPy below ~256². TorchDynamo's answer is guards on
+what the code read. nbaccel gets the same from two sources, both cheap:
+
+* **which code ran** — :class:`ReadRecorder` watches the first trace with ``sys.setprofile``:
+  every Python code object that ran, every C function a user frame called, and every draw
+  from a random generator anywhere (nbaccel's own random ops draw at trace time, so a graph
+  that drew is never replayed);
+* **what that code reads** — :func:`analyse` walks the bytecode of the user's code objects
+  (``dis``): each ``LOAD_GLOBAL`` / closure cell / ``self`` read and the attribute and
+  constant-subscript chain after it (``np.tanh``, ``cfg.scale``, ``CFG["lr"]``,
+  ``self.w``) becomes a guard on the chain's current value: identity for modules,
+  functions, classes and arrays (plus their shape, dtype and strides), the value for Python
+  scalars. Functions, methods and classes found this way are walked in turn.
+
+A read that cannot be guarded cheaply (a list, a dict, an arbitrary object handed on whole),
+a write to global state, a call to a C function that is not known to be pure (``print``,
+``time.time``, ``list.append``), or code that ran but was not reached by the walk makes the
+function *re-trace every call*, and :class:`Unguardable` carries the reason the report shows.
+Guards are evaluated on every call before the replay (a few hundred ns each); any difference
+re-traces, and the failing guard's description becomes the re-trace reason.
+"""
+from __future__ import annotations
+
+import builtins
+import dis
+import os
+import sys
+import sysconfig
+import types
+
+import numpy as np
+
+from ..tensor import Tensor
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
+_LIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in
+                   (sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib"))
+                   if p} | {os.path.dirname(os.__file__) + os.sep})
+# the user's own files inside the package (the demo is user code)
+_USER_FILES_IN_PKG = {os.path.join(_PKG_DIR, "demo.py")}
+# standard-library modules whose Python code a user function may call and stay replayable
+_PURE_STDLIB = {"functools", "operator", "contextlib", "abc", "typing", "enum", "numbers", "copy",
+                "collections", "dataclasses", "_collections_abc", "types", "warnings"}
+
+_PURE_BUILTINS = {"len", "isinstance", "issubclass", "abs", "min", "max", "sum", "round", "divmod",
+                  "pow", "hash", "callable", "any", "all", "sorted", "hasattr", "format", "chr",
+                  "ord", "bin", "hex", "oct", "repr", "ascii", "iter", "id"}
+# NumPy's C functions that write into an argument or global state
+_NUMPY_WRITERS = {"copyto", "put", "place", "putmask", "seterr", "seterrcall", "set_printoptions",
+                  "setbufsize", "save", "savez", "savetxt", "tofile", "fromfile", "load", "_set_promotion_state"}
+_ARRAY_WRITERS = {"sort", "fill", "partition", "put", "resize", "setflags", "itemset", "byteswap",
+                  "tofile", "dump", "__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+                  "setfield", "__setstate__"}
+_CONTAINER_READERS = {"copy", "index", "count", "get", "keys", "values", "items", "__contains__",
+                      "__getitem__", "__len__", "issubset", "issuperset", "union", "intersection",
+                      "difference", "isdisjoint", "__iter__"}
+_IMMUTABLE_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(...), slice, range, np.generic)
+_CODE_FLAGS_GENERATOR = 0x20 | 0x100 | 0x200   # generator, coroutine, async generator
+
+
+class Unguardable(Exception):
+    """The function re-traces every call; ``str(exc)`` says why (shown in the report)."""
+
+
+_kind_memo: dict = {}
+
+
+def code_kind(filename: str) -> str:
+    """'user', 'nbaccel', 'numpy', 'stdlib:<module>' or 'library' for a code object's file."""
+    kind = _kind_memo.get(filename)
+    if kind is None:
+        path = os.path.abspath(filename) if not filename.startswith("<") else filename
+        if path in _USER_FILES_IN_PKG:
+            kind = "user"
+        elif path.startswith(_PKG_DIR):
+            kind = "nbaccel"
+        elif path.startswith(_NUMPY_DIR):
+            kind = "numpy-random" if os.sep + "random" + os.sep in path[len(_NUMPY_DIR) - 1:] else "numpy"
+        elif filename.startswith("<frozen"):
+            kind = "library"
+        elif path.startswith(_LIB_DIRS):
+            inner = "site-packages" in path or "dist-packages" in path
+            mod = os.path.splitext(os.path.basename(path))[0]
+            if mod == "__init__":
+                mod = os.path.basename(os.path.dirname(path))
+            kind = "library" if inner else f"stdlib:{mod}"
+        else:
+            kind = "user"
+        _kind_memo[filename] = kind
+    return kind
+
+
+def _is_user(code) -> bool:
+    return code_kind(code.co_filename) == "user"
+
+
+def _random_state(obj) -> bool:
+    import random
+    return isinstance(obj, (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
+                            random.Random))
+
+
+def _pure_c_call(fn) -> bool:
+    """Whether a user frame's call of the C function ``fn`` leaves no trace outside it."""
+    name = getattr(fn, "__name__", "")
+    owner = getattr(fn, "__self__", None)
+    if owner is None or isinstance(owner, types.ModuleType):
+        mod = getattr(fn, "__module__", None) or getattr(owner, "__name__", "") or ""
+        if mod == "builtins":
+            return name in _PURE_BUILTINS
+        if mod in ("math", "cmath"):
+            return True
+        if mod.startswith("numpy") and not mod.startswith("numpy.random"):
+            return name not in _NUMPY_WRITERS
+        return False
+    if isinstance(owner, (np.ndarray, np.generic)):
+        return name not in _ARRAY_WRITERS
+    if isinstance(owner, (list, dict, set, bytearray)):
+        return name in _CONTAINER_READERS
+    if isinstance(owner, (str, bytes, tuple, int, float, complex, frozenset, range, np.dtype)):
+        return True
+    if isinstance(owner, np.ufunc):
+        return name in ("reduce", "accumulate", "outer", "reduceat")
+    return False
+
+
+class ReadRecorder:
+    """Context manager around the first trace: which user code ran, and the first thing that
+    makes the call impossible to replay (``self.refusal``)."""
+
+    def __init__(self):
+        self.codes: set = set()
+        self.refusal: str | None = None
+        self._prev = None
+
+    def __enter__(self):
+        self._prev = sys.getprofile()
+        if self._prev is not None:      # a profiler is already watching: do not displace it
+            self.refusal = "a profiler is active (sys.setprofile), so the reads cannot be recorded"
+            return self
+        sys.setprofile(self._event)
+        return self
+
+    def __exit__(self, *exc):
+        if self._prev is None:
+            sys.setprofile(None)
+        return False
+
+    def _event(self, frame, event, arg):
+        if self.refusal is not None:
+            return
+        if event == "c_call":
+            owner = getattr(arg, "__self__", None)
+            if owner is not None and not isinstance(owner, types.ModuleType) and _random_state(owner):
+                self.refusal = "draws random numbers (each call must draw new ones)"
+            elif _is_user(frame.f_code) and not _pure_c_call(arg):
+                self.refusal = f"calls `{_c_name(arg)}`, which may have side effects"
+        elif event == "call":
+            code = frame.f_code
+            kind = code_kind(code.co_filename)
+            if kind == "user":
+                self.codes.add(code)
+                return
+            caller = frame.f_back
+            if caller is None or not _is_user(caller.f_code):
+                return
+            if kind in ("nbaccel", "numpy") or kind.split(":")[-1] in _PURE_STDLIB:
+                return
+            mod = frame.f_globals.get("__name__", "?")
+            self.refusal = f"calls `{mod}.{code.co_name}`, whose reads nbaccel does not follow"
+
+
+def _c_name(fn) -> str:
+    owner = getattr(fn, "__self__", None)
+    name = getattr(fn, "__name__", repr(fn))
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        return f"{type(owner).__name__}.{name}"
+    return name
+
+
+# ---- guards ----------------------------------------------------------------------------------
+
+_RAISES = object()
+
+
+class Guard:
+    """One read: a root (a globals dict, a closure cell or an object) and a chain of
+    attribute / constant-subscript steps; ``check()`` says whether its value is unchanged."""
+
+    __slots__ = ("where", "root", "steps", "expect", "desc")
+
+    def __init__(self, where, root, steps, desc):
+        self.where = where          # 'global' | 'cell' | 'object'
+        self.root = root
+        self.steps = steps
+        self.desc = desc
+        self.expect = None
+
+    def value(self):
+        if self.where == "global":
+            g, name = self.root
+            v = g.get(name, _RAISES)
+            if v is _RAISES:
+                v = builtins.__dict__.get(name, _RAISES)
+                if v is _RAISES:
+                    return v
+        elif self.where == "cell":
+            try:
+                v = self.root.cell_contents
+            except ValueError:
+                return _RAISES
+        else:
+            v = self.root
+        try:
+            for kind, key in self.steps:
+                v = getattr(v, key) if kind == "attr" else v[key]
+        except Exception:
+            return _RAISES
+        return v
+
+    def check(self):
+        return _matches(self.value(), self.expect)
+
+
+def _matches(v, spec):
+    kind = spec[0]
+    if kind == "is":
+        return v is spec[1]
+    if kind == "eq":
+        return type(v) is spec[1] and (v == spec[2] or (v != v and spec[2] != spec[2]))
+    if kind == "array":
+        return v is spec[1] and v.shape == spec[2] and v.dtype == spec[3] and v.strides == spec[4]
+    if kind == "tensor":
+        return v is spec[1] and v.shape == spec[2] and v.dtype is spec[3] and v.requires_grad == spec[4]
+    if kind == "method":
+        return type(v) is types.MethodType and v.__func__ is spec[1] and v.__self__ is spec[2]
+    if kind == "tuple":
+        return v is spec[1] and all(_matches(x, s) for x, s in zip(v, spec[2]))
+    if kind == "raises":
+        return v is _RAISES
+    return False
+
+
+def describe(v) -> str:
+    if isinstance(v, (np.ndarray, Tensor)):
+        return f"{type(v).__name__}{tuple(v.shape)} {v.dtype}"
+    if v is _RAISES:
+        return "<missing>"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class ReadSet:
+    """Every guard of one traced function, plus the code objects the walk reached."""
+
+    def __init__(self):
+        self.guards: list[Guard] = []
+        self.codes: set = set()
+        self.modules: list = []         # nn.Modules / Optimizers reached (their own key guards them)
+        self._seen: set = set()
+
+    def failing(self):
+        """The first guard whose value changed, or None (all hold)."""
+        for g in self.guards:
+            if not g.check():
+                return g
+        return None
+
+
+def analyse(fn, recorder: ReadRecorder | None = None) -> ReadSet:
+    """The guards for ``fn`` (raises :class:`Unguardable` with the reason when there are none)."""
+    rs = ReadSet()
+    while isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.MethodType):
+        fn = fn.__func__
+    if isinstance(fn, types.MethodType):
+        _walk_function(rs, fn.__func__, fn.__self__)
+    elif isinstance(fn, types.FunctionType):
+        _walk_function(rs, fn, None)
+    else:
+        raise Unguardable(f"the compiled callable is a {type(fn).__name__}, whose reads nbaccel "
+                          "does not follow")
+    if recorder is not None:
+        if recorder.refusal:
+            raise Unguardable(recorder.refusal)
+        missed = [c for c in recorder.codes if c not in rs.codes]
+        if missed:
+            c = missed[0]
+            raise Unguardable(f"runs `{c.co_name}` ({os.path.basename(c.co_filename)}:"
+                              f"{c.co_firstlineno}), reached in a way nbaccel cannot guard")
+    return rs
+
+
+def _walk_function(rs, fn, self_obj):
+    key = (id(fn), id(self_obj))
+    if key in rs._seen:
+        return
+    rs._seen.add(key)
+    code = fn.__code__
+    if not _is_user(code):
+        return
+    cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
+    for attr in ("__defaults__", "__kwdefaults__"):
+        if getattr(fn, attr, None):
+            _guard(rs, Guard("object", fn, (("attr", attr),), f"{fn.__qualname__}.{attr}"))
+    _walk_code(rs, code, fn.__globals__, cells, self_obj)
+
+
+def _walk_code(rs, code, globs, cells, self_obj, self_name=None):
+    rs.codes.add(code)
+    if self_name is None and self_obj is not None and code.co_argcount:
+        self_name = code.co_varnames[0]
+    ins = _instructions(code)
+    i, n = 0, len(ins)
+    while i < n:
+        op, arg = ins[i]
+        root = None
+        if op in ("LOAD_GLOBAL", "LOAD_NAME"):
+            root, desc = Guard("global", (globs, arg), (), arg), arg
+        elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF") and arg in cells:
+            root, desc = Guard("cell", cells[arg], (), arg), arg
+        elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF") and arg == self_name and arg is not None:
+            root, desc = Guard("object", self_obj, (), arg), arg
+        elif op in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+            raise Unguardable(f"writes the global `{arg}`")
+        elif op in ("STORE_DEREF", "DELETE_DEREF") and arg in cells:
+            raise Unguardable(f"rebinds `{arg}` of an enclosing function (nonlocal)")
+        elif op in ("STORE_ATTR", "DELETE_ATTR"):
+            prev = ins[i - 1] if i else (None, None)
+            if prev[0] != "LOAD_FAST" or prev[1] == self_name:
+                raise Unguardable(f"sets the attribute `{arg}` of an object it did not create")
+        elif op == "LOAD_CONST" and isinstance(arg, types.CodeType):
+            # a nested def, lambda or comprehension: same globals; its free variables are the
+            # enclosing function's cells (guarded here) or its locals (fresh on every call)
+            inner = {v: cells[v] for v in arg.co_freevars if v in cells}
+            inner_self = self_name if self_name in arg.co_freevars else None
+            _walk_code(rs, arg, globs, inner, self_obj if inner_self else None, inner_self)
+        if root is None:
+            i += 1
+            continue
+        steps = []
+        i += 1
+        while i < n:
+            op2, arg2 = ins[i]
+            if op2 in ("LOAD_ATTR", "LOAD_METHOD"):
+                steps.append(("attr", arg2))
+                i += 1
+            elif op2 == "LOAD_CONST" and i + 1 < n and ins[i + 1][0] == "BINARY_SUBSCR" and \
+                    isinstance(arg2, (str, int, bytes)):
+                steps.append(("item", arg2))
+                i += 2
+            else:
+                break
+        root.steps = tuple(steps)
+        root.desc = desc + "".join(f".{k}" if kind == "attr" else f"[{k!r}]" for kind, k in steps)
+        _guard(rs, root)
+
+
+_INSTR: dict = {}
+
+
+def _instructions(code):
+    ins = _INSTR.get(code)
+    if ins is None:
+        ins = _INSTR[code] = [(x.opname, x.argval) for x in dis.get_instructions(code)]
+    return ins
+
+
+def _guard(rs, g: Guard):
+    v = g.value()
+    g.expect = _spec(rs, v, g.desc)
+    rs.guards.append(g)
+
+
+def _spec(rs, v, desc, depth=0):
+    from ..nn import Module
+    from ..optim import Optimizer
+    if v is _RAISES:
+        return ("raises",)
+    if isinstance(v, _IMMUTABLE_SCALARS):
+        return ("eq", type(v), v)
+    if isinstance(v, np.ndarray):
+        return ("array", v, v.shape, v.dtype, v.strides)
+    if isinstance(v, Tensor):
+        return ("tensor", v, tuple(v.shape), v.dtype, v.requires_grad)
+    if isinstance(v, tuple) and depth < 3:
+        return ("tuple", v, tuple(_spec(rs, x, desc, depth + 1) for x in v))
+    if isinstance(v, types.FunctionType):
+        _walk_function(rs, v, None)
+        return ("is", v)
+    if isinstance(v, types.MethodType):
+        if isinstance(v.__func__, types.FunctionType):
+            _walk_function(rs, v.__func__, v.__self__)
+        if isinstance(v.__self__, (Module, Optimizer)):
+            _add_module(rs, v.__self__)
+        return ("method", v.__func__, v.__self__)
+    if isinstance(v, type):
+        _walk_class(rs, v)
+        return ("is", v)
+    if isinstance(v, (Module, Optimizer)):
+        _add_module(rs, v)
+        return ("is", v)
+    if isinstance(v, types.ModuleType) or _library_object(v):
+        return ("is", v)
+    raise Unguardable(f"reads `{desc}` (a {type(v).__name__}), which cannot be guarded cheaply")
+
+
+def _library_object(v) -> bool:
+    """Functions, ufuncs, dtypes and other objects that library code defines (never mutated
+    by a notebook in ways that change what a call computes)."""
+    if isinstance(v, (types.BuiltinFunctionType, np.ufunc, np.dtype, types.BuiltinMethodType,
+                      staticmethod, classmethod, property)):
+        return True
+    mod = getattr(type(v), "__module__", "") or ""
+    return (mod.startswith("numpy") and callable(v)) or mod == "nbaccel.dtypes"
+
+
+def _walk_class(rs, cls):
+    for klass in cls.__mro__:
+        if id(klass) in rs._seen:
+            continue
+        rs._seen.add(id(klass))
+        for attr in vars(klass).values():
+            f = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
+            if isinstance(f, property):
+                for acc in (f.fget, f.fset, f.fdel):
+                    if isinstance(acc, types.FunctionType):
+                        _walk_function(rs, acc, None)
+            elif isinstance(f, types.FunctionType):
+                _walk_function(rs, f, None)
+
+
+def _add_module(rs, obj):
+    from ..nn import Module
+    if id(obj) in rs._seen:
+        return
+    rs._seen.add(id(obj))
+    rs.modules.append(obj)
+    mods = obj.modules() if isinstance(obj, Module) else ()
+    for m in mods:
+        # a module's methods read ``self``: walk them rooted at this instance
+        for klass in type(m).__mro__:
+            for name, attr in vars(klass).items():
+                if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):
+                    _walk_function(rs, attr, m)

@@ -1,0 +1,297 @@
+"""Guarded replay (compiler/guarded.py, readset.py): later calls check guards on what the code
+read and replay the compiled program; every kind of dependency changed between calls must give
+the plain function's result (never stale), and code whose reads cannot be guarded re-traces."""
+import types
+
+import numpy as np
+import pytest
+
+import nbaccel as nb
+
+BACKENDS = ["numpy", "numba", "auto"]
+
+SCALE = 2.0
+OFFSET = np.float32(1.0)
+CFG = {"shift": 0.5}
+TABLE = [1.0, 2.0]
+W = np.ones((4, 4), np.float32)
+WT = nb.ones(4, 4)
+cfg = types.SimpleNamespace(scale=3.0)
+
+
+def helper(t):
+    return t * 2
+
+
+def f_global(x):
+    return np.tanh(x) * SCALE + OFFSET
+
+
+def f_dict(x):
+    return x + CFG["shift"]
+
+
+def f_attr(x):
+    return x * cfg.scale
+
+
+def f_helper(x):
+    return helper(x) + 1
+
+
+def f_list(x):
+    return x * TABLE[0]
+
+
+def f_array(x):
+    return x @ W
+
+
+def f_tensor(x):
+    return x @ WT
+
+
+def f_default(x, k=2.0):
+    return x * k
+
+
+def run_calls(cf, x, times=4):
+    out = None
+    for _ in range(times):
+        out = cf(x)
+        cf.wait()
+    return out
+
+
+def check(cf, plain, x):
+    got = cf(x)
+    want = plain(x)
+    assert type(got) is type(want)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+@pytest.fixture
+def x():
+    return np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_global_scalar_change_retraces_and_names_the_guard(backend, x):
+    global SCALE
+    cf = nb.compile(f_global, backend=backend)
+    run_calls(cf, x)
+    assert cf.stats["replays"] >= 2, cf.report.replay
+    old = SCALE
+    try:
+        SCALE = 5.0
+        check(cf, f_global, x)
+        assert "SCALE" in cf.report.replay["last_guard_failure"]
+        assert "5.0" in cf.report.replay["last_guard_failure"]
+        check(cf, f_global, x)
+    finally:
+        SCALE = old
+    check(cf, f_global, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_closure_cell_change(backend, x):
+    k = 2.0
+
+    def f(t):
+        return t * k + 1
+
+    cf = nb.compile(f, backend=backend)
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) >= 2
+    k = 7.0     # noqa: F841 - read by f through its closure cell
+    check(cf, f, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_and_constant_subscript_change(backend, x):
+    cf_attr, cf_dict = nb.compile(f_attr, backend=backend), nb.compile(f_dict, backend=backend)
+    run_calls(cf_attr, x)
+    run_calls(cf_dict, x)
+    assert cf_attr.stats.get("replays", 0) >= 2 and cf_dict.stats.get("replays", 0) >= 2
+    old_s, old_d = cfg.scale, CFG["shift"]
+    try:
+        cfg.scale, CFG["shift"] = -1.5, 4.0
+        check(cf_attr, f_attr, x)
+        check(cf_dict, f_dict, x)
+        assert "cfg.scale" in cf_attr.report.replay["last_guard_failure"]
+    finally:
+        cfg.scale, CFG["shift"] = old_s, old_d
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_redefined_helper_function(backend, x):
+    global helper
+    cf = nb.compile(f_helper, backend=backend)
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) >= 2
+    old = helper
+    try:
+        def helper(t):      # noqa: F811 - the notebook redefines the helper
+            return t * 10
+        check(cf, f_helper, x)
+    finally:
+        helper = old
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_method_of_a_notebook_class(backend, x):
+    class Scaler:
+        def __init__(self, s):
+            self.s = s
+
+        def apply(self, t):
+            return t * self.s
+
+    sc = Scaler(2.0)
+
+    def f(t):
+        return sc.apply(t) + 1
+
+    cf = nb.compile(f, backend=backend)
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) >= 2, cf.report.replay
+    sc.s = 9.0                               # an attribute the method reads through self
+    check(cf, f, x)
+    Scaler.apply = lambda self, t: t - self.s   # the method itself replaced
+    check(cf, f, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_global_array_in_place_and_rebound(backend, x):
+    global W
+    cf = nb.compile(f_array, backend=backend)
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) >= 2
+    old = W
+    try:
+        W[0, 0] = 5.0                        # in place: the replay reads the buffer
+        check(cf, f_array, x)
+        W = np.full((4, 4), 3.0, np.float32)    # rebound: the identity guard fails
+        check(cf, f_array, x)
+        W = np.ones((4, 2), np.float32)          # another shape
+        check(cf, f_array, x)
+    finally:
+        W = old
+        W[0, 0] = 1.0
+
+
+def test_global_tensor_in_place(x):
+    cf = nb.compile(f_tensor, backend="numpy")
+    xt = nb.asarray(x)
+    for _ in range(4):
+        cf(xt)
+    assert cf.stats.get("replays", 0) >= 2
+    with nb.no_grad():
+        WT.mul_(3.0)
+    try:
+        np.testing.assert_allclose(cf(xt).numpy(), f_tensor(xt).numpy(), rtol=1e-6)
+    finally:
+        with nb.no_grad():
+            WT.div_(3.0)
+
+
+def test_default_argument_change(x):
+    cf = nb.compile(f_default, backend="numpy")
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) >= 2
+    f_default.__defaults__ = (4.0,)
+    try:
+        check(cf, f_default, x)
+    finally:
+        f_default.__defaults__ = (2.0,)
+
+
+def test_list_read_retraces_every_call_and_says_why(x):
+    cf = nb.compile(f_list, backend="numpy")
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) == 0
+    assert "TABLE" in cf.report.replay["reason"] and "list" in cf.report.replay["reason"]
+    TABLE[0] = 6.0
+    try:
+        check(cf, f_list, x)
+    finally:
+        TABLE[0] = 1.0
+
+
+def test_side_effects_and_random_draws_are_never_replayed(x, capsys):
+    log = []
+
+    def printing(t):
+        print("called")
+        return t + 1
+
+    def appending(t):
+        log.append(1)
+        return t + 1
+
+    def drawing(t):
+        return t + nb.rand(4, 4).numpy()
+
+    for fn in (printing, appending):
+        cf = nb.compile(fn, backend="numpy")
+        run_calls(cf, x)
+        assert cf.stats.get("replays", 0) == 0
+        assert "re-traces" in cf.report.replay["reason"]
+    assert capsys.readouterr().out.count("called") == 4
+    assert len(log) == 4
+    cf = nb.compile(drawing, backend="numpy")
+    a, b = cf(x), cf(x)
+    c = cf(x)
+    assert not np.array_equal(b, c) and not np.array_equal(a, b)
+    assert "random" in cf.report.replay["reason"]
+
+
+def test_shapes_dtypes_and_scalars_are_part_of_the_key():
+    def f(t, k):
+        return t * k
+
+    cf = nb.compile(f, backend="numpy")
+    for shape, dtype, k in [((3,), np.float32, 2), ((3,), np.float64, 2), ((5,), np.float32, 2),
+                            ((3,), np.float32, 3), ((3,), np.float32, 2.5)] * 3:
+        a = np.arange(np.prod(shape), dtype=dtype).reshape(shape)
+        got, want = cf(a, k), f(a, k)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want)
+    assert cf.stats.get("replays", 0) >= 5
+    assert cf.stats["compiles"] <= 5
+
+
+def test_plain_or_compiled_is_measured_and_the_output_type_is_kept(x):
+    """A tiny function: after the measurement it may run plainly; every call still returns the
+    plain function's type and values, and the report's headline is against the plain run."""
+    cf = nb.compile(f_global, backend="numpy")
+    for _ in range(12):
+        check(cf, f_global, x)
+    rep = cf.report
+    assert rep.baseline == "plain" and rep.plain_seconds is not None
+    assert rep.replay["state"] in ("replayed", "plain")
+    assert "vs plain" in rep.summary() or rep.speedup_note
+
+
+def test_nbaccel_functions_on_numpy_inputs_keep_returning_numpy(x):
+    def f(t):
+        return nb.tanh(nb.asarray(t)) * 2     # plainly a Tensor; compiled: NumPy in, NumPy out
+
+    cf = nb.compile(f, backend="numpy")
+    outs = [cf(x) for _ in range(10)]
+    assert len({type(o) for o in outs}) == 1
+
+
+def test_guard_failure_then_replay_again(x):
+    global SCALE
+    cf = nb.compile(f_global, backend="numpy")
+    run_calls(cf, x)
+    n = cf.stats["replays"]
+    old = SCALE
+    try:
+        SCALE = 3.0
+        run_calls(cf, x)            # one trace, then replays on the new value
+        assert cf.stats["replays"] >= n + 2
+        check(cf, f_global, x)
+    finally:
+        SCALE = old
