@@ -1,0 +1,131 @@
+"""The numba loops of the CPU convolution: im2col / col2im around BLAS, and direct loops for
+convolutions with little work per output (depthwise, where a GEMM would be tiny).
+
+Every loop is parallel over planes that no other iteration writes ((image, channel) or
+(output channel, input channel)), so there are no races and no atomics. Column ranges whose
+input index falls in the padding are computed once per row (``_span``) instead of tested per
+element, which leaves the innermost loop a plain strided copy or multiply-add.
+"""
+from __future__ import annotations
+
+from numba import njit, prange
+
+_JIT = dict(nogil=True, cache=True, boundscheck=False, parallel=True)
+
+
+@njit(inline="always")
+def _span(j, dw, pl, sw, width, out_w):
+    """Output columns [lo, hi) whose input column q*sw - pl + j*dw lies inside [0, width)."""
+    lo = max(0, -((j * dw - pl) // sw))
+    hi = min(out_w, -((j * dw - pl - width) // sw))
+    return lo, max(lo, hi)
+
+
+@njit(**_JIT)
+def im2col(x, cols, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+    """cols[n, (c*kh + i)*kw + j, r*out_w + q] = x[n, c, r*sh - pt + i*dh, q*sw - pl + j*dw] (0 outside)."""
+    n_img, n_ch, height, width = x.shape
+    zero = cols.dtype.type(0)
+    for nc in prange(n_img * n_ch):
+        n, c = nc // n_ch, nc % n_ch
+        for i in range(kh):
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                lo, hi = _span(j, dw, pl, sw, width, out_w)
+                for r in range(out_h):
+                    ih = r * sh - pt + i * dh
+                    base = r * out_w
+                    if ih < 0 or ih >= height:
+                        for q in range(out_w):
+                            cols[n, row, base + q] = zero
+                        continue
+                    for q in range(lo):
+                        cols[n, row, base + q] = zero
+                    for q in range(lo, hi):
+                        cols[n, row, base + q] = x[n, c, ih, q * sw - pl + j * dw]
+                    for q in range(hi, out_w):
+                        cols[n, row, base + q] = zero
+
+
+@njit(**_JIT)
+def col2im(cols, gx, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
+    """The adjoint of im2col: gx[n, c, ...] += every column entry that read that pixel."""
+    n_img, n_ch, height, width = gx.shape
+    for nc in prange(n_img * n_ch):
+        n, c = nc // n_ch, nc % n_ch
+        for i in range(kh):
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                lo, hi = _span(j, dw, pl, sw, width, out_w)
+                for r in range(out_h):
+                    ih = r * sh - pt + i * dh
+                    if 0 <= ih < height:
+                        base = r * out_w
+                        for q in range(lo, hi):
+                            gx[n, c, ih, q * sw - pl + j * dw] += cols[n, row, base + q]
+
+
+@njit(**_JIT)
+def direct_forward(x, w, y, cg, og, sh, sw, pt, pl, dh, dw):
+    """y = conv(x, w) by loops, one (image, output channel) plane per iteration."""
+    n_img, n_out, out_h, out_w = y.shape
+    height, width = x.shape[2], x.shape[3]
+    kh, kw = w.shape[2], w.shape[3]
+    for no in prange(n_img * n_out):
+        n, o = no // n_out, no % n_out
+        y[n, o] = 0
+        for c in range(cg):
+            ci = (o // og) * cg + c
+            for i in range(kh):
+                for j in range(kw):
+                    wv = w[o, c, i, j]
+                    lo, hi = _span(j, dw, pl, sw, width, out_w)
+                    for r in range(out_h):
+                        ih = r * sh - pt + i * dh
+                        if 0 <= ih < height:
+                            for q in range(lo, hi):
+                                y[n, o, r, q] += wv * x[n, ci, ih, q * sw - pl + j * dw]
+
+
+@njit(**_JIT)
+def direct_backward_input(gy, w, gx, cg, og, sh, sw, pt, pl, dh, dw):
+    """gx (zeroed) += the transposed convolution of gy, one (image, input channel) plane each."""
+    n_img, n_ch, height, width = gx.shape
+    out_h, out_w = gy.shape[2], gy.shape[3]
+    kh, kw = w.shape[2], w.shape[3]
+    for nc in prange(n_img * n_ch):
+        n, ci = nc // n_ch, nc % n_ch
+        grp, c = ci // cg, ci % cg
+        for oo in range(og):
+            o = grp * og + oo
+            for i in range(kh):
+                for j in range(kw):
+                    wv = w[o, c, i, j]
+                    lo, hi = _span(j, dw, pl, sw, width, out_w)
+                    for r in range(out_h):
+                        ih = r * sh - pt + i * dh
+                        if 0 <= ih < height:
+                            for q in range(lo, hi):
+                                gx[n, ci, ih, q * sw - pl + j * dw] += wv * gy[n, o, r, q]
+
+
+@njit(**_JIT)
+def direct_backward_weight(x, gy, gw, cg, og, sh, sw, pt, pl, dh, dw):
+    """gw[o, c, i, j] = sum over images and output pixels, one (output, input channel) each."""
+    n_out, _, kh, kw = gw.shape
+    n_img, _, out_h, out_w = gy.shape
+    height, width = x.shape[2], x.shape[3]
+    for oc in prange(n_out * cg):
+        o, c = oc // cg, oc % cg
+        ci = (o // og) * cg + c
+        for i in range(kh):
+            for j in range(kw):
+                lo, hi = _span(j, dw, pl, sw, width, out_w)
+                s = gw.dtype.type(0)
+                for n in range(n_img):
+                    for r in range(out_h):
+                        ih = r * sh - pt + i * dh
+                        if 0 <= ih < height:
+                            for q in range(lo, hi):
+                                s += gy[n, o, r, q] * x[n, ci, ih, q * sw - pl + j * dw]
+                gw[o, c, i, j] = s

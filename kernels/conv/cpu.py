@@ -1,0 +1,160 @@
+"""The CPU convolution: im2col (numba) + one BLAS GEMM per group and batch chunk, or direct
+numba loops when each output sums over few inputs (depthwise: C // groups * KH * KW small).
+
+* forward:  cols = im2col(x) (N, C*KH*KW, OH*OW); y[:, group] = w_group @ cols[:, group rows]
+* input gradient (the transposed convolution): cols = w_group^T @ gy; gx = col2im(cols)
+* weight gradient: gw_group = sum over images of gy[n, group] @ cols[n, group rows]^T
+
+A 1x1 convolution with stride 1 and no padding needs no im2col: the input already is the
+column matrix. The column buffer is built for chunks of the batch so that it stays under
+``COLS_BYTES``. Inputs are float32 or float64 (the op computes other floats in float32).
+
+>>> import numpy as np
+>>> x = np.ones((1, 1, 3, 3), np.float32); w = np.ones((1, 1, 2, 2), np.float32)
+>>> conv2d_forward(x, w, (1, 1), ((0, 0), (0, 0)), (1, 1), 1)[0, 0]
+array([[4., 4.],
+       [4., 4.]], dtype=float32)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _loops
+from .geometry import Conv2dGeometry
+
+COLS_BYTES = 64 << 20      # the im2col buffer of one batch chunk stays under this
+DIRECT_BELOW = 32          # C//groups * KH * KW below this: direct loops beat a thin GEMM
+
+
+def _check_dtypes(*arrays):
+    dt = arrays[0].dtype
+    if dt not in (np.float32, np.float64) or any(a.dtype != dt for a in arrays):
+        raise TypeError("conv kernels take float32 or float64 arrays of one dtype, got "
+                        + ", ".join(str(a.dtype) for a in arrays))
+    return dt
+
+
+def _direct(g):
+    return g.cg * g.kh * g.kw < DIRECT_BELOW
+
+
+def _pointwise(g):
+    """A 1x1, stride 1, unpadded convolution: x itself is the column matrix."""
+    return (g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr) == (1, 1, 1, 1, 0, 0, 0, 0)
+
+
+def _loop_args(g):
+    return (g.sh, g.sw, g.pt, g.pl, g.dh, g.dw)
+
+
+def _chunks(g, itemsize):
+    per_image = g.c * g.kh * g.kw * g.oh * g.ow * itemsize
+    step = max(1, min(g.n, COLS_BYTES // max(per_image, 1)))
+    return [(n0, min(g.n, n0 + step)) for n0 in range(0, g.n, step)]
+
+
+def _columns(x, g, n0, n1, buf):
+    """im2col of images n0:n1 into (a view of) ``buf``."""
+    if _pointwise(g):
+        return x[n0:n1].reshape(n1 - n0, g.c, g.oh * g.ow)
+    cols = buf[:n1 - n0]
+    _loops.im2col(x[n0:n1], cols, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, g.oh, g.ow)
+    return cols
+
+
+def _buffer(g, chunks, dtype):
+    if _pointwise(g):
+        return None
+    rows = max(n1 - n0 for n0, n1 in chunks)
+    return np.empty((rows, g.c * g.kh * g.kw, g.oh * g.ow), dtype)
+
+
+def _group_rows(g, k):
+    kk = g.cg * g.kh * g.kw
+    return slice(k * kk, (k + 1) * kk), slice(k * g.og, (k + 1) * g.og)
+
+
+def conv2d_forward(x, w, stride, padding, dilation, groups, out=None):
+    """y = conv2d(x, w) (N, O, OH, OW); see :mod:`.geometry` for the arguments."""
+    g = Conv2dGeometry(x.shape, w.shape, stride, padding, dilation, groups)
+    dt = _check_dtypes(x, w)
+    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+    y = np.empty(g.out_shape, dt) if out is None else out
+    if y.size == 0:
+        return y
+    if x.size == 0 or w.size == 0:
+        y[...] = 0
+        return y
+    if _direct(g):
+        _loops.direct_forward(x, w, y, g.cg, g.og, *_loop_args(g))
+        return y
+    w2 = w.reshape(g.o, -1)
+    chunks = _chunks(g, x.itemsize)
+    buf = _buffer(g, chunks, dt)
+    for n0, n1 in chunks:
+        cols = _columns(x, g, n0, n1, buf)
+        y3 = y[n0:n1].reshape(n1 - n0, g.o, g.oh * g.ow)
+        for k in range(g.groups):
+            rows, outs = _group_rows(g, k)
+            np.matmul(w2[outs], cols[:, rows], out=y3[:, outs])
+    return y
+
+
+def conv2d_backward_input(gy, w, input_hw, stride, padding, dilation, groups):
+    """dL/dx of conv2d_forward for an input of spatial size ``input_hw`` (also the transposed
+    convolution of ``gy`` with ``w``)."""
+    n, c = gy.shape[0], w.shape[1] * groups
+    g = Conv2dGeometry((n, c) + tuple(input_hw), w.shape, stride, padding, dilation, groups)
+    if tuple(gy.shape) != g.out_shape:
+        raise ValueError(f"conv2d_backward_input: gradient of shape {tuple(gy.shape)}, the "
+                         f"convolution's output is {g.out_shape}")
+    dt = _check_dtypes(gy, w)
+    gy, w = np.ascontiguousarray(gy), np.ascontiguousarray(w)
+    gx = np.zeros(g.x_shape, dt)
+    if gx.size == 0 or gy.size == 0 or w.size == 0:
+        return gx
+    if _direct(g):
+        _loops.direct_backward_input(gy, w, gx, g.cg, g.og, *_loop_args(g))
+        return gx
+    w2 = w.reshape(g.o, -1)
+    chunks = _chunks(g, gy.itemsize)
+    cols = _buffer(g, chunks, dt)
+    for n0, n1 in chunks:
+        gy3 = gy[n0:n1].reshape(n1 - n0, g.o, g.oh * g.ow)
+        target = gx[n0:n1].reshape(n1 - n0, g.c, g.oh * g.ow) if _pointwise(g) else cols[:n1 - n0]
+        for k in range(g.groups):
+            rows, outs = _group_rows(g, k)
+            np.matmul(w2[outs].T, gy3[:, outs], out=target[:, rows])
+        if not _pointwise(g):
+            _loops.col2im(target, gx[n0:n1], g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
+                          g.oh, g.ow)
+    return gx
+
+
+def conv2d_backward_weight(x, gy, kernel_hw, stride, padding, dilation, groups):
+    """dL/dw of conv2d_forward for a kernel of spatial size ``kernel_hw``."""
+    o = gy.shape[1]
+    g = Conv2dGeometry(x.shape, (o, x.shape[1] // max(groups, 1)) + tuple(kernel_hw), stride,
+                       padding, dilation, groups)
+    if tuple(gy.shape) != g.out_shape:
+        raise ValueError(f"conv2d_backward_weight: gradient of shape {tuple(gy.shape)}, the "
+                         f"convolution's output is {g.out_shape}")
+    dt = _check_dtypes(x, gy)
+    x, gy = np.ascontiguousarray(x), np.ascontiguousarray(gy)
+    gw = np.zeros(g.w_shape, dt)
+    if gw.size == 0 or gy.size == 0 or x.size == 0:
+        return gw
+    if _direct(g):
+        _loops.direct_backward_weight(x, gy, gw, g.cg, g.og, *_loop_args(g))
+        return gw
+    gw2 = gw.reshape(g.o, -1)
+    chunks = _chunks(g, x.itemsize)
+    buf = _buffer(g, chunks, dt)
+    for n0, n1 in chunks:
+        cols = _columns(x, g, n0, n1, buf)
+        gy3 = gy[n0:n1].reshape(n1 - n0, g.o, g.oh * g.ow)
+        for k in range(g.groups):
+            rows, outs = _group_rows(g, k)
+            for i in range(n1 - n0):
+                gw2[outs] += gy3[i, outs] @ cols[i, rows].T
+    return gw

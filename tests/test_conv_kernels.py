@@ -1,0 +1,130 @@
+"""The convolution kernels (nbaccel_kernels.conv) against their NumPy reference, and the
+reference against the definition (adjoint identities, a hand-written loop) and PyTorch."""
+import os
+
+import numpy as np
+import pytest
+
+from nbaccel_kernels.conv import Conv2dGeometry, cpu, reference
+
+# (x shape, w shape, stride, ((top, bottom), (left, right)), dilation, groups)
+CASES = [
+    ((2, 4, 7, 6), (6, 2, 3, 2), (2, 1), ((1, 0), (2, 1)), (1, 2), 2),
+    ((1, 3, 5, 5), (4, 3, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),
+    ((2, 8, 9, 9), (16, 8, 3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), 1),   # im2col + BLAS
+    ((2, 6, 5, 5), (12, 1, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 6),   # depthwise, x2
+    ((2, 5, 4, 4), (3, 5, 1, 1), (1, 1), ((0, 0), (0, 0)), (1, 1), 1),   # 1x1: no im2col
+    ((1, 2, 2, 2), (3, 2, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),   # kernel > input
+    ((2, 8, 6, 7), (4, 4, 3, 3), (3, 2), ((2, 1), (0, 2)), (2, 1), 2),
+    ((1, 1, 1, 9), (2, 1, 1, 4), (1, 3), ((0, 0), (3, 0)), (1, 1), 1),   # a 1-D one
+]
+
+
+def _data(case, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    xs, ws = case[:2]
+    return rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)
+
+
+def _naive(x, w, stride, padding, dilation, groups):
+    g = Conv2dGeometry(x.shape, w.shape, stride, padding, dilation, groups)
+    y = np.zeros(g.out_shape)
+    for n, o, r, q in np.ndindex(*g.out_shape):
+        for c, i, j in np.ndindex(g.cg, g.kh, g.kw):
+            ih, iw = r * g.sh - g.pt + i * g.dh, q * g.sw - g.pl + j * g.dw
+            if 0 <= ih < g.h and 0 <= iw < g.w:
+                y[n, o, r, q] += w[o, c, i, j] * x[n, (o // g.og) * g.cg + c, ih, iw]
+    return y
+
+
+@pytest.mark.parametrize("case", CASES[:2] + CASES[5:])
+def test_reference_is_the_definition(case):
+    x, w = _data(case, np.float64)
+    np.testing.assert_allclose(reference.conv2d_forward(x, w, *case[2:]), _naive(x, w, *case[2:]),
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_reference_gradients_are_adjoints(case):
+    """<conv(x, w), gy> = <x, dx(gy)> = <w, dw(gy)>: the gradients are exact adjoints."""
+    x, w = _data(case, np.float64)
+    y = reference.conv2d_forward(x, w, *case[2:])
+    gy = np.random.default_rng(1).standard_normal(y.shape)
+    gx = reference.conv2d_backward_input(gy, w, x.shape[2:], *case[2:])
+    gw = reference.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:])
+    assert np.isclose((y * gy).sum(), (x * gx).sum())
+    assert np.isclose((y * gy).sum(), (w * gw).sum())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_cpu_matches_reference(case, dtype):
+    x, w = _data(case, dtype)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    y = cpu.conv2d_forward(x, w, *case[2:])
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y, reference.conv2d_forward(x, w, *case[2:]), **tol)
+    gy = np.random.default_rng(2).standard_normal(y.shape).astype(dtype)
+    np.testing.assert_allclose(cpu.conv2d_backward_input(gy, w, x.shape[2:], *case[2:]),
+                               reference.conv2d_backward_input(gy, w, x.shape[2:], *case[2:]), **tol)
+    np.testing.assert_allclose(cpu.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]),
+                               reference.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]),
+                               **tol)
+
+
+def test_cpu_batch_chunks(monkeypatch):
+    """The im2col buffer covers part of the batch at a time: the chunks give the same result."""
+    case = CASES[2]
+    x, w = _data(case, np.float64)
+    whole = cpu.conv2d_forward(x, w, *case[2:])
+    gy = np.ones_like(whole)
+    gw_whole = cpu.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:])
+    monkeypatch.setattr(cpu, "COLS_BYTES", 1)
+    np.testing.assert_allclose(cpu.conv2d_forward(x, w, *case[2:]), whole, rtol=1e-12)
+    np.testing.assert_allclose(cpu.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]), gw_whole,
+                               rtol=1e-12)
+
+
+def test_geometry_errors_name_the_problem():
+    with pytest.raises(ValueError, match="larger than the padded input"):
+        Conv2dGeometry((1, 1, 2, 2), (1, 1, 3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), 1)
+    with pytest.raises(ValueError, match="channels"):
+        Conv2dGeometry((1, 3, 4, 4), (2, 2, 3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), 1)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        cpu.conv2d_forward(np.ones((1, 1, 3, 3), np.int64), np.ones((1, 1, 1, 1), np.int64),
+                           (1, 1), ((0, 0), (0, 0)), (1, 1), 1)
+
+
+def test_empty_batch_and_channels():
+    y = cpu.conv2d_forward(np.ones((0, 2, 4, 4), np.float32), np.ones((3, 2, 3, 3), np.float32),
+                           (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    assert y.shape == (0, 3, 4, 4)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3], CASES[7]])
+def test_triton_matches_reference(case):
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the Triton kernels are tested under TRITON_INTERPRET=1")
+    pytest.importorskip("triton")
+    from nbaccel_kernels.conv import triton as tk
+    x, w = _data(case, np.float32)
+    y = tk.conv2d_forward(x, w, *case[2:])
+    np.testing.assert_allclose(y, reference.conv2d_forward(x, w, *case[2:]), rtol=1e-4, atol=1e-4)
+    gy = np.random.default_rng(3).standard_normal(y.shape).astype(np.float32)
+    np.testing.assert_allclose(tk.conv2d_backward_input(gy, w, x.shape[2:], *case[2:]),
+                               reference.conv2d_backward_input(gy, w, x.shape[2:], *case[2:]),
+                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tk.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]),
+                               reference.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_reference_matches_pytorch(case):
+    torch = pytest.importorskip("torch")
+    x, w = _data(case, np.float64)
+    (pt, pb), (pl, pr) = case[3]
+    xt = torch.nn.functional.pad(torch.from_numpy(x), (pl, pr, pt, pb))
+    expect = torch.nn.functional.conv2d(xt, torch.from_numpy(w), stride=case[2],
+                                        dilation=case[4], groups=case[5]).numpy()
+    np.testing.assert_allclose(reference.conv2d_forward(x, w, *case[2:]), expect, atol=1e-10)
