@@ -13,3 +13,8 @@ from .modules import (  # noqa: F401
     MSELoss, ModuleDict, ModuleList, ReLU, RMSNorm, Sequential, Sigmoid, SiLU, Softmax, Softplus,
     Tanh)
 from .attention import MultiheadAttention  # noqa: F401
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401,E402
+from .pooling import (  # noqa: F401,E402
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm  # noqa: F401,E402
+from .activation import Dropout2d, Hardtanh, LeakyReLU, ReLU6  # noqa: F401,E402

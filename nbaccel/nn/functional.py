@@ -78,3 +78,19 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
         return loss
     return loss.sum() if reduction == "sum" else loss.sum() / pick.sum()
 
+
+# ---- convolutional networks (ops/conv.py, ops/pooling.py, functional_vision.py) ----------------
+from ..ops.registry import ALIASES as _ALIASES  # noqa: E402
+from .functional_vision import (  # noqa: E402,F401
+    adaptive_avg_pool1d, adaptive_avg_pool2d, batch_norm, dropout2d, group_norm, hardtanh,
+    interpolate, pad, relu6, upsample)
+
+conv2d = OPS["conv2d"].front
+conv_transpose2d = OPS["conv_transpose2d"].front
+max_pool2d = OPS["max_pool2d"].front
+avg_pool2d = OPS["avg_pool2d"].front
+conv1d, conv_transpose1d = _ALIASES["conv1d"], _ALIASES["conv_transpose1d"]
+max_pool1d, avg_pool1d = _ALIASES["max_pool1d"], _ALIASES["avg_pool1d"]
+__all__ += ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d",
+            "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "batch_norm",
+            "group_norm", "interpolate", "upsample", "pad", "relu6", "hardtanh", "dropout2d"]

@@ -1,0 +1,307 @@
+"""The functional side of convolutional networks that is a composition of ops: batch and
+group normalisation, adaptive average pooling, interpolation, padding, relu6 and channel
+dropout (``nbaccel.nn.functional`` re-exports them). The convolutions and poolings
+themselves are ops (``nbaccel/ops/conv.py``, ``nbaccel/ops/pooling.py``).
+
+Everything here is written with nbaccel ops, so it runs eagerly, differentiates and traces
+into compiled graphs; in eval mode ``batch_norm`` is pointwise work on per-channel constants,
+which the compiler fuses into the kernel after a convolution.
+
+>>> import nbaccel as nb
+>>> import nbaccel.nn.functional as F
+>>> F.interpolate(nb.arange(4.0).reshape(1, 1, 2, 2), scale_factor=2).shape
+(1, 1, 4, 4)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import autograd
+from ..ops.fronts import as_tensor
+from ..ops.nn import ShapeError, keep_mask
+from ..ops.pooling import pad_constant
+
+
+def _ops():
+    from .. import ops
+    return ops
+
+
+def _channel_shape(x):
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+# ---- normalisation --------------------------------------------------------------------------------
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """PyTorch's ``F.batch_norm`` over channel axis 1 of (N, C, *) input. In training mode the
+    batch statistics normalise (biased variance) and the running statistics, when given, move
+    by ``momentum`` towards them in place (unbiased variance); otherwise the running
+    statistics normalise."""
+    ops = _ops()
+    x = as_tensor(input)
+    if x.ndim < 2:
+        raise ShapeError(f"batch_norm: expected an input with at least 2 dims (N, C, ...), got "
+                         f"{tuple(x.shape)}")
+    c, shape = x.shape[1], _channel_shape(x)
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ShapeError(f"batch_norm: {name} of shape {tuple(t.shape)}, expected ({c},) "
+                             f"for input {tuple(x.shape)}")
+    # per-channel tensors are reshaped to (1, C, 1, ..) before any arithmetic: a compiled
+    # graph then reads them as views of its inputs, and everything after the input (or a
+    # convolution) is one pointwise kernel
+    if training:
+        axes = (0,) + tuple(range(2, x.ndim))
+        count = x.numel() // c if c else 0
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {list(x.shape)}")
+        mean = x.mean(axis=axes, keepdims=True)
+        xc = x - mean
+        var = (xc * xc).mean(axis=axes, keepdims=True)
+        with autograd.no_grad():
+            if running_mean is not None:
+                running_mean.copy_(running_mean * (1 - momentum) + mean.detach().reshape((c,)) * momentum)
+            if running_var is not None:
+                unbiased = var.detach().reshape((c,)) * (count / (count - 1))
+                running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
+        y = xc / ops.sqrt(var + eps)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var are needed when not "
+                             "training")
+        y = (x - running_mean.reshape(shape)) / ops.sqrt(running_var.reshape(shape) + eps)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """PyTorch's ``F.group_norm``: normalise each of ``num_groups`` channel groups of each
+    sample over its channels and positions, then the per-channel affine."""
+    ops = _ops()
+    x = as_tensor(input)
+    if x.ndim < 2:
+        raise ShapeError(f"group_norm: expected an input with at least 2 dims, got {tuple(x.shape)}")
+    n, c = x.shape[0], x.shape[1]
+    if num_groups <= 0 or c % num_groups:
+        raise ValueError(f"group_norm: {c} channels are not divisible into {num_groups} groups")
+    grouped = x.reshape((n, num_groups, -1))
+    xc = grouped - grouped.mean(axis=-1, keepdims=True)
+    y = (xc / ops.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)).reshape(tuple(x.shape))
+    shape = _channel_shape(x)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+# ---- adaptive pooling and interpolation: separable matrices --------------------------------------
+
+def _adaptive_matrix(n_in, n_out, dtype):
+    """(n_out, n_in): row i averages input [floor(i*n/m), ceil((i+1)*n/m)), as PyTorch's bins."""
+    m = np.zeros((n_out, n_in), dtype)
+    for i in range(n_out):
+        lo, hi = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+def _apply_separable(x, rows, cols):
+    """rows @ x @ cols.T over the last two axes (either matrix None: that axis unchanged)."""
+    dt = x.dtype.np
+    if cols is not None:
+        x = x @ as_tensor(np.ascontiguousarray(cols.T, dtype=dt)).to(x.device)
+    if rows is not None:
+        x = as_tensor(np.asarray(rows, dtype=dt)).to(x.device) @ x
+    return x
+
+
+def _size_pair(v, what):
+    if isinstance(v, int) or v is None:
+        return (v, v)
+    v = tuple(v)
+    if len(v) != 2:
+        raise ValueError(f"{what}: output_size must be an int or a pair, got {v}")
+    return v
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """PyTorch's ``F.adaptive_avg_pool2d``: (N, C, H, W) or (C, H, W) averaged into
+    ``output_size`` bins (None keeps that dim). (1, 1) is a mean; other sizes two small
+    averaging matmuls."""
+    x = as_tensor(input)
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"adaptive_avg_pool2d: expected a 3-D or 4-D input, got {tuple(x.shape)}")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"adaptive_avg_pool2d: needs a floating point input, got {x.dtype}")
+    h, w = x.shape[-2], x.shape[-1]
+    oh, ow = _size_pair(output_size, "adaptive_avg_pool2d")
+    oh, ow = h if oh is None else int(oh), w if ow is None else int(ow)
+    if (oh, ow) == (1, 1):
+        return x.mean(axis=(-2, -1), keepdims=True)
+    rows = None if oh == h else _adaptive_matrix(h, oh, np.float64)
+    cols = None if ow == w else _adaptive_matrix(w, ow, np.float64)
+    return _apply_separable(x, rows, cols)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """PyTorch's ``F.adaptive_avg_pool1d`` on (N, C, L) or (C, L)."""
+    x = as_tensor(input)
+    o = int(output_size if isinstance(output_size, int) else tuple(output_size)[0])
+    return _apply_separable(x, None, _adaptive_matrix(x.shape[-1], o, np.float64))
+
+
+def _interp_matrix(n_in, n_out, mode, align_corners, scale):
+    """(n_out, n_in) weights of PyTorch's index arithmetic for one axis. ``scale`` is the
+    user's scale factor (PyTorch then maps with 1/scale_factor), or None (n_in/n_out)."""
+    m = np.zeros((n_out, n_in))
+    dst = np.arange(n_out, dtype=np.float64)
+    if mode in ("nearest", "nearest-exact"):
+        ratio = 1.0 / scale if scale else n_in / n_out
+        src = np.floor(dst * ratio) if mode == "nearest" else np.floor((dst + 0.5) * ratio)
+        m[np.arange(n_out), np.minimum(src.astype(np.int64), n_in - 1)] = 1.0
+        return m
+    if align_corners:
+        src = dst * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    else:
+        ratio = 1.0 / scale if scale else n_in / n_out
+        src = np.maximum((dst + 0.5) * ratio - 0.5, 0.0)
+    lo = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    hi = np.minimum(lo + 1, n_in - 1)
+    frac = src - lo
+    np.add.at(m, (np.arange(n_out), lo), 1.0 - frac)
+    np.add.at(m, (np.arange(n_out), hi), frac)
+    return m
+
+
+_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 1, "bilinear": 2}
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """PyTorch's ``F.interpolate`` for modes 'nearest', 'nearest-exact', 'linear' (3-D
+    input) and 'bilinear' (4-D input), with ``size`` or ``scale_factor`` and ``align_corners``.
+    Each axis is a small resampling matmul, so gradients and compiling come from matmul."""
+    x = as_tensor(input)
+    if mode not in _MODES:
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nbaccel has "
+                                  "'nearest', 'nearest-exact', 'linear' and 'bilinear')")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    spatial = x.ndim - 2
+    if spatial not in (1, 2) or (_MODES[mode] and _MODES[mode] != spatial):
+        raise ShapeError(f"interpolate: mode {mode!r} does not take a {x.ndim}-D input "
+                         f"(linear: 3-D, bilinear: 4-D, nearest: 3-D or 4-D)")
+    if mode.startswith("nearest") and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"interpolate: needs a floating point input, got {x.dtype}")
+    n_in = tuple(x.shape[2:])
+    if size is not None:
+        out = (size,) * spatial if isinstance(size, int) else tuple(int(s) for s in size)
+        scales = (None,) * spatial
+    else:
+        scales = (scale_factor,) * spatial if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        out = tuple(int(math.floor(n * float(s))) for n, s in zip(n_in, scales))
+        if recompute_scale_factor:
+            scales = (None,) * spatial
+        scales = tuple(None if s is None else float(s) for s in scales)
+    if len(out) != spatial or min(out) < 1:
+        raise ValueError(f"interpolate: output size {out} does not fit a {x.ndim}-D input")
+    mats = [_interp_matrix(n, o, mode, bool(align_corners), s) for n, o, s in zip(n_in, out, scales)]
+    if spatial == 1:
+        return _apply_separable(x, None, mats[0])
+    return _apply_separable(x, mats[0], mats[1])
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """The old spelling of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+# ---- padding, activations, dropout ----------------------------------------------------------------
+
+def _pad_indices(n, lo, hi, mode):
+    idx = np.arange(-lo, n + hi)
+    if mode == "replicate":
+        return np.clip(idx, 0, n - 1)
+    if mode == "circular":
+        return idx % n
+    period = 2 * (n - 1)                     # reflect: mirror without repeating the edge
+    idx = np.abs(idx) % period if period else np.zeros_like(idx)
+    return np.where(idx >= n, period - idx, idx)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """PyTorch's ``F.pad``: ``pad`` lists (left, right) pairs from the last axis backwards;
+    negative amounts crop. Modes 'constant' (``value``, default 0), 'reflect', 'replicate'
+    and 'circular'."""
+    x = as_tensor(input)
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(f"pad: padding length must be even and at most 2 * {x.ndim}, got {len(pad)}")
+    pairs = [(pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)][::-1]   # axis order
+    first = x.ndim - len(pairs)
+    crops = tuple(slice(max(0, -lo), x.shape[first + a] - max(0, -hi)) for a, (lo, hi) in enumerate(pairs))
+    if any(lo < 0 or hi < 0 for lo, hi in pairs):
+        x = x[(slice(None),) * first + crops]
+        pairs = [(max(0, lo), max(0, hi)) for lo, hi in pairs]
+    if mode == "constant":
+        return pad_constant(x, pairs, 0.0 if value is None else value)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: mode {mode!r} is not supported")
+    for a, (lo, hi) in enumerate(pairs, start=first):
+        if not (lo or hi):
+            continue
+        n = x.shape[a]
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the "
+                             f"input dimension {n}")
+        if mode == "circular" and (lo > n or hi > n):
+            raise ValueError(f"pad: circular padding ({lo}, {hi}) is larger than the dimension {n}")
+        x = x[(slice(None),) * a + (_pad_indices(n, lo, hi, mode),)]
+    return x
+
+
+def relu6(input, inplace=False):
+    """min(max(x, 0), 6); the gradient is 1 strictly inside (0, 6), as PyTorch's hardtanh."""
+    ops = _ops()
+    x = as_tensor(input)
+    out = ops.where(x <= 0, 0, ops.where(x >= 6, 6, x)).astype(x.dtype)
+    return x._assign(out) if inplace else out
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """x clipped to [min_val, max_val]; the gradient is 1 strictly inside."""
+    ops = _ops()
+    x = as_tensor(input)
+    out = ops.where(x <= min_val, min_val, ops.where(x >= max_val, max_val, x)).astype(x.dtype)
+    return x._assign(out) if inplace else out
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels with probability p (and scale the rest by 1/(1-p)): (N, C, H, W),
+    or (C, H, W) as one unbatched sample."""
+    x = as_tensor(input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return x
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"dropout2d: expected a 3-D or 4-D input, got {tuple(x.shape)}")
+    lead = 2 if x.ndim == 4 else 1
+    mask = keep_mask(tuple(x.shape[:lead]) + (1,) * (x.ndim - lead), p, x.device)
+    out = _ops().where(mask, x * (0.0 if p == 1.0 else 1.0 / (1.0 - p)), 0).astype(x.dtype)
+    return x._assign(out) if inplace else out

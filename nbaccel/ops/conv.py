@@ -1,0 +1,308 @@
+"""Convolutions: ``conv2d``, its input gradient ``conv_transpose2d`` and its weight gradient
+``conv2d_weight_grad``, three primitives run whole by the kernels in ``nbaccel_kernels.conv``
+(CPU: im2col + BLAS or direct numba loops; CUDA: Triton). ``conv1d`` / ``conv_transpose1d``
+are the 2-D ops on a height of 1.
+
+The three ops are each other's derivatives (the gradient of a convolution is a transposed
+convolution and a weight gradient, and so on), so gradients of any order exist. The bias is
+not part of the ops: the fronts add it as a broadcast ``add``, so that in a compiled graph the
+bias, a BatchNorm in eval mode and the activation after the convolution fuse into one
+pointwise kernel behind the extern convolution.
+
+Params are hashable: ``stride`` (sh, sw), ``padding`` ((top, bottom), (left, right)),
+``dilation`` (dh, dw), ``groups``, and for the gradient ops the spatial size they produce.
+"""
+from __future__ import annotations
+
+from .. import dtypes as D
+from .fronts import apply, as_tensor
+from .nn import ShapeError
+from .registry import defop
+
+
+def _kernels(xp):
+    if getattr(xp, "__name__", "") == "numpy":
+        from nbaccel_kernels.conv import cpu
+        return cpu
+    from nbaccel_kernels.conv import triton as tk
+    from ..gpu import triton_driver
+    triton_driver.activate()
+    return tk
+
+
+def _run(xp, fn_name, a, b, size, p):
+    """Call the kernel in float32/float64 (float16 and bfloat16 compute in float32 on the CPU,
+    as PyTorch's CPU kernels accumulate)."""
+    dt = a.dtype
+    cpu = getattr(xp, "__name__", "") == "numpy"
+    if cpu and dt not in (xp.float32, xp.float64):
+        a, b = a.astype(xp.float32), b.astype(xp.float32)
+    fn = getattr(_kernels(xp), fn_name)
+    args = (a, b) + ((size,) if size is not None else ())
+    out = fn(*args, p["stride"], p["padding"], p["dilation"], p["groups"])
+    return out.astype(dt, copy=False)
+
+
+def _geometry(x_shape, w_shape, p, what):
+    from nbaccel_kernels.conv import Conv2dGeometry
+    try:
+        return Conv2dGeometry(x_shape, w_shape, p["stride"], p["padding"], p["dilation"], p["groups"])
+    except ValueError as e:
+        raise ShapeError(f"{what}: {e} (input {tuple(x_shape)}, weight {tuple(w_shape)})") from None
+
+
+def _float_dtype(a, b, what):
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{what}: input type ({a.dtype}) and weight type ({b.dtype}) should be "
+                           "the same")
+    if a.dtype.kind != "f":
+        raise RuntimeError(f"{what}: needs floating point tensors, got {a.dtype}")
+    return a.dtype
+
+
+def _check_4d(t, what, name):
+    if t.ndim != 4:
+        raise ShapeError(f"{what}: expected a 4-D {name}, got shape {tuple(t.shape)}")
+
+
+# ---- the three primitives ----------------------------------------------------------------------
+
+def _conv2d_infer(args, p):
+    x, w = args
+    _check_4d(x, "conv2d", "input (N, C, H, W)")
+    _check_4d(w, "conv2d", "weight (O, C/groups, KH, KW)")
+    return _geometry(x.shape, w.shape, p, "conv2d").out_shape, _float_dtype(x, w, "conv2d")
+
+
+def _transpose_infer(args, p):
+    gy, w = args
+    _check_4d(gy, "conv_transpose2d", "input")
+    _check_4d(w, "conv_transpose2d", "weight")
+    g = _geometry((gy.shape[0], w.shape[1] * p["groups"]) + tuple(p["size"]), w.shape, p,
+                  "conv_transpose2d")
+    if tuple(gy.shape) != g.out_shape:
+        raise ShapeError(f"conv_transpose2d: input of shape {tuple(gy.shape)} does not give an "
+                         f"output of spatial size {tuple(p['size'])} with weight {tuple(w.shape)}")
+    return g.x_shape, _float_dtype(gy, w, "conv_transpose2d")
+
+
+def _weight_grad_infer(args, p):
+    x, gy = args
+    g = _geometry(x.shape, (gy.shape[1], x.shape[1] // p["groups"]) + tuple(p["size"]), p,
+                  "conv2d_weight_grad")
+    if tuple(gy.shape) != g.out_shape:
+        raise ShapeError(f"conv2d_weight_grad: gradient of shape {tuple(gy.shape)}, the "
+                         f"convolution's output is {g.out_shape}")
+    return g.w_shape, _float_dtype(x, gy, "conv2d_weight_grad")
+
+
+def _same(p, size):
+    return dict(p, size=tuple(size))
+
+
+def _conv_params(p):
+    return {k: p[k] for k in ("stride", "padding", "dilation", "groups", "kernel")}
+
+
+def _conv2d_grad(g, out, x, w, **p):
+    from ..autograd import needs_input_grad as need
+    gx = apply(conv_transpose2d, (g, w), _same(p, x.shape[2:])) if need(0) else None
+    gw = apply(conv2d_weight_grad, (x, g), _same(p, w.shape[2:])) if need(1) else None
+    return gx, gw
+
+
+def _transpose_grad(g, out, gy, w, **p):
+    # out = C^T(gy, w): <out, g> = <gy, C(g, w)>, so d/dgy = C(g, w) and d/dw = wgrad(g, gy)
+    from ..autograd import needs_input_grad as need
+    dgy = apply(conv2d, (g, w), _conv_params(p)) if need(0) else None
+    dw = apply(conv2d_weight_grad, (g, gy), _same(p, w.shape[2:])) if need(1) else None
+    return dgy, dw
+
+
+def _weight_grad_grad(g, out, x, gy, **p):
+    # <wgrad(x, gy), g> = <C(x, g), gy> = <x, C^T(gy, g)>
+    from ..autograd import needs_input_grad as need
+    dx = apply(conv_transpose2d, (gy, g), _same(p, x.shape[2:])) if need(0) else None
+    dgy = apply(conv2d, (x, g), _conv_params(p)) if need(1) else None
+    return dx, dgy
+
+
+def _label(p):
+    return "conv-" + p.get("kernel", "cpu")
+
+
+# ---- fronts (PyTorch's F.conv2d & co.) -----------------------------------------------------------
+
+def _pair(v, name, n=2):
+    if isinstance(v, int):
+        return (int(v),) * n
+    v = tuple(int(a) for a in v)
+    if len(v) == 1:
+        return v * n
+    if len(v) != n:
+        raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {v}")
+    return v
+
+
+def _kernel_name(t):
+    return "cpu" if t.device.type == "cpu" else "triton"
+
+
+def _padding(padding, kernel, dilation, stride, what):
+    """PyTorch's padding argument as ((top, bottom), (left, right))."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0), (0, 0))
+        if padding != "same":
+            raise ValueError(f"{what}: padding must be 'valid', 'same', an int or a tuple, got "
+                             f"{padding!r}")
+        if any(s != 1 for s in stride):
+            raise ValueError(f"{what}: padding='same' is not supported for strided convolutions")
+        # the total padding d*(k-1), the extra one (for even kernels) at the end, as PyTorch
+        totals = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    ph, pw = _pair(padding, "padding")
+    if ph < 0 or pw < 0:
+        raise ValueError(f"{what}: negative padding is not supported, got {padding}")
+    return ((ph, ph), (pw, pw))
+
+
+def _add_bias(y, bias, channels, what):
+    if bias is None:
+        return y
+    bias = as_tensor(bias)
+    if tuple(bias.shape) != (channels,):
+        raise ShapeError(f"{what}: bias of shape {tuple(bias.shape)}, expected ({channels},)")
+    return y + bias.reshape((1, channels) + (1,) * (y.ndim - 2))
+
+
+def _batched(x, spatial, what):
+    """(x with a batch dim, whether one was added): PyTorch takes unbatched (C, *spatial) input."""
+    if x.ndim == spatial + 1:
+        return x.reshape((1,) + tuple(x.shape)), True
+    if x.ndim != spatial + 2:
+        raise ShapeError(f"{what}: expected a {spatial + 1}-D (unbatched) or {spatial + 2}-D "
+                         f"(batched) input, got shape {tuple(x.shape)}")
+    return x, False
+
+
+def _conv2d_front(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """PyTorch's ``F.conv2d``: (N, C, H, W) input, (O, C/groups, KH, KW) weight, optional (O,)
+    bias; ``padding`` an int, a pair, ``'valid'`` or ``'same'``.
+
+    >>> import nbaccel as nb
+    >>> nb.nn.functional.conv2d(nb.ones(1, 1, 4, 4), nb.ones(1, 1, 3, 3), padding=1)[0, 0, 0]
+    tensor([4., 6., 6., 4.])
+    """
+    x, w = as_tensor(input), as_tensor(weight)
+    x, unbatched = _batched(x, 2, "conv2d")
+    if w.ndim != 4:
+        raise ShapeError(f"conv2d: expected a 4-D weight (O, C/groups, KH, KW), got {tuple(w.shape)}")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    p = {"stride": stride, "padding": _padding(padding, w.shape[2:], dilation, stride, "conv2d"),
+         "dilation": dilation, "groups": int(groups), "kernel": _kernel_name(x)}
+    y = _add_bias(apply(conv2d, (x, w), p), bias, w.shape[0], "conv2d")
+    return y.reshape(tuple(y.shape[1:])) if unbatched else y
+
+
+def _conv1d_front(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """PyTorch's ``F.conv1d``: (N, C, L) input, (O, C/groups, K) weight (a conv2d of height 1)."""
+    x, w = as_tensor(input), as_tensor(weight)
+    x, unbatched = _batched(x, 1, "conv1d")
+    if w.ndim != 3:
+        raise ShapeError(f"conv1d: expected a 3-D weight (O, C/groups, K), got {tuple(w.shape)}")
+    if not isinstance(padding, str):
+        padding = (0, _pair(padding, "padding", 1)[0])
+    n, c, length = x.shape
+    y = _conv2d_front(x.reshape((n, c, 1, length)), w.reshape(tuple(w.shape[:2]) + (1, w.shape[2])),
+                      bias, (1, _pair(stride, "stride", 1)[0]), padding,
+                      (1, _pair(dilation, "dilation", 1)[0]), groups)
+    y = y.reshape((n, y.shape[1], y.shape[3]))
+    return y.reshape(tuple(y.shape[1:])) if unbatched else y
+
+
+def _transposed_size(n_in, k, s, p, op, d):
+    return (n_in - 1) * s - 2 * p + d * (k - 1) + op + 1
+
+
+def _conv_transpose2d_front(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                            groups=1, dilation=1):
+    """PyTorch's ``F.conv_transpose2d``: (N, C_in, H, W) input, (C_in, C_out/groups, KH, KW)
+    weight; the output is (H - 1) * stride - 2 * padding + dilation * (KH - 1) +
+    output_padding + 1 high (and likewise wide)."""
+    x, w = as_tensor(input), as_tensor(weight)
+    x, unbatched = _batched(x, 2, "conv_transpose2d")
+    if w.ndim != 4:
+        raise ShapeError(f"conv_transpose2d: expected a 4-D weight (C_in, C_out/groups, KH, KW), "
+                         f"got {tuple(w.shape)}")
+    if isinstance(padding, str):
+        raise ValueError("conv_transpose2d: padding must be an int or a tuple (PyTorch takes no "
+                         "'same' or 'valid' here)")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    pad, out_pad = _pair(padding, "padding"), _pair(output_padding, "output_padding")
+    for o, s, d in zip(out_pad, stride, dilation):
+        if o < 0 or (o >= s and o >= d):
+            raise ValueError(f"conv_transpose2d: output_padding {out_pad} must be smaller than "
+                             f"stride {stride} or dilation {dilation}")
+    size = tuple(_transposed_size(x.shape[2 + a], w.shape[2 + a], stride[a], pad[a], out_pad[a],
+                                  dilation[a]) for a in range(2))
+    if min(size) < 1:
+        raise ShapeError(f"conv_transpose2d: the output would be {size} for input {tuple(x.shape)}")
+    p = {"stride": stride, "padding": tuple((q, q) for q in pad), "dilation": dilation,
+         "groups": int(groups), "kernel": _kernel_name(x), "size": size}
+    y = _add_bias(apply(conv_transpose2d, (x, w), p), bias, w.shape[1] * int(groups),
+                  "conv_transpose2d")
+    return y.reshape(tuple(y.shape[1:])) if unbatched else y
+
+
+def _conv_transpose1d_front(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                            groups=1, dilation=1):
+    """PyTorch's ``F.conv_transpose1d`` (a conv_transpose2d of height 1)."""
+    x, w = as_tensor(input), as_tensor(weight)
+    x, unbatched = _batched(x, 1, "conv_transpose1d")
+    one = lambda v, name: (0 if name != "s" else 1, _pair(v, name, 1)[0])  # noqa: E731
+    n, c, length = x.shape
+    y = _conv_transpose2d_front(x.reshape((n, c, 1, length)),
+                                w.reshape(tuple(w.shape[:2]) + (1, w.shape[2])), bias,
+                                (1, _pair(stride, "stride", 1)[0]), one(padding, "padding"),
+                                one(output_padding, "output_padding"), groups,
+                                (1, _pair(dilation, "dilation", 1)[0]))
+    y = y.reshape((n, y.shape[1], y.shape[3]))
+    return y.reshape(tuple(y.shape[1:])) if unbatched else y
+
+
+def _weight_grad_front(input, grad_output, kernel_size, stride=1, padding=0, dilation=1, groups=1):
+    x, gy = as_tensor(input), as_tensor(grad_output)
+    stride, dilation, k = _pair(stride, "stride"), _pair(dilation, "dilation"), _pair(kernel_size, "kernel_size")
+    p = {"stride": stride, "padding": _padding(padding, k, dilation, stride, "conv2d_weight_grad"),
+         "dilation": dilation, "groups": int(groups), "kernel": _kernel_name(x), "size": k}
+    return apply(conv2d_weight_grad, (x, gy), p)
+
+
+conv2d = defop(
+    "conv2d", kind="nn", infer=_conv2d_infer, grad=_conv2d_grad, front=_conv2d_front,
+    impl=lambda xp, x, w, **p: _run(xp, "conv2d_forward", x, w, None, p), extern_backend=_label,
+    doc="2-D convolution (cross-correlation, as PyTorch) of (N, C, H, W) input with "
+        "(O, C/groups, KH, KW) weight: stride, padding (int, pair, 'valid', 'same'), dilation, "
+        "groups; an extern kernel in compiled graphs.")
+
+conv_transpose2d = defop(
+    "conv_transpose2d", kind="nn", infer=_transpose_infer, grad=_transpose_grad,
+    front=_conv_transpose2d_front,
+    impl=lambda xp, gy, w, **p: _run(xp, "conv2d_backward_input", gy, w, p["size"], p),
+    extern_backend=_label,
+    doc="Transposed 2-D convolution (the gradient of conv2d with respect to its input); "
+        "PyTorch's output_padding, groups and dilation.")
+
+conv2d_weight_grad = defop(
+    "conv2d_weight_grad", kind="nn", infer=_weight_grad_infer, grad=_weight_grad_grad,
+    front=_weight_grad_front,
+    impl=lambda xp, x, gy, **p: _run(xp, "conv2d_backward_weight", x, gy, p["size"], p),
+    extern_backend=_label,
+    doc="The gradient of conv2d with respect to its weight, from the input and the output "
+        "gradient (PyTorch's ``torch.nn.grad.conv2d_weight``).")
+
+from .registry import defalias  # noqa: E402
+
+conv1d = defalias("conv1d", _conv1d_front)
+conv_transpose1d = defalias("conv_transpose1d", _conv_transpose1d_front)
