@@ -41,9 +41,9 @@ def result_type(*arrays_and_dtypes):
 from . import nn, optim  # noqa: E402,F401
 from . import sparse  # noqa: E402,F401  (2:4 semi-structured sparsity)
 
-from .compiler import compile, explain, mark_dynamic, CompileReport, GraphBreakError, config  # noqa: E402,F401
-from . import compiler  # noqa: E402,F401
-from .compiler.api import config  # noqa: E402,F401  (test_mode, max_graph_breaks, recompile_limit, ...)
+from . import compiler  # noqa: E402,F401  (its call path, and so numba, loads on first use)
+from .compiler import CompileReport, GraphBreakError  # noqa: E402,F401
+_FROM_COMPILER = ("compile", "explain", "mark_dynamic", "config")  # config: test_mode, recompile_limit, ...
 from . import numpy_api as numpy  # noqa: E402  (nbaccel.numpy: the NumPy-compatible namespace)
 import sys as _sys  # noqa: E402
 _sys.modules.setdefault(__name__ + ".numpy", numpy)
@@ -52,3 +52,12 @@ from . import quant  # noqa: E402,F401  (nbaccel.quant: int8 / int4 quantization
 from .serialization import save, load  # noqa: E402,F401
 from . import func  # noqa: E402,F401  (nbaccel.func: grad, vmap, jacrev, ... as torch.func)
 from . import export  # noqa: E402,F401  (nb.export(fn, *args, dynamic_shapes=...): see docs/export.md)
+
+
+def __getattr__(name):
+    """``nb.compile``, ``nb.explain``, ``nb.mark_dynamic`` and ``nb.config`` import the
+    compiler's call path (and numba) on first use, so that ``import nbaccel`` stays fast."""
+    if name in _FROM_COMPILER:
+        value = globals()[name] = getattr(compiler, name)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from . import dtypes as D
@@ -113,7 +112,7 @@ def finfo(type, /) -> finfo_object:
     if dt.kind not in "fc":
         raise TypeError(f"finfo: {dt} is not a floating-point dtype")
     part = D.real_of(dt)
-    i = ml_dtypes.finfo(part.np)
+    i = D.finfo(part)
     return finfo_object(part.bits, float(i.eps), float(i.max), float(i.min),
                         float(i.smallest_normal), part)
 

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import ml_dtypes
 import numpy as np
 
 __all__ = ["DType", "bool_", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
            "uint64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
-           "dtype", "result_type", "ALL_DTYPES"]
+           "dtype", "result_type", "ALL_DTYPES", "is_bfloat16"]
 
 
 class DType:
@@ -83,6 +82,42 @@ class DType:
         return self.kind in "iu"
 
 
+class _BFloat16(DType):
+    """bfloat16, whose NumPy dtype comes from ``ml_dtypes``. Importing ``ml_dtypes`` takes about
+    a second, so it happens the first time the NumPy dtype is needed (an array is made or
+    converted), not at ``import nbaccel``; name, kind and width are known without it."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        self.name, self.kind, self.bits, self.itemsize = "bfloat16", "f", 16, 2
+
+    @property
+    def np(self):
+        npd = _BF16_NP.get("np")
+        if npd is None:
+            import ml_dtypes
+            npd = _BF16_NP["np"] = np.dtype(ml_dtypes.bfloat16)
+            _BY_NP[npd] = self
+        return npd
+
+
+_BF16_NP: dict = {}    # the ml_dtypes dtype once loaded
+
+
+def is_bfloat16(npdtype) -> bool:
+    """Whether a NumPy dtype is ml_dtypes' bfloat16, without importing ml_dtypes (an array of
+    it can only exist once something has imported ml_dtypes)."""
+    return npdtype.kind == "V" and npdtype.name == "bfloat16"
+
+
+def _ml_dtypes():
+    """The ``ml_dtypes`` module (imported on first use; see :class:`_BFloat16`)."""
+    import ml_dtypes
+    bfloat16.np    # registers the dtype for lookups
+    return ml_dtypes
+
+
 bool_ = DType("bool", np.bool_, "b", 8)
 int8 = DType("int8", np.int8, "i", 8)
 uint8 = DType("uint8", np.uint8, "u", 8)
@@ -90,7 +125,7 @@ int16 = DType("int16", np.int16, "i", 16)
 int32 = DType("int32", np.int32, "i", 32)
 int64 = DType("int64", np.int64, "i", 64)
 float16 = DType("float16", np.float16, "f", 16)
-bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, "f", 16)
+bfloat16 = _BFloat16()
 float32 = DType("float32", np.float32, "f", 32)
 float64 = DType("float64", np.float64, "f", 64)
 uint16 = DType("uint16", np.uint16, "u", 16)
@@ -109,7 +144,7 @@ _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"bool_": bool_, "float": float64, "int": int64, "half": float16,
                  "double": float64, "long": int64, "complex": complex128,
                  "cfloat": complex64, "cdouble": complex128})
-_BY_NP = {d.np: d for d in ALL_DTYPES}
+_BY_NP = {d.np: d for d in ALL_DTYPES if d is not bfloat16}    # bfloat16 joins when loaded
 
 
 def dtype(x) -> DType:
@@ -137,6 +172,8 @@ def dtype(x) -> DType:
         raise TypeError(f"data type {x!r} is not understood") from None
     if d in _BY_NP:
         return _BY_NP[d]
+    if is_bfloat16(d):      # made by code that imported ml_dtypes itself
+        return bfloat16
     raise TypeError(f"dtype {d} is not supported by nbaccel "
                     f"(supported: {', '.join(t.name for t in ALL_DTYPES)})")
 
@@ -180,7 +217,7 @@ def _promote_bfloat16(o: DType) -> DType:
 
 def result_type(*args, default_float: DType = float32) -> DType:
     """Promote dtypes and Python scalars (weakly typed) to one result dtype."""
-    strong = [dtype(getattr(a, "dtype", a)) for a in args
+    strong = [a if isinstance(a, DType) else dtype(getattr(a, "dtype", a)) for a in args
               if not isinstance(a, (bool, int, float, complex))]
     if not strong:
         # only Python scalars: the usual defaults
@@ -212,7 +249,7 @@ def result_type(*args, default_float: DType = float32) -> DType:
 
 
 def finfo(d):
-    return ml_dtypes.finfo(real_of(dtype(d)).np)
+    return _ml_dtypes().finfo(real_of(dtype(d)).np)
 
 
 def iinfo(d):

@@ -285,7 +285,7 @@ class Tensor:
             a = self._data
         if self.device.type != "cpu":
             a = a.get()
-        if a.dtype == D.bfloat16.np:
+        if D.is_bfloat16(a.dtype):
             a = a.astype(np.float32)
         body = np.array2string(np.asarray(a), separator=", ", prefix="tensor(")
         extra = []

@@ -1,7 +1,25 @@
 """The compiler: capture → guards → decompose → (AOT autograd) → schedule → codegen → tiers.
 
 See docs/compiler.md. Public entry points are re-exported by ``nbaccel``.
+
+The entry points load on first use (PEP 562): the call path imports numba, which takes about
+half a second, and ``import nbaccel`` must stay fast (docs/startup.md).
 """
-from .api import CompiledFunction, compile, config, explain, mark_dynamic, reset  # noqa: F401
 from .capture import GraphBreakError  # noqa: F401
 from .report import CompileReport  # noqa: F401
+
+_FROM_API = ("CompiledFunction", "compile", "config", "explain", "mark_dynamic", "reset")
+__all__ = ["GraphBreakError", "CompileReport", *_FROM_API]
+
+
+def __getattr__(name):
+    if name in _FROM_API:
+        from . import api
+        for n in _FROM_API:
+            globals()[n] = getattr(api, n)
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_FROM_API))

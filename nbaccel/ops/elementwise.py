@@ -50,7 +50,7 @@ def _ufunc(name):
 
 
 def _is_float_array(a):
-    return a.dtype.kind in "fc" or a.dtype == D.bfloat16.np   # ml_dtypes' bfloat16 has kind 'V'
+    return a.dtype.kind in "fc" or D.is_bfloat16(a.dtype)   # ml_dtypes' bfloat16 has kind 'V'
 
 
 def _int_operands(*xs):

@@ -316,7 +316,7 @@ def _logsumexp(x, axis=None, keepdims=False):
 def _logsumexp_impl(xp, x, axis, keepdims):
     import numpy as np
     shape = reduced_shape(x.shape, axis, keepdims)
-    xf = x if x.dtype.kind == "f" else x.astype(np.float32 if x.dtype == D.bfloat16.np else np.float64)
+    xf = x if x.dtype.kind == "f" else x.astype(np.float32 if D.is_bfloat16(x.dtype) else np.float64)
     if _count(x.shape, axis) == 0:
         return xp.full(shape, -np.inf, dtype=xf.dtype)
     m = xp.max(xf, axis=axis, keepdims=True)

@@ -1,0 +1,85 @@
+"""Start-up: ``import nbaccel`` loads nothing heavy; heavy packages load on first use.
+
+Each check runs in a fresh interpreter (``sys.modules`` of this test process already holds
+everything the other tests imported).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEAVY = ("ml_dtypes", "numba", "llvmlite", "triton", "cupy", "torch")
+
+
+def _fresh(code: str) -> dict:
+    """Run ``code`` in a new interpreter; it prints one JSON line, returned here."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _loaded(names) -> str:
+    return f"[m for m in {tuple(names)!r} if m in sys.modules or any(k.startswith(m + '.') for k in sys.modules)]"
+
+
+def test_import_nbaccel_loads_no_heavy_package():
+    got = _fresh("import sys, json\nbefore = set(sys.modules)\nimport nbaccel\n"
+                 "new = set(sys.modules) - before\n"
+                 f"print(json.dumps(sorted({{m.split('.')[0] for m in new}} & set({HEAVY!r}))))")
+    assert got == []
+
+
+def test_bfloat16_loads_ml_dtypes_when_first_needed():
+    got = _fresh("import sys, json\nimport nbaccel as nb\n"
+                 "d = nb.bfloat16\n"
+                 "facts = [d.name, d.itemsize, d.is_floating_point, str(nb.result_type(d, nb.int8))]\n"
+                 f"before = {_loaded(['ml_dtypes'])}\n"
+                 "x = nb.arange(4, dtype=nb.float32).astype(nb.bfloat16)\n"
+                 "print(json.dumps({'facts': facts, 'before': before, "
+                 f"'after': {_loaded(['ml_dtypes'])}, "
+                 "'values': x.float().tolist(), 'dtype': str(x.dtype), "
+                 "'np': str(x.numpy().dtype), 'eps': nb.finfo(nb.bfloat16).eps}))")
+    assert got["facts"] == ["bfloat16", 2, True, "bfloat16"]
+    assert got["before"] == [] and got["after"] == ["ml_dtypes"]
+    assert got["values"] == [0.0, 1.0, 2.0, 3.0] and got["dtype"] == "bfloat16"
+    assert got["np"] == "bfloat16" and got["eps"] == 2.0 ** -7
+
+
+def test_a_bfloat16_array_made_outside_nbaccel_is_recognised():
+    # the user imported ml_dtypes and made the array: nbaccel's dtype lookup must know it
+    got = _fresh("import json, ml_dtypes, numpy as np\nimport nbaccel as nb\n"
+                 "a = np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16)\n"
+                 "t = nb.asarray(a)\n"
+                 "print(json.dumps([str(t.dtype), t.dtype is nb.bfloat16, "
+                 "nb.dtypes.dtype(a.dtype) is nb.bfloat16, (t * 2).float().tolist()]))")
+    assert got == ["bfloat16", True, True, [3.0, -4.0]]
+
+
+def test_the_compiler_loads_on_first_use():
+    got = _fresh("import sys, json\nimport nbaccel as nb\n"
+                 f"before = {_loaded(['numba'])}\n"
+                 "from nbaccel import compile as c\n"
+                 "f = nb.compile(lambda x: x * 2 + 1)\n"
+                 "y = f(nb.ones(3))\n"
+                 "print(json.dumps({'before': before, 'after': "
+                 f"{_loaded(['numba'])}, 'y': y.tolist(), 'same': c is nb.compile, "
+                 "'config': 'test_mode' in nb.config, "
+                 "'explain': callable(nb.explain) and callable(nb.mark_dynamic)}))")
+    assert got["before"] == [] and got["after"] == ["numba"]
+    assert got["y"] == [3.0, 3.0, 3.0] and got["same"] and got["config"] and got["explain"]
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    import nbaccel
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        nbaccel.no_such_thing  # noqa: B018
+    with pytest.raises(AttributeError):
+        nbaccel.compiler.no_such_thing  # noqa: B018
