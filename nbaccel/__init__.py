@@ -52,6 +52,9 @@ from . import quant  # noqa: E402,F401  (nbaccel.quant: int8 / int4 quantization
 from .serialization import save, load  # noqa: E402,F401
 from . import func  # noqa: E402,F401  (nbaccel.func: grad, vmap, jacrev, ... as torch.func)
 from . import export  # noqa: E402,F401  (nb.export(fn, *args, dynamic_shapes=...): see docs/export.md)
+from . import amp  # noqa: E402,F401  (nb.amp.autocast, GradScaler: bfloat16 on the CPU)
+from .torch_compat import *  # noqa: E402,F401,F403  (PyTorch spellings: long, LongTensor, cuda, ...)
+from . import utils  # noqa: E402,F401  (nbaccel.utils.data: Dataset, DataLoader, samplers)
 
 
 def __getattr__(name):

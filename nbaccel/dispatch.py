@@ -18,6 +18,11 @@ from .tensor import Tensor
 _trace = threading.local()
 
 
+# set by ``nbaccel.amp.autocast`` while it is on: ``AUTOCAST(op, args) -> args`` casts the
+# inputs of the ops that autocast runs in low precision (or in float32)
+AUTOCAST = None
+
+
 def active_trace():
     """The graph of the compiled function being traced on this thread, or None."""
     return getattr(_trace, "graph", None)
@@ -38,6 +43,8 @@ def _outranks(g, graph):
 def apply(op, args, params):
     """Run ``op`` on ``args`` (Tensors and Python scalars): trace, or execute eagerly, and
     record autograd when any input requires grad."""
+    if AUTOCAST is not None:       # inside nbaccel.autocast: some ops take other input dtypes
+        args = AUTOCAST(op, args)
     graph = None
     needs_grad = False
     npflag = False

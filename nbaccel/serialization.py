@@ -11,6 +11,13 @@ Layout: entry ``i`` of the dict is stored as array ``t{i}`` (a tensor) or as arr
 ``t{i}.qdata`` / ``t{i}.scale`` / ``t{i}.zero_point`` (a QuantizedTensor); a JSON string under
 ``__nbaccel__`` holds the names, dtypes and quantization metadata. Every array is a plain
 NumPy array, so ``np.load(path, allow_pickle=False)`` reads the file.
+
+Anything else PyTorch's ``torch.save`` is used for (a single tensor, a list, a tuple, nested
+dicts with any keys such as an optimizer's ``state_dict()``, Python numbers, strings, None)
+is written as format 2: the tensors as arrays ``t{i}`` as above, and the object's structure
+as a JSON tree under ``__nbaccel__`` whose leaves refer to them. A flat ``{str: tensor}`` dict
+is still written as format 1, so files stay readable by older versions; ``load`` reads both.
+There is still no pickle: an object that is none of these raises ``TypeError``.
 """
 from __future__ import annotations
 
@@ -24,11 +31,13 @@ from .tensor import Tensor, asarray
 
 _META = "__nbaccel__"
 _FORMAT = 1
+_TREE_FORMAT = 2
 
 
 def _host(t: Tensor):
     """A NumPy array of the tensor's data, and the dtype name to restore it with."""
-    arr = np.ascontiguousarray(t.detach().numpy(force=True))
+    arr = t.detach().numpy(force=True)
+    arr = np.ascontiguousarray(arr).reshape(arr.shape)     # (ascontiguousarray makes 0-d 1-d)
     name = t.dtype.name
     if arr.dtype.kind == "V" or type(arr.dtype).__module__ != "numpy":
         arr = arr.view(f"u{arr.dtype.itemsize}")   # e.g. bfloat16: stored as its raw bits
@@ -42,35 +51,15 @@ def _restore(arr, dtype_name, device=None):
     return asarray(arr, device=device, _np=False)
 
 
-def save(obj: dict, f) -> None:
-    """Write a dict ``name -> Tensor | QuantizedTensor | ndarray`` (e.g. a ``state_dict()``)
-    to ``f`` (a path or a binary file) as an ``.npz`` archive. An ``ExportedProgram`` is saved
-    as its directory (``ep.save(f)``)."""
+def _flat(obj):
+    """Is ``obj`` a dict that format 1 holds (string keys, tensor-like values)?"""
     from .quant.tensor import QuantizedTensor
-    from .export.program import ExportedProgram
-    if isinstance(obj, ExportedProgram):
-        return obj.save(f)                     # an exported program: a directory (docs/export.md)
-    if not isinstance(obj, dict):
-        raise TypeError(f"nb.save expects a dict of tensors, got {type(obj).__name__}")
-    arrays, entries = {}, []
-    for i, (name, value) in enumerate(obj.items()):
-        if not isinstance(name, str):
-            raise TypeError(f"nb.save: keys must be strings, got {name!r}")
-        key = f"t{i}"
-        if isinstance(value, QuantizedTensor):
-            parts = {}
-            for part, t in value.tensors().items():
-                arrays[f"{key}.{part}"], parts[part] = _host(t)
-            entries.append({"name": name, "kind": "quantized", "parts": parts,
-                            "meta": value.metadata()})
-        elif isinstance(value, (Tensor, np.ndarray)):
-            t = value if isinstance(value, Tensor) else asarray(value, _np=False)
-            arrays[key], dtype_name = _host(t)
-            entries.append({"name": name, "kind": "tensor", "dtype": dtype_name})
-        else:
-            raise TypeError(f"nb.save: entry {name!r} is a {type(value).__name__}; only tensors, "
-                            "QuantizedTensors and NumPy arrays can be saved")
-    arrays[_META] = np.array(json.dumps({"format": _FORMAT, "entries": entries}))
+    return isinstance(obj, dict) and all(
+        isinstance(k, str) and isinstance(v, (Tensor, np.ndarray, QuantizedTensor))
+        for k, v in obj.items())
+
+
+def _write(arrays, f):
     if isinstance(f, (str, os.PathLike)):
         with open(f, "wb") as fh:       # np.savez would append '.npz' to a bare path
             np.savez(fh, **arrays)
@@ -78,26 +67,178 @@ def save(obj: dict, f) -> None:
         np.savez(f, **arrays)
 
 
-def load(f, map_location=None):
-    """Read a file written by :func:`save`: a dict of Tensors and QuantizedTensors.
-    ``map_location`` is a device to put them on (default: the CPU). A directory written by
-    ``ExportedProgram.save`` loads as that ``ExportedProgram`` (see docs/export.md)."""
+def _tensor_entry(value, key, arrays):
+    """Store one tensor-like under ``key``; its JSON description."""
+    from .quant.tensor import QuantizedTensor
+    if isinstance(value, QuantizedTensor):
+        parts = {}
+        for part, t in value.tensors().items():
+            arrays[f"{key}.{part}"], parts[part] = _host(t)
+        return {"kind": "quantized", "parts": parts, "meta": value.metadata()}
+    t = value if isinstance(value, Tensor) else asarray(value, _np=False)
+    arrays[key], dtype_name = _host(t)
+    entry = {"kind": "tensor", "dtype": dtype_name}
+    if isinstance(value, np.ndarray):
+        entry["ndarray"] = True
+    elif value.requires_grad:
+        entry["requires_grad"] = True
+    from .tensor import Parameter
+    if isinstance(value, Parameter):
+        entry["parameter"] = True
+    return entry
+
+
+def _encode(obj, arrays):
+    """The JSON tree of ``obj``; tensors go into ``arrays``."""
+    from .quant.tensor import QuantizedTensor
+    if isinstance(obj, (Tensor, np.ndarray, QuantizedTensor)):
+        key = f"t{len(arrays)}"          # unique: earlier keys are t{m} or t{m}.part, m < len
+        return {"$tensor": key, **_tensor_entry(obj, key, arrays)}
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, (int, float)) and not isinstance(obj, np.generic):
+        return {"$int": str(obj)} if isinstance(obj, int) else {"$float": repr(float(obj))}
+    if isinstance(obj, np.generic):
+        return {"$np": obj.dtype.str, "value": obj.item() if obj.dtype.kind in "biuf" else str(obj)}
+    if isinstance(obj, complex):
+        return {"$complex": [obj.real, obj.imag]}
+    if isinstance(obj, dict):
+        return {"$dict": [[_encode(k, arrays), _encode(v, arrays)] for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {"$tuple": [_encode(v, arrays) for v in obj]}
+    if isinstance(obj, list):
+        return [_encode(v, arrays) for v in obj]
+    from .dtypes import DType
+    if isinstance(obj, DType):
+        return {"$dtype": obj.name}
+    raise TypeError(f"nb.save: cannot save a {type(obj).__name__} (nbaccel saves tensors, "
+                    "NumPy arrays, QuantizedTensors, numbers, strings, None and lists, tuples "
+                    "and dicts of them; it never pickles)")
+
+
+def save(obj, f, *args, **kwargs) -> None:
+    """Write ``obj`` to ``f`` (a path or a binary file) as an ``.npz`` archive: a tensor, a
+    NumPy array, a ``state_dict()``, an optimizer's ``state_dict()``, or any list / tuple / dict
+    of tensors, numbers, strings and None (see the module docstring for the layout). An
+    ``ExportedProgram`` is saved as its directory (``ep.save(f)``). PyTorch's extra arguments
+    (``pickle_module``, ``_use_new_zipfile_serialization``) are accepted and ignored."""
+    from .export.program import ExportedProgram
+    if isinstance(obj, ExportedProgram):
+        return obj.save(f)                     # an exported program: a directory (docs/export.md)
+    arrays = {}
+    if _flat(obj):
+        entries = []
+        for i, (name, value) in enumerate(obj.items()):
+            entry = _tensor_entry(value, f"t{i}", arrays)
+            entry.pop("ndarray", None), entry.pop("requires_grad", None), entry.pop("parameter", None)
+            entries.append({"name": name, **entry})
+        arrays[_META] = np.array(json.dumps({"format": _FORMAT, "entries": entries}))
+    else:
+        tree = _encode(obj, arrays)
+        arrays[_META] = np.array(json.dumps({"format": _TREE_FORMAT, "tree": tree}))
+    _write(arrays, f)
+
+
+def _device_of(map_location):
+    """PyTorch's ``map_location`` spellings that name one device: a string, a Device, or a
+    dict / callable mapping (resolved for 'cpu', the only place nbaccel files come from)."""
+    if map_location is None:
+        return None
+    if isinstance(map_location, dict):
+        return map_location.get("cpu", None)
+    if callable(map_location) and not isinstance(map_location, str):
+        return None
+    return map_location
+
+
+def _decode(node, z, device):
+    from .quant.tensor import QuantizedTensor
+    if isinstance(node, list):
+        return [_decode(v, z, device) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if "$tensor" in node:
+        key = node["$tensor"]
+        if node["kind"] == "quantized":
+            parts = {p: _restore(z[f"{key}.{p}"], dt, device) for p, dt in node["parts"].items()}
+            return QuantizedTensor.from_parts(node["meta"], parts)
+        if node.get("ndarray"):
+            arr = z[key]
+            dt = D.dtype(node["dtype"])
+            return arr.view(dt.np) if arr.dtype != dt.np else arr
+        t = _restore(z[key], node["dtype"], device)
+        if node.get("parameter"):
+            from .tensor import Parameter
+            return Parameter(t, requires_grad=node.get("requires_grad", False))
+        return t.requires_grad_(True) if node.get("requires_grad") else t
+    if "$int" in node:
+        return int(node["$int"])
+    if "$float" in node:
+        return float(node["$float"])
+    if "$complex" in node:
+        return complex(*node["$complex"])
+    if "$np" in node:
+        return np.array(node["value"], dtype=np.dtype(node["$np"]))[()]
+    if "$dtype" in node:
+        return D.dtype(node["$dtype"])
+    if "$tuple" in node:
+        return tuple(_decode(v, z, device) for v in node["$tuple"])
+    if "$dict" in node:
+        return {_hashable(_decode(k, z, device)): _decode(v, z, device) for k, v in node["$dict"]}
+    raise ValueError(f"nb.load: unknown entry {sorted(node)!r}")
+
+
+def _hashable(k):
+    return tuple(_hashable(v) for v in k) if isinstance(k, list) else k
+
+
+def load(f, map_location=None, *, weights_only=None, mmap=None, **kwargs):
+    """Read a file written by :func:`save`: whatever was saved (a dict of Tensors and
+    QuantizedTensors for a ``state_dict``). ``map_location`` is a device to put tensors on
+    (default: the CPU). ``weights_only`` is accepted: loading never runs code, whatever its
+    value. A directory written by ``ExportedProgram.save`` loads as that ``ExportedProgram``
+    (see docs/export.md)."""
     from .quant.tensor import QuantizedTensor
     if isinstance(f, (str, os.PathLike)) and os.path.isdir(f):
         from .export.load import load as load_program
         return load_program(f)
+    device = _device_of(map_location)
     with np.load(f, allow_pickle=False) as z:
         if _META not in z.files:
             raise ValueError("nb.load: not a file written by nb.save (no metadata entry)")
         meta = json.loads(str(z[_META]))
+        if meta.get("format") == _TREE_FORMAT:
+            return _decode(meta["tree"], z, device)
         if meta.get("format") != _FORMAT:
             raise ValueError(f"nb.load: unknown format {meta.get('format')!r}")
         out = {}
         for i, e in enumerate(meta["entries"]):
             key = f"t{i}"
             if e["kind"] == "quantized":
-                parts = {p: _restore(z[f"{key}.{p}"], dt, map_location) for p, dt in e["parts"].items()}
+                parts = {p: _restore(z[f"{key}.{p}"], dt, device) for p, dt in e["parts"].items()}
                 out[e["name"]] = QuantizedTensor.from_parts(e["meta"], parts)
             else:
-                out[e["name"]] = _restore(z[key], e["dtype"], map_location)
+                out[e["name"]] = _restore(z[key], e["dtype"], device)
     return out
+
+
+class safe_globals:
+    """PyTorch's allow-list for unpickling (``torch.serialization.safe_globals``). nbaccel
+    files hold no pickles, so there is nothing to allow: a no-op context manager."""
+
+    def __init__(self, safe_globals=()):
+        self.safe_globals = list(safe_globals)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def add_safe_globals(safe_globals):
+    """A no-op, as :class:`safe_globals` (nothing is unpickled)."""
+
+
+def get_safe_globals():
+    return []

@@ -170,6 +170,16 @@ class Tensor:
     def is_cuda(self):
         return self.device.type == "cuda"
 
+    @property
+    def is_cpu(self):
+        return self.device.type == "cpu"
+
+    @property
+    def is_xpu(self):           # PyTorch's Intel-GPU and Apple-GPU flags: never, here
+        return False
+
+    is_mps = is_xpu
+
     def is_floating_point(self):
         return self.dtype.kind == "f"
 

@@ -13,6 +13,8 @@ from .modules import (  # noqa: F401
     MSELoss, ModuleDict, ModuleList, ReLU, RMSNorm, Sequential, Sigmoid, SiLU, Softmax, Softplus,
     Tanh)
 from .attention import MultiheadAttention  # noqa: F401
+from .losses import BCELoss, BCEWithLogitsLoss, NLLLoss  # noqa: F401
+from . import parallel, utils  # noqa: F401,E402  (clip_grad_norm_, data_parallel, ...)
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401,E402
 from .pooling import (  # noqa: F401,E402
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)

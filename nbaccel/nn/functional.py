@@ -28,8 +28,10 @@ mse_loss = OPS["mse_loss"].front
 scaled_dot_product_attention = OPS["scaled_dot_product_attention"].front
 sigmoid = OPS["sigmoid"].front
 tanh = OPS["tanh"].front
+binary_cross_entropy = OPS["binary_cross_entropy"].front
+binary_cross_entropy_with_logits = OPS["binary_cross_entropy_with_logits"].front
 
-__all__ = ["relu", "relu_", "gelu", "silu", "softplus", "softmax", "log_softmax", "layer_norm",
+__all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "relu", "relu_", "gelu", "silu", "softplus", "softmax", "log_softmax", "layer_norm",
            "rms_norm", "linear", "dropout", "embedding", "cross_entropy", "mse_loss",
            "scaled_dot_product_attention", "sigmoid", "tanh", "leaky_relu", "nll_loss",
            "one_hot"]
@@ -77,6 +79,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
     if reduction == "none":
         return loss
     return loss.sum() if reduction == "sum" else loss.sum() / pick.sum()
+
 
 
 # ---- convolutional networks (ops/conv.py, ops/pooling.py, functional_vision.py) ----------------

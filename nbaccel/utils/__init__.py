@@ -1,0 +1,2 @@
+"""``nbaccel.utils``: PyTorch's ``torch.utils`` for what nbaccel has (``data``)."""
+from . import data  # noqa: F401
