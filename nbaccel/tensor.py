@@ -579,5 +579,14 @@ def _rebuild_parameter(data, dtype, device, requires_grad):
 # conversions and dispatch are defined beside Tensor (they need the class) and used by its methods
 from .convert import _flat, _from_python, _np_of, _untensor, asarray, from_dlpack, from_numpy, tensor  # noqa: E402,F401
 from .convert import is_passthrough  # noqa: E402
-from .dispatch import (_eager, _inplace, _reflected, active_trace, apply, install_methods,  # noqa: E402,F401
+from .dispatch import (_eager, _inplace, _reflected, active_trace, apply,  # noqa: E402,F401
                        set_active_trace)
+from .dispatch import install_methods as _install_op_methods  # noqa: E402
+
+
+def install_methods():
+    """The op table's methods, then NumPy's meaning of ndarray methods for NumPy-flavoured
+    tensors (``ndarray_methods``: ``sort`` in place, ``repeat(axis=)``, ``.flat``, ...)."""
+    _install_op_methods()
+    from . import ndarray_methods
+    ndarray_methods.install(Tensor)

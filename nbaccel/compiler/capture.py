@@ -352,6 +352,8 @@ class TraceSession(ViewTracking):
         if reason is not None:
             self._break(reason)
         self.flush()
+        if id(t) not in self.materialized:           # a concrete tensor written in place inside
+            return t._data                           # the trace: its own buffer holds the value
         return self.materialized[id(t)][1]._data
 
     def flush(self, final=None):

@@ -120,8 +120,9 @@ def _has_tensor(values, depth=0):
     return False
 
 
-def call(f, *args, **kwargs):
-    """``f(*args, **kwargs)``, with tensors realised when ``f`` is outside NumPy's namespace."""
+def call(f, /, *args, **kwargs):
+    """``f(*args, **kwargs)``, with tensors realised when ``f`` is outside NumPy's namespace
+    (``f`` is positional-only: a user's keyword named ``f`` goes to the user's function)."""
     __tracebackhide__ = True  # noqa: F841
     if not args and not kwargs:
         return f()

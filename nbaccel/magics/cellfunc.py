@@ -37,6 +37,8 @@ VALUE = "__nbaccel_value__"
 CALL = "__nbaccel_call__"
 SYNC = "__nbaccel_sync__"
 SETMASK = "__nbaccel_setmask__"
+IPY = "__nbaccel_ipython__"
+LOCAL = "__nbaccel_in_"      # prefix of a cell input that functions defined in the cell also read
 # calls that need the caller's own frame (wrapping them would change what they see)
 _FRAME_CALLS = {"super", "locals", "vars", "dir", "eval", "exec", "globals", "breakpoint"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -100,8 +102,7 @@ def analyse(tree: ast.Module):
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             for a in n.names:
                 if a.name == "*":
-                    raise CellError("%%compile cells can't use `from module import *` "
-                                    "(it needs module scope); import the names you use")
+                    continue            # the cell runs plainly (needs_plain)
                 stores.add(a.asname or a.name.split(".")[0])
         elif isinstance(n, ast.ExceptHandler) and n.name:
             stores.add(n.name)          # Python unbinds it when the handler ends: a delete too
@@ -220,6 +221,10 @@ def needs_plain(tree: ast.Module) -> str | None:
     np.frompyfunc and np.apply_along_axis call a Python function per element or row: tracing
     each call costs far more than the plain cell."""
     for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
+            return (f"`from {n.module} import *` (line {n.lineno}) needs module scope: "
+                    "the cell runs plainly")
+    for n in ast.walk(tree):
         name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
         if name in ("vectorize", "frompyfunc", "apply_along_axis", "apply_over_axes", "piecewise"):
             return (f"np.{name} calls a Python function per element (line {n.lineno}): "
@@ -269,6 +274,15 @@ class _BoundaryRewriter(ast.NodeTransformer):
         return node
 
     def visit_Call(self, node):
+        if _is_ipython_call(node):
+            # get_ipython().run_line_magic('timeit', ...), .system('ls'): IPython reads the
+            # caller's frame, so the call runs in a frame holding the cell's current locals
+            node.args = [self.visit(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            locs = ast.Call(ast.Name("locals", ast.Load()), [], [])
+            return ast.copy_location(ast.Call(ast.Name(IPY, ast.Load()),
+                                              [locs, ast.Constant(node.func.attr)] + node.args,
+                                              node.keywords), node)
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id in _FRAME_CALLS:
             return node
@@ -299,6 +313,71 @@ class _BoundaryRewriter(ast.NodeTransformer):
             return ast.copy_location(ast.Expr(ast.Call(ast.Name(SETMASK, ast.Load()),
                                                        _loads([t.value, t.slice, node.value, op]), [])), node)
         return node
+
+
+def _is_ipython_call(node):
+    """``get_ipython().<method>(...)`` (what IPython makes of ``%magic`` and ``!cmd`` lines)."""
+    f = node.func
+    return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call)
+            and isinstance(f.value.func, ast.Name) and f.value.func.id == "get_ipython"
+            and not f.value.args)
+
+
+def nested_reads(tree: ast.Module) -> set:
+    """Every name that appears inside the body of a function, lambda or class defined in the
+    cell (at any depth)."""
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, _SCOPES):
+            body = n.body if isinstance(n.body, list) else [n.body]
+            for stmt in body:
+                names |= {m.id for m in ast.walk(stmt) if isinstance(m, ast.Name)}
+    return names
+
+
+class _Renamer(ast.NodeTransformer):
+    """Renames cell-scope uses of some names (nested def/lambda/class bodies are left as
+    written: they read the names as globals, as in the plain cell)."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def visit_Name(self, node):
+        if node.id in self.names:
+            node.id = self.names[node.id]
+        return node
+
+    def visit_FunctionDef(self, node):
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.args = self.visit(node.args)
+        if node.returns is not None:
+            node.returns = self.visit(node.returns)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_arg(self, node):
+        return node                  # (annotations of a nested def's parameters: left alone)
+
+    def visit_ClassDef(self, node):
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.bases = [self.visit(b) for b in node.bases]
+        node.keywords = [self.visit(k) for k in node.keywords]
+        return node
+
+    def visit_Lambda(self, node):
+        node.args = self.visit(node.args)
+        return node
+
+
+def local_names(tree: ast.Module, inputs) -> dict:
+    """Cell inputs (traced or boxed) that a function, lambda or class defined in the cell also
+    reads -> the name the cell function uses for them. Under their own names they would be
+    closure cells of the cell function: a lambda defined in the cell would keep the tracer or
+    nbaccel.numpy it saw while the cell ran, and return Tensors forever after. Renamed, the cell
+    reads its (traced, swapped) input while the function reads the notebook's global."""
+    nested = nested_reads(tree)
+    return {n: LOCAL + n for n in inputs if n in nested}
 
 
 def _loads(nodes):
@@ -407,10 +486,14 @@ def ends_quiet(source: str) -> bool:
 def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str],
           shared: set = frozenset(), boundary: bool = True, maybe=()) -> ast.Module:
     """The module that defines ``__nbaccel_make__(__nbaccel_np__, __nbaccel_call__,
-    __nbaccel_setmask__, __nbaccel_sync__)`` returning the cell function. ``traced`` become parameters; ``boxed``
+    __nbaccel_setmask__, __nbaccel_sync__, __nbaccel_ipython__)`` returning the cell function. ``traced`` become parameters; ``boxed``
     are read from ``__nbaccel_env__.values``; ``maybe`` too when it has them (else they start
     unbound, as in the plain cell); ``shared`` are declared global."""
+    renamed = local_names(tree, list(traced) + list(boxed))
     body = [_ImportRewriter().visit(s) for s in tree.body]
+    if renamed:
+        body = [_Renamer(renamed).visit(s) if not isinstance(s, list) else
+                [_Renamer(renamed).visit(x) for x in s] for s in body]
     if boundary:
         body = [_BoundaryRewriter().visit(s) if not isinstance(s, list) else
                 [_BoundaryRewriter().visit(x) for x in s] for s in body]
@@ -423,7 +506,7 @@ def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str],
     if flat and isinstance(last, ast.Expr):
         value = ast.Name(VALUE, ast.Load())
         flat[-1] = ast.copy_location(ast.Assign([ast.Name(VALUE, ast.Store())], last.value), last)
-    prologue = [ast.Assign([ast.Name(n, ast.Store())],
+    prologue = [ast.Assign([ast.Name(renamed.get(n, n), ast.Store())],
                            ast.Subscript(ast.Attribute(ast.Name(ENV, ast.Load()), "values", ast.Load()),
                                          ast.Constant(n), ast.Load())) for n in boxed]
     env_values = ast.Attribute(ast.Name(ENV, ast.Load()), "values", ast.Load())
@@ -437,13 +520,14 @@ def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str],
     for s in prologue:
         ast.copy_location(s, first)
     ast.copy_location(ret, last)
-    args = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in traced + [ENV]], vararg=None,
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(renamed.get(n, n)) for n in traced + [ENV]], vararg=None,
                          kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
     decl = [ast.copy_location(ast.Global(sorted(shared)), first)] if shared else []
     fn = ast.FunctionDef(name=name, args=args, body=decl + prologue + (flat or [ast.Pass()]) + [ret],
                          decorator_list=[], returns=None, type_comment=None, **_TP)
     ast.copy_location(fn, first)
-    maker_args = ast.arguments(posonlyargs=[], args=[ast.arg(NP), ast.arg(CALL), ast.arg(SETMASK), ast.arg(SYNC)],
+    maker_args = ast.arguments(posonlyargs=[], args=[ast.arg(NP), ast.arg(CALL), ast.arg(SETMASK), ast.arg(SYNC),
+                                                     ast.arg(IPY)],
                                vararg=None, kwonlyargs=[],
                                kw_defaults=[], kwarg=None, defaults=[])
     maker = ast.FunctionDef(name="__nbaccel_make__", args=maker_args,

@@ -211,6 +211,12 @@ def _fix_qualname(obj, prefix, depth=0):
     (``f``, ``Model.forward``), not after the function nbaccel made of the cell."""
     if depth > 2 or not prefix:
         return
+    if isinstance(obj, types.FunctionType):
+        _plain_defaults(obj)
+    elif isinstance(obj, type) and depth == 0:
+        for v in list(vars(obj).values()):
+            if isinstance(getattr(v, "__func__", v), types.FunctionType):
+                _plain_defaults(getattr(v, "__func__", v))
     if isinstance(obj, (types.FunctionType, type)) and obj.__qualname__.startswith(prefix):
         obj.__qualname__ = obj.__qualname__[len(prefix):]
         code = getattr(obj, "__code__", None)
@@ -219,6 +225,19 @@ def _fix_qualname(obj, prefix, depth=0):
         if isinstance(obj, type):
             for v in list(vars(obj).values()):
                 _fix_qualname(getattr(v, "__func__", v), prefix, depth + 1)
+
+
+def _plain_defaults(fn):
+    """Default values evaluated in the compiled cell (``def h(v, fn=np.sin)`` saw nbaccel.numpy's
+    ``sin``; ``base=x * 2`` a tensor) hold what the plain cell's defaults hold."""
+    if fn.__defaults__:
+        new = tuple(_swap_out(_settled(d)) for d in fn.__defaults__)
+        if any(a is not b for a, b in zip(new, fn.__defaults__)):
+            fn.__defaults__ = new
+    if fn.__kwdefaults__:
+        new = {k: _swap_out(_settled(d)) for k, d in fn.__kwdefaults__.items()}
+        if any(new[k] is not fn.__kwdefaults__[k] for k in new):
+            fn.__kwdefaults__ = new
 
 
 def _from_cell(exc, filename):

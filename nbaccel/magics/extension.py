@@ -23,13 +23,15 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import boundary, cellfunc, cheap_cells, options
+from . import boundary, cellfunc, cheap_cells, ipython_calls, options
 from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .commands import NbaccelCommands, _in_notebook
-from .. import dtypes as D, numpy_api
+from .. import dtypes as D, ndarray_methods, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
 from ..compiler.capture import TooManyGraphBreaks
+from ..daskbridge import is_dask_array
+from ..daskbridge.bridge import DaskFallback
 from ..gpu import placement as gpu_placement
 from ..tensor import Tensor
 
@@ -104,6 +106,8 @@ def _swap_out(value):
         return np.fft
     if isinstance(value, numpy_api._UFunc):
         return value._ufunc
+    if isinstance(value, D.DType) and getattr(value, "np", None) is not None:
+        return np.dtype(value.np)                   # `d = x.dtype` holds NumPy's dtype
     if callable(value) and getattr(value, "__module__", None) == numpy_api.__name__:
         return getattr(value, "__wrapped__", None) or getattr(np, getattr(value, "__name__", ""), value)
     return value
@@ -111,7 +115,7 @@ def _swap_out(value):
 
 def _traceable(value):
     """Tensors and plain NumPy arrays of a dtype nbaccel has are traced; the rest passes as is."""
-    if isinstance(value, Tensor):
+    if isinstance(value, Tensor) or is_dask_array(value):   # Dask arrays: see nbaccel/daskbridge
         return True
     if type(value) is not np.ndarray:
         return False
@@ -182,7 +186,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         printed = io.StringIO()                     # shown once the attempt is known to stand
         failure = None
         try:
-            with contextlib.redirect_stdout(printed):
+            with contextlib.redirect_stdout(printed), ndarray_methods.numpy_code():
                 outs, value = entry.cf(*args, env)
         except (KeyboardInterrupt, SystemExit):     # interrupted: show what it printed so far
             sys.stdout.write(printed.getvalue())
@@ -191,6 +195,8 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             if progress is not None:
                 progress.close()
             raise
+        except DaskFallback as e:                   # Dask arrays that are not chunk work: the plain cell
+            failure = self.last_fallback = e.reason
         except Exception as e:
             if progress is not None:
                 progress.close()
@@ -335,7 +341,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             scope: dict = {}
             exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched
             fn = scope["__nbaccel_make__"](numpy_api, boundary.call, boundary.setmask,
-                                                   boundary.sync)
+                                           boundary.sync, ipython_calls.call)
             cf = capi.CompiledFunction(fn, mode=opts.mode, dynamic=dynamic,
                                        backend=gpu_placement.backend_for(opts.backend, placed, BACKENDS),
                                        fullgraph=opts.fullgraph, name=f"In[{count}]")
@@ -441,7 +447,8 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         parts = line.split()
         cmd, rest = (parts[0], parts[1:]) if parts else ("status", [])
         handler = {"status": self._status, "report": self._report_cmd, "explain": self._explain_cmd,
-                   "config": self._config_cmd, "cache": self._cache_cmd, "reset": self._reset_cmd}.get(cmd)
+                   "config": self._config_cmd, "cache": self._cache_cmd, "reset": self._reset_cmd,
+                   "cluster": self._cluster_cmd}.get(cmd)   # cluster: nbaccel/daskbridge/cluster.py
         if handler is None:
             raise UsageError(f"%nbaccel: unknown command {cmd!r}; the commands are {COMMANDS_HELP}")
         if cmd in ("status", "explain", "reset") and rest:

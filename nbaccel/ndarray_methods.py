@@ -1,0 +1,208 @@
+"""NumPy's ndarray methods on NumPy-flavoured tensors (``t._np``: values of NumPy code, such as
+the arrays of a ``%%compile`` cell).
+
+A Tensor's methods follow PyTorch (``t.sort()`` returns (values, indices), ``t.repeat(2, 3)``
+tiles). Where NumPy's method of the same name means something else, a NumPy-flavoured tensor
+gets NumPy's meaning while NumPy code runs (:func:`numpy_code`, a ``%%compile`` cell): ``sort`` and ``fill`` work in place and return None, ``repeat`` repeats
+elements (``axis=``, array repeats), ``item`` takes an index, ``view`` keeps the shape.
+
+Every other public ndarray attribute that Tensor lacks (``partition``, ``put``, ``byteswap``,
+``searchsorted``, ``flat``, ``strides``, ``tobytes``, ...) is NumPy's own, run on the concrete
+value (on a tracer that is a graph break naming the method). A method that changes the array
+(``partition``, ``put``, ``byteswap(inplace=True)``) runs on a copy whose new contents are then
+written into the tensor, so the write is part of the graph like ``t[...] = v``. What cannot
+be expressed that way (``resize`` and ``setflags`` change the array itself; ``view(dtype)`` of
+a traced array would share memory under another dtype) raises :class:`NumPyOnly`, and a
+``%%compile`` cell then runs plainly.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+
+class NumPyOnly(NotImplementedError):
+    """The operation needs a real ndarray: the caller runs the code with NumPy instead."""
+
+
+# they change the ndarray object itself (shape, flags), not only its contents
+_PLAIN_ONLY = {"resize": "ndarray.resize changes the array's shape in place",
+               "setflags": "ndarray.setflags changes the array's flags",
+               "itemset": "ndarray.itemset"}
+
+
+def _reason(name):
+    return f"ndarray.{name} has no op: NumPy runs it on the concrete value"
+
+
+def _concrete(t, name):
+    a = t._value(_reason(name))
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def _plain_args(v, name):
+    from .tensor import Tensor
+    if isinstance(v, Tensor):
+        return _concrete(v, name)
+    if type(v) in (list, tuple):
+        return type(v)(_plain_args(x, name) for x in v)
+    return v
+
+
+def _wrap(r):
+    from .numpy_api import _wrap_result
+    return _wrap_result(r)
+
+
+def _same(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _numpy_method(t, name):
+    """NumPy's ``ndarray.<name>`` for ``t``: on a copy of its value, written back if changed."""
+    def method(*args, **kwargs):
+        from .tensor import asarray
+        a = _concrete(t, name)
+        work = a.copy()
+        res = getattr(work, name)(*_plain_args(args, name), **{k: _plain_args(v, name) for k, v in kwargs.items()})
+        if not _same(work, a):
+            if work.shape != a.shape or work.dtype != a.dtype:
+                raise NumPyOnly(f"ndarray.{name} changed the array's shape or dtype")
+            t._assign(asarray(work), f"ndarray.{name}")
+        return t if res is work else _wrap(res)
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+class FlatIter:
+    """``t.flat``: reads NumPy's flat iterator of the value; writes go into the tensor."""
+
+    __slots__ = ("_t",)
+
+    def __init__(self, t):
+        self._t = t
+
+    def __getitem__(self, index):
+        return _wrap(_concrete(self._t, "flat").flat[_plain_args(index, "flat")])
+
+    def __setitem__(self, index, value):
+        from .tensor import asarray
+        work = _concrete(self._t, "flat").copy()
+        work.flat[_plain_args(index, "flat")] = _plain_args(value, "flat")
+        self._t._assign(asarray(work), "ndarray.flat write")
+
+    def __iter__(self):
+        return iter(_concrete(self._t, "flat").copy().flat)
+
+    def __len__(self):
+        return int(self._t.size)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(_concrete(self._t, "flat").flat, dtype=dtype)
+
+
+def _getattr(self, name):
+    """Tensor.__getattr__ (only reached when normal lookup fails)."""
+    if name.startswith("_") or not object.__getattribute__(self, "_np") or not hasattr(np.ndarray, name):
+        raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+    if name in _PLAIN_ONLY:
+        raise NumPyOnly(f"{_PLAIN_ONLY[name]}: this needs a real ndarray")
+    if name == "flat":
+        return FlatIter(self)
+    attr = getattr(np.ndarray, name)
+    if callable(attr):
+        return _numpy_method(self, name)
+    if self._node is not None and name in ("strides", "base", "flags", "ctypes", "data"):
+        # a tracer's memory layout is the compiler's business: NumPy's answer needs NumPy's array
+        raise NumPyOnly(f"ndarray.{name} describes an ndarray's memory")
+    return _wrap(getattr(_concrete(self, name), name))
+
+
+# ---- the methods whose NumPy meaning differs from the Tensor's --------------------------------
+
+def _sort(self, axis=-1, kind=None, order=None, *, stable=None):
+    from .ops.registry import NUMPY_FUNCS
+    if order is not None:
+        return _numpy_method(self, "sort")(axis=axis, kind=kind, order=order)
+    self._assign(NUMPY_FUNCS["sort"](self, axis=axis), "ndarray.sort")
+
+
+def _fill(self, value):
+    self.fill_(value)
+
+
+def _repeat(self, repeats, axis=None):
+    from .ops.registry import NUMPY_FUNCS
+    from .tensor import Tensor
+    if isinstance(repeats, int) and not isinstance(repeats, bool):
+        try:
+            return NUMPY_FUNCS["repeat"](self, repeats, axis=axis)
+        except (TypeError, NotImplementedError):
+            pass
+    if isinstance(repeats, Tensor):
+        repeats = _concrete(repeats, "repeat")
+    return _wrap(np.repeat(_concrete(self, "repeat"), repeats, axis=axis))
+
+
+def _item(self, *args):
+    return _concrete(self, "item").item(*args)
+
+
+def _view(self, *args, dtype=None, type=None):
+    """NumPy's view: the same data (``view()``), or reinterpreted as another dtype."""
+    if args and dtype is None:
+        dtype = args[0]
+    if dtype is None and type is None:
+        return self[...]
+    if self._node is not None:
+        raise NumPyOnly("ndarray.view(dtype) of a traced array shares its memory under another dtype")
+    return self._data.view(*(x for x in (dtype, type) if x is not None))   # an alias, as in NumPy
+
+
+def _nonzero(self):
+    """NumPy's nonzero: a tuple of index arrays, one per axis (a data-dependent shape: NumPy
+    computes it on the concrete value)."""
+    return _wrap(np.nonzero(_concrete(self, "nonzero")))
+
+
+_NUMPY_MEANING = {"sort": _sort, "fill": _fill, "repeat": _repeat, "item": _item, "view": _view,
+                  "nonzero": _nonzero}
+
+
+_numpy_code = [0]        # > 0 while NumPy code runs on tensors (a %%compile cell)
+
+
+@contextlib.contextmanager
+def numpy_code():
+    """While NumPy code runs (the ``%%compile`` magic wraps a cell's run in it), the methods
+    whose NumPy meaning differs from PyTorch's follow NumPy on NumPy-flavoured tensors. Outside
+    it a Tensor keeps PyTorch's methods (``nb.tensor(a).sort()`` gives values and indices)."""
+    _numpy_code[0] += 1
+    try:
+        yield
+    finally:
+        _numpy_code[0] -= 1
+
+
+def _either(name, numpy_fn, tensor_fn):
+    def method(self, *args, **kwargs):
+        if self._np and _numpy_code[0]:
+            return numpy_fn(self, *args, **kwargs)
+        if tensor_fn is None:
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+        return tensor_fn(self, *args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = (tensor_fn.__doc__ if tensor_fn is not None else "") or numpy_fn.__doc__
+    method.__nbaccel_either__ = True
+    return method
+
+
+def install(tensor_cls):
+    """NumPy's meaning for NumPy-flavoured tensors (after the op table's methods are installed)."""
+    for name, fn in _NUMPY_MEANING.items():
+        current = tensor_cls.__dict__.get(name)
+        if getattr(current, "__nbaccel_either__", False):
+            continue
+        setattr(tensor_cls, name, _either(name, fn, current))
+    tensor_cls.__getattr__ = _getattr
