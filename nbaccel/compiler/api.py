@@ -20,6 +20,7 @@ import weakref
 import numpy as np
 
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
+from .. import daskbridge   # imports no Dask until a Dask array appears
 from .capture import TooManyGraphBreaks, TraceSession
 from .views import numpy_gives_array as _numpy_gives_array
 from .entries import GraphCache
@@ -161,6 +162,7 @@ class CompiledFunction:
             ck = call_key(args, kwargs)
             if ck is not None:
                 guard_key, gleaves = ck
+        if daskbridge.holds_dask(args, kwargs): return daskbridge.call(self, args, kwargs)  # noqa: E701  Dask arrays: chunk work on Dask (daskbridge/)
                 entry = self._guarded.lookup(guard_key)
                 if entry is not None:
                     self.stats["cache_hits"] += 1

@@ -81,9 +81,10 @@ class Trace:
         self.tree, self.leaves, self.names = tree, leaves, names
 
 
-def trace(fn, args, names, weight_names):
-    """Trace ``fn(*args)`` once (arrays in ``args`` become inputs named ``names``)."""
-    runner = _Runner()
+def trace(fn, args, names, weight_names, runner=None):
+    """Trace ``fn(*args)`` once (arrays in ``args`` become inputs named ``names``). ``runner``
+    replaces the zeros runner (the Dask bridge's allocates nothing: its inputs may not fit)."""
+    runner = runner or _Runner()
     session = ExportSession(runner, fullgraph=True)
     session.t_start = 0.0
     session.events = []

@@ -149,10 +149,45 @@ class NbaccelCommands:
             raise UsageError(f"%nbaccel cache clear: not clearing: {e}") from None
         print(cache_text.render_cleared(which, cache.root_dir(), removed))
 
+    def _cluster_cmd(self, rest):
+        """`cluster start [--workers N] [--threads T]`, `cluster connect ADDRESS [--timeout S]`,
+        `cluster stop`, `cluster` / `cluster status`: Dask's LocalCluster or a running scheduler
+        (see nbaccel/daskbridge/cluster.py and docs/dask.md)."""
+        from ..daskbridge import cluster
+        sub, args = (rest[0], rest[1:]) if rest else ("status", [])
+        flags = dict(zip(args[::2], args[1::2])) if sub == "start" else dict(zip(args[1::2], args[2::2]))
+        try:
+            if sub == "start":
+                unknown = set(flags) - {"--workers", "--threads"}
+                if unknown or len(args) % 2:
+                    raise UsageError("%nbaccel cluster start [--workers N] [--threads T]")
+                cluster.start(workers=_count(flags.get("--workers")), threads=_count(flags.get("--threads")) or 1)
+            elif sub == "connect":
+                if not args or set(flags) - {"--timeout"}:
+                    raise UsageError("%nbaccel cluster connect ADDRESS [--timeout SECONDS]")
+                cluster.connect(args[0], timeout=float(flags.get("--timeout", 10)))
+            elif sub == "stop":
+                cluster.stop()
+                print("nbaccel: the Dask cluster is stopped")
+                return
+            elif sub != "status":
+                raise UsageError(f"%nbaccel cluster: expected start, connect, stop or status, got {sub!r}")
+        except (cluster.ClusterError, ValueError) as e:
+            raise UsageError(f"%nbaccel cluster {sub}: {e}") from None
+        print(cluster.describe())
+
     def _reset_cmd(self, rest):
         capi.reset()
         self.reset_state()
         print("nbaccel: forgot every compiled cell and graph (the disk cache stays)")
+
+
+def _count(text):
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"%nbaccel cluster start: expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def _in_notebook(shell) -> bool:

@@ -1,0 +1,97 @@
+"""``%nbaccel cluster start | connect | stop | status``: Dask's own LocalCluster and Client.
+
+nbaccel runs no scheduler of its own. ``start`` makes a ``distributed.LocalCluster`` of worker
+processes and a ``Client`` (which becomes Dask's default, so every ``compute`` uses it);
+``connect`` joins a running scheduler, with a timeout. A client made by the user is used as it is.
+Before the first compiled call on a cluster, each worker is asked whether it can import nbaccel.
+"""
+from __future__ import annotations
+
+import sys
+
+_state = {"cluster": None, "client": None}
+_checked: set = set()
+
+
+class ClusterError(RuntimeError):
+    """A cluster command failed; the message says why and what to do."""
+
+
+def current_client():
+    """Dask's default distributed client, or None (no import of distributed if it is not loaded)."""
+    mod = sys.modules.get("distributed")
+    if mod is None:
+        return None
+    try:
+        return mod.default_client()
+    except ValueError:
+        return None
+
+
+def start(workers=None, threads=1, memory_limit="auto"):
+    """A LocalCluster of ``workers`` processes (default: one per core) and its Client."""
+    import os
+    from distributed import Client, LocalCluster
+    stop()
+    n = workers or max(os.cpu_count() or 1, 1)
+    cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
+                           dashboard_address=":0", memory_limit=memory_limit)
+    client = Client(cluster)
+    _state.update(cluster=cluster, client=client)
+    check_workers(client)
+    return client
+
+
+def connect(address, timeout=10.0):
+    """A Client of the scheduler at ``address``; a clear error if it does not answer in time."""
+    from distributed import Client
+    stop()
+    try:
+        client = Client(address, timeout=f"{timeout}s")
+    except (OSError, TimeoutError) as e:
+        raise ClusterError(f"no Dask scheduler answered at {address} within {timeout:g} s "
+                           f"({type(e).__name__}); check the address (tcp://host:8786) and that the "
+                           "scheduler runs, or start a local one with %nbaccel cluster start") from None
+    _state.update(client=client)
+    check_workers(client)
+    return client
+
+
+def stop():
+    """Close the client and the cluster this module started (a user's own client stays)."""
+    client, cluster = _state["client"], _state["cluster"]
+    _state.update(client=None, cluster=None)
+    if client is not None:
+        client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def check_workers(client):
+    """Raise a ClusterError naming each worker that cannot import nbaccel (checked once per
+    set of workers)."""
+    workers = tuple(sorted(client.scheduler_info().get("workers", {})))
+    key = (id(client), workers)
+    if key in _checked or not workers:
+        return
+    from .worker import ping
+    answers = client.run(ping, on_error="return")
+    missing = [w for w, a in sorted(answers.items()) if a is not True]
+    if missing:
+        raise ClusterError(f"nbaccel cannot run on Dask worker{'s' * (len(missing) > 1)} "
+                           f"{', '.join(missing)}: it is not importable there. Install it on every "
+                           "worker (pip install 'nbaccel[dask]', the same version as here), or run "
+                           "the cell without %%compile")
+    _checked.add(key)
+
+
+def describe(client=None) -> str:
+    client = client or _state["client"] or current_client()
+    if client is None:
+        return "no Dask cluster: Dask's default scheduler (threads) runs the graphs"
+    info = client.scheduler_info()
+    ws = info.get("workers", {})
+    threads = sum(w.get("nthreads", 0) for w in ws.values())
+    kind = "LocalCluster" if _state["cluster"] is not None else "cluster"
+    return (f"Dask {kind} at {client.scheduler.address}: {len(ws)} worker{'s' * (len(ws) != 1)}, "
+            f"{threads} thread{'s' * (threads != 1)}; dashboard {client.dashboard_link}")

@@ -1,0 +1,219 @@
+"""nb.compile and %%compile on Dask arrays (the threaded scheduler; the cluster tests are in
+test_dask_cluster.py): compiled against plain Dask on the same arrays, for type, shape, dtype,
+chunks and values; lazy stays lazy; what cannot be chunk work runs plainly with its reason."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+import dask  # noqa: E402
+
+import nbaccel as nb  # noqa: E402
+from nbaccel.daskbridge.report import task_count  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    with dask.config.set(scheduler="threads", num_workers=2):
+        yield
+
+
+def _never_compute(dsk, keys, **kwargs):
+    raise AssertionError("the call computed a Dask graph: lazy must stay lazy")
+
+
+def _leaves(v):
+    return list(v) if isinstance(v, (tuple, list)) else [v]
+
+
+def check(f, *args, compiled_path=True, backend="numpy", **kwargs):
+    """f compiled against f plain on the same Dask arrays; returns the compiled function."""
+    cf = nb.compile(f, backend=backend)
+    with dask.config.set(scheduler=_never_compute):
+        got = cf(*args, **kwargs)
+        want = f(*args, **kwargs)
+    rep = cf.report
+    if compiled_path:
+        assert rep.fallback is None, rep.fallback
+        assert rep.path == "dask"
+    for g, w in zip(_leaves(got), _leaves(want), strict=True):
+        assert type(g) is type(w), (type(g), type(w))
+        if not isinstance(w, da.Array):
+            assert g == w
+            continue
+        assert (g.shape, g.dtype, g.chunks) == (w.shape, w.dtype, w.chunks), (g, w, g.chunks, w.chunks)
+        G, W = dask.compute(g, w)
+        assert type(G) is type(W) and G.dtype == W.dtype and G.shape == W.shape
+        if W.dtype.kind == "f":
+            np.testing.assert_allclose(G, W, rtol=2e-5, atol=2e-6, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(G, W)
+    return cf
+
+
+def rand(shape, chunks, dtype=np.float32, seed=0):
+    g = np.random.default_rng(seed)
+    a = g.standard_normal(shape)
+    if np.dtype(dtype).kind in "iu":
+        a = a * 10
+    elif np.dtype(dtype).kind == "b":
+        a = a > 0
+    return da.from_array(a.astype(dtype), chunks=chunks)
+
+
+def test_elementwise_chain_one_blockwise_stage():
+    x = rand((60, 50), (25, 20))
+    cf = check(lambda x: np.tanh(x * 2.0 + 1) * 0.5 - np.exp(-x), x)
+    assert [k["kind"] for k in cf.report.kernels] == ["blockwise"]
+    assert cf.report.kernels[0]["ops"][:2] == ["multiply", "add"]
+
+
+def test_broadcast_between_differently_chunked_operands():
+    x = rand((40, 30), (15, 7))
+    w = rand((30,), (11,), seed=1)
+    b = rand((40, 1), (9, 1), seed=2)
+    check(lambda x, w, b: np.maximum(x * w, b) + w, x, w, b)
+
+
+def test_numpy_operand_beside_a_dask_array():
+    x = rand((40, 30), (15, 30))
+    w = np.linspace(0, 1, 30, dtype=np.float32)
+    check(lambda x, w: np.sqrt(np.abs(x * w)), x, w)
+
+
+REDUCTIONS = {
+    "sum": lambda x, ax, kd: x.sum(axis=ax, keepdims=kd),
+    "prod": lambda x, ax, kd: (x * 0.1 + 1).prod(axis=ax, keepdims=kd),
+    "max": lambda x, ax, kd: x.max(axis=ax, keepdims=kd),
+    "min": lambda x, ax, kd: np.min(x, axis=ax, keepdims=kd),
+    "any": lambda x, ax, kd: (x > 1.5).any(axis=ax, keepdims=kd),
+    "all": lambda x, ax, kd: (x > -2.5).all(axis=ax, keepdims=kd),
+    "mean": lambda x, ax, kd: x.mean(axis=ax, keepdims=kd),
+    "var": lambda x, ax, kd: x.var(axis=ax, keepdims=kd),
+    "std": lambda x, ax, kd: np.std(x, axis=ax, keepdims=kd, ddof=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+@pytest.mark.parametrize("axis,keepdims", [(0, False), (1, True), (None, False), ((0, 1), True)])
+def test_reductions_over_chunked_axes(name, axis, keepdims):
+    x = rand((37, 23), (10, 8))                     # uneven chunks on both axes
+    op = REDUCTIONS[name]
+    cf = check(lambda x: op(np.tanh(x) * 2, axis, keepdims), x)
+    assert [k["kind"] for k in cf.report.kernels][-1].startswith("reduction")
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_arg_reductions_carry_the_chunk_offset(name, axis):
+    x = rand((31, 17), (8, 5))
+    fn = getattr(np, name)
+    check(lambda x: fn(x * x, axis=axis), x)
+    ties = da.from_array(np.tile(np.arange(6.0), (5, 3)), chunks=(2, 4))   # ties: the first wins
+    check(lambda x: fn(x, axis=axis), ties)
+
+
+def test_nan_data():
+    a = np.random.default_rng(3).standard_normal((20, 12))
+    a[3, 4] = a[15, 0] = np.nan
+    x = da.from_array(a, chunks=(6, 5))
+    for f in (lambda x: x.max(axis=0), lambda x: np.argmax(x, axis=0), lambda x: x.mean(axis=1),
+              lambda x: np.argmin(x), lambda x: (x * 2).sum(), lambda x: x.std(0)):
+        check(f, x)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.bool_, np.float64])
+def test_int_and_bool_dtypes(dtype):
+    x = rand((21, 13), (5, 6), dtype=dtype)
+    check(lambda x: (x + x).sum(axis=0), x)
+    check(lambda x: x.max(axis=1), x)
+    check(lambda x: x.mean(axis=0), x)
+    check(lambda x: np.argmax(x, axis=0), x)
+    if dtype is not np.bool_:
+        check(lambda x: x * 3 - 1, x)
+
+
+def test_softmax_over_one_chunk_axis_then_column_sum_is_one_stage():
+    x = rand((64, 40), (16, 40))
+
+    def work(x):
+        h = np.tanh(x * 0.5 + 0.1)
+        e = np.exp(h - h.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)).sum(axis=0)
+
+    cf = check(work, x)
+    assert len(cf.report.kernels) == 1          # one compiled kernel per chunk, then the combine
+    rep = cf.report
+    assert rep.dask["tasks"] * 3 <= rep.dask["plain_tasks"], rep.dask
+
+
+def test_standardisation_is_two_stages_and_one_moments_pass():
+    x = rand((50, 9), (12, 9))
+    cf = check(lambda x: (x - x.mean(0)) / x.std(0), x)
+    kinds = [k["kind"] for k in cf.report.kernels]
+    assert kinds.count("blockwise") == 1 and len(kinds) == 2, kinds   # mean and std share a pass
+
+
+def test_keywords_lists_and_scalars():
+    x = rand((20, 10), (7, 10))
+    y = rand((20, 10), (5, 5), seed=4)
+    check(lambda xs, scale=1.0: (xs[0] * scale + xs[1]).sum(axis=1), [x, y], scale=3.0)
+    check(lambda x, y: (x * y, x.shape[0], x), x, y=y)
+
+
+def test_plain_on_dask_with_the_reason():
+    x = rand((20, 10), (7, 10))
+    cases = [
+        (lambda x: x.cumsum(axis=0), "cumsum"),
+        (lambda x: x.T @ x, "not chunk work"),
+        (lambda x: x * 2 if float(x.sum()) > 0 else x, "graph break"),
+        (lambda x: np.exp(x - x.max(axis=0, keepdims=True)), None),       # compiled: two stages
+    ]
+    for f, why in cases:
+        cf = nb.compile(f, backend="numpy")
+        got = cf(x)
+        assert isinstance(got, da.Array)
+        np.testing.assert_allclose(got.compute(), f(x).compute(), rtol=1e-5, atol=1e-6)
+        if why is not None:
+            assert why in cf.report.fallback, cf.report.fallback
+
+
+def test_bad_inputs_run_plainly():
+    x = rand((20, 10), (7, 10))
+    unknown = x[x[:, 0] > 0]                       # NaN chunks after boolean indexing
+    cf = nb.compile(lambda a: (a * 2).sum(axis=0), backend="numpy")
+    got = cf(unknown)
+    assert "unknown size" in cf.report.fallback
+    np.testing.assert_allclose(got.compute(), (unknown * 2).sum(axis=0).compute(), rtol=1e-5)
+    obj = da.from_array(np.array([1, "a", None] * 4, dtype=object), chunks=5)
+    cf = nb.compile(lambda a: a[:3], backend="numpy")
+    assert list(cf(obj).compute()) == [1, "a", None] and "dtype object" in cf.report.fallback
+    when = da.from_array(np.arange(6).astype("datetime64[D]"), chunks=4)
+    cf = nb.compile(lambda a: a + np.timedelta64(1, "D"), backend="numpy")
+    assert (cf(when).compute() == (when + np.timedelta64(1, "D")).compute()).all()
+    assert "datetime64" in cf.report.fallback
+    with pytest.raises(ValueError):               # plain Dask's own error, not nbaccel's
+        nb.compile(lambda a, b: a + b, backend="numpy")(rand((4, 3), 2), rand((5, 3), 2))
+
+
+def test_numba_kernels_per_chunk():
+    x = rand((300, 64), (100, 64), dtype=np.float64)
+    cf = check(lambda x: np.tanh(x * 3.0).sum(axis=0), x, backend="numba")
+    assert "def stage(a0):" in cf.report.code
+
+
+def test_importing_nbaccel_imports_no_dask():
+    code = ("import sys, numpy as np, nbaccel as nb\n"
+            "f = nb.compile(lambda x: (x * 2).sum(), backend='numpy')\n"
+            "f(np.ones(4, np.float32))\n"
+            "assert not any(m == 'dask' or m.startswith('dask.') or m == 'distributed' "
+            "for m in sys.modules), 'dask imported'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_task_count_counts_after_fusion():
+    x = rand((40, 40), (10, 40))
+    y = (x + 1) * 2
+    assert task_count([y]) == 8          # 4 from_array getters + 4 tasks: both ops fused into one
