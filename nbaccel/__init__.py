@@ -6,12 +6,11 @@
 >>> bool(((x.grad - 2 * x).abs() < 1e-6).all())
 True
 """
-import os as _os
+from . import thread_pools as _thread_pools
 
-# numba's parallel kernels run on OpenMP threads; spinning idle threads fight the notebook's
-# other work for cores (a kernel launch then costs milliseconds on a busy 2-core machine), so
-# idle threads sleep unless the user chose otherwise. Must be set before OpenMP starts.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# numba's OpenMP workers sleep when idle, so they leave the cores to BLAS and the notebook
+# (docs/threads.md); set before numba's first parallel launch, a user's own choice kept
+_thread_pools.configure()
 
 from . import dtypes  # noqa: E402
 from .dtypes import (DType, bool_, int8, uint8, int16, int32, int64, float16, bfloat16,  # noqa: F401

@@ -83,3 +83,32 @@ def test_unknown_attribute_is_an_attribute_error():
         nbaccel.no_such_thing  # noqa: B018
     with pytest.raises(AttributeError):
         nbaccel.compiler.no_such_thing  # noqa: B018
+
+
+# ---- thread pools (nbaccel/thread_pools.py, docs/threads.md) ---------------------------------
+
+def test_configure_sets_what_is_unset_and_keeps_the_users_choice():
+    from nbaccel import thread_pools
+    env = {}
+    assert thread_pools.configure(env) == thread_pools.SETTINGS and env == thread_pools.SETTINGS
+    env = {"OMP_WAIT_POLICY": "ACTIVE", "NUMBA_THREADING_LAYER": "workqueue"}
+    got = thread_pools.configure(env)
+    assert got["OMP_WAIT_POLICY"] == "ACTIVE" and "NUMBA_THREADING_LAYER_PRIORITY" not in env
+
+
+def test_a_plain_process_gets_sleeping_openmp_workers_and_dynamic_chunks():
+    env_clean = ("import os\nfor k in ('OMP_WAIT_POLICY', 'NUMBA_THREADING_LAYER', "
+                 "'NUMBA_THREADING_LAYER_PRIORITY'):\n    os.environ.pop(k, None)\n")
+    got = _fresh(env_clean + "import json, numpy as np\nimport nbaccel as nb\nimport numba\n"
+                 "from nbaccel_kernels._parallel import dynamic_chunks\n"
+                 "from nbaccel_kernels.quant import cpu, packing\n"
+                 "w = np.random.default_rng(0).standard_normal((1024, 1024), dtype=np.float32)\n"
+                 "x = np.ones((1, 1024), np.float32)\n"
+                 "y = cpu.int8_weight_only_matmul(x, *packing.quantize_int8(w))\n"
+                 "with dynamic_chunks(4096) as chunk:\n    inside = numba.get_parallel_chunksize()\n"
+                 "print(json.dumps({'policy': os.environ['OMP_WAIT_POLICY'], "
+                 "'layer': numba.threading_layer(), 'chunk': chunk, 'inside': inside, "
+                 "'after': numba.get_parallel_chunksize(), 'ok': bool(np.isfinite(y).all())}))")
+    assert got["policy"] == "PASSIVE" and got["ok"]
+    assert got["layer"] in ("omp", "tbb", "workqueue")
+    assert got["inside"] == got["chunk"] >= 1 and got["after"] == 0

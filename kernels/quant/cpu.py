@@ -20,6 +20,7 @@ import types
 import numpy as np
 from numba import njit, prange
 
+from .._parallel import dynamic_chunks
 from .packing import INT4_BLOCK, INT4_SYMMETRIC_ZERO, check_group_size, quantize_per_token_int8
 
 # fastmath without the no-NaN / no-Inf assumptions (see FINDINGS.md); reassociation is what
@@ -34,7 +35,9 @@ PARALLEL_WORK = 1 << 20
 class _Kernel:
     """A kernel compiled twice: parallel over output rows for big problems, serial for small
     ones (launching threads costs more than a small layer's work, and far more when the
-    cores are busy). The serial copy gets its own name so numba's disk cache keeps both."""
+    cores are busy). The serial copy gets its own name so numba's disk cache keeps both.
+    The parallel copy hands out its rows in small chunks (``_parallel.dynamic_chunks``), so a
+    thread that starts late costs one chunk, not half the kernel."""
 
     def __init__(self, fn):
         serial = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
@@ -44,8 +47,12 @@ class _Kernel:
         self.parallel = njit(parallel=True, fastmath=_FM, cache=True)(fn)
         self.__doc__ = fn.__doc__
 
-    def __call__(self, work, *args):
-        return (self.parallel if work >= PARALLEL_WORK else self.serial)(*args)
+    def __call__(self, work, iterations, *args):
+        """``work``: multiply-adds (picks the version); ``iterations``: of the ``prange`` loop."""
+        if work < PARALLEL_WORK:
+            return self.serial(*args)
+        with dynamic_chunks(iterations):
+            return self.parallel(*args)
 
 
 # ---- shared micro-kernel: out[m, n] = sum_k x[m, k] * w[n, k] for 4 rows of w ----------------
@@ -344,7 +351,8 @@ def int8_weight_only_matmul(x, q, scale, bias=None):
     if x.shape[0] == 0:
         return out
     kernel = _int8_gemv if x.shape[0] == 1 else _int8_gemm
-    kernel(out.size * q.shape[1], x, q, np.ascontiguousarray(scale, np.float32), out)
+    rows = q.shape[0] if x.shape[0] == 1 else q.shape[0] // _TILE
+    kernel(out.size * q.shape[1], rows, x, q, np.ascontiguousarray(scale, np.float32), out)
     return _add_bias(out, bias)
 
 
@@ -365,9 +373,11 @@ def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=
         x_lo = np.ascontiguousarray(halves[:, 0]).reshape(-1)
         x_mix = np.ascontiguousarray(halves[:, 1]).reshape(-1) - x.dtype.type(16) * x_lo
         xsum = x.reshape(-1, group_size).sum(axis=1)
-        _int4_gemv(out.size * k, x_lo, x_mix, xsum, packed, scales, zeros, has_zeros, group_size, out)
+        _int4_gemv(out.size * k, packed.shape[0], x_lo, x_mix, xsum, packed, scales, zeros, has_zeros,
+                   group_size, out)
     else:
-        _int4_gemm(out.size * k, x, packed, scales, zeros, has_zeros, group_size, out)
+        _int4_gemm(out.size * k, -(-packed.shape[0] // _TILE), x, packed, scales, zeros, has_zeros,
+                   group_size, out)
     return _add_bias(out, bias)
 
 
@@ -379,7 +389,7 @@ def int8_int8_matmul(xq, wq):
         raise ValueError(f"int8 matmul shapes don't match: {xq.shape} and {wq.shape}")
     out = np.empty((xq.shape[0], wq.shape[0]), np.int32)
     if out.size:
-        _int8_int8_gemm(out.size * xq.shape[1], xq, wq, out)
+        _int8_int8_gemm(out.size * xq.shape[1], wq.shape[0] // _I8_ROWS, xq, wq, out)
     return out
 
 
@@ -390,5 +400,5 @@ def int8_dynamic_matmul(x, wq, wscale, bias=None):
     acc = int8_int8_matmul(xq, wq)
     out = np.empty(acc.shape, x.dtype)
     if out.size:
-        _rescale(out.size, acc, xs, np.ascontiguousarray(wscale, np.float32), out)
+        _rescale(out.size, out.shape[0], acc, xs, np.ascontiguousarray(wscale, np.float32), out)
     return _add_bias(out, bias)

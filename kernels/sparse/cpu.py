@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._parallel import dynamic_chunks
 from .reference import check_dense, meta_cols
 
 # no-NaN/no-Inf assumptions stay off (see FINDINGS.md: they turn overflow into NaN)
@@ -200,7 +201,8 @@ def gather(dense, meta):
 def _gemv(x, values, meta, out):
     cols = x.shape[0]
     planes = np.ascontiguousarray(x[:cols - cols % 8].reshape(-1, 8).T)
-    _k("gemv")(x, planes, values, meta, out, values.dtype.type(0))
+    with dynamic_chunks(values.shape[0]):      # a late thread costs one chunk of rows
+        _k("gemv")(x, planes, values, meta, out, values.dtype.type(0))
 
 
 def linear(x, values, meta, cols: int, out=None):
@@ -227,7 +229,8 @@ def linear(x, values, meta, cols: int, out=None):
         xt = np.ascontiguousarray(x.T)
         outt = np.empty((rows, m), values.dtype)
         if outt.size:
-            _k("gemm_t")(xt, values, meta, outt)
+            with dynamic_chunks(rows):
+                _k("gemm_t")(xt, values, meta, outt)
         res = outt.T
     if out is None:
         return np.ascontiguousarray(res)
