@@ -148,6 +148,7 @@ class CompiledFunction:
         if active_trace() is not None or any(isinstance(x, Tensor) and x._node is not None
                                              for _, x in _flatten((args, kwargs), "", [])):
             return self.fn(*args, **kwargs)   # called while another function is traced: inline it
+        if daskbridge.holds_dask(args, kwargs): return daskbridge.call(self, args, kwargs)  # noqa: E701  Dask arrays: chunk work on Dask (daskbridge/)
         t0 = time.perf_counter()
         replay_key = snap = None
         if self.mode == "reduce-overhead":
@@ -162,7 +163,6 @@ class CompiledFunction:
             ck = call_key(args, kwargs)
             if ck is not None:
                 guard_key, gleaves = ck
-        if daskbridge.holds_dask(args, kwargs): return daskbridge.call(self, args, kwargs)  # noqa: E701  Dask arrays: chunk work on Dask (daskbridge/)
                 entry = self._guarded.lookup(guard_key)
                 if entry is not None:
                     self.stats["cache_hits"] += 1
