@@ -23,16 +23,16 @@ def _cell(items):
 def render() -> str:
     import nbaccel  # noqa: F401  (registers every op family)
     from .compiler.codegen.numba import SCALAR
-    from .compiler.codegen.numpy import REDUCE, UFUNC
-    from .compiler.schedule import MOVEMENT_OPS
+    from .compiler.codegen.numpy import UFUNC, reduce_function
     prims = [o for o in OPS.values() if o.primitive]
 
     def rendering(o):
         """How a fused kernel spells the primitive: numba's template and the NumPy tier's ufunc."""
-        if o.name in MOVEMENT_OPS:
+        if o.layout is not None:
             return "folded into the index expressions of its consumers"
+        ufunc = UFUNC.get(o.name) or (reduce_function(o.reduce) if o.reduce else None)
         parts = [f"`{SCALAR[o.name]}`" if o.name in SCALAR else "",
-                 f"`np.{UFUNC.get(o.name) or REDUCE.get(o.name)}`" if (UFUNC.get(o.name) or REDUCE.get(o.name)) else ""]
+                 f"`np.{ufunc}`" if ufunc else ""]
         return " · ".join(p for p in parts if p)
     rendered = sum(1 for o in prims if rendering(o))
     lines = ["# Supported ops", "",

@@ -280,7 +280,8 @@ class Reduction:
     """``op`` over the kernel's reduction axes of ``src`` (an expression over the domain)."""
 
     def __init__(self, op_name, node, src, domain, axes):
-        self.op = op_name         # sum | prod | amax | amin | any | all | argmax | argmin
+        self.op = op_name         # the reduction op's name (the report and the code show it)
+        self.rule = node.op.reduce  # what it means: identity, combine, arg, empty error (ops/registry.py)
         self.node = node          # the graph node of its result
         self.src = src
         self.domain = tuple(domain)

@@ -78,16 +78,10 @@ def _signature(arrays):
     return tuple(numba.typeof(a) for a in arrays)
 
 
-def _empty_reduction_error(k: Kernel):
-    """NumPy's error for a max/min over zero-size ranges (which has no identity), or None."""
-    for r in k.reductions:
-        if r.op in ("amax", "amin"):
-            try:
-                getattr(np, "maximum" if r.op == "amax" else "minimum").reduce(
-                    np.empty(k.domain), axis=k.axes)
-            except ValueError as e:
-                return str(e)
-    return None
+def empty_reduction_error(k: Kernel):
+    """NumPy's error for a reduction without identity over zero-size ranges (max, min and
+    their indices; the op table declares it), or None."""
+    return next((err for err in (r.rule.empty(k.domain, k.axes) for r in k.reductions) if err), None)
 
 
 class KernelSlot:
@@ -107,7 +101,7 @@ class KernelSlot:
         self.sync = sync
         self.seconds = 0.0
         self.backend = "numpy"
-        self.empty_error = _empty_reduction_error(k)
+        self.empty_error = empty_reduction_error(k)
         if self.want_numba:
             self.parallel = math.prod(k.domain) >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
             src, params = nb_codegen.render_kernel(k, "kernel", self.parallel)

@@ -25,27 +25,24 @@ from __future__ import annotations
 from .ir import Graph, Node
 from .loops import Expr, Kernel, Layout, Reduction, Store, const, load
 from .passes import prune
+from ..ops.registry import ELEMENTWISE_KINDS
 
-MOVEMENT_OPS = {"reshape", "permute", "broadcast_to", "strided_slice", "detach"}
-REDUCTION_OPS = {"sum", "prod", "amax", "amin", "any", "all", "argmax", "argmin"}
-ARG_REDUCTIONS = {"argmax", "argmin"}
-POINTWISE_KINDS = {"unary", "binary", "ternary"}
-NOT_POINTWISE = {"to_device"}
 SHARE_LIMIT = 24        # a value with several consumers is recomputed while this cheap
 INLINE_LIMIT = 400      # an expression larger than this is realised (bounds code size)
 
 
 def is_pointwise(n: Node) -> bool:
+    """An elementwise primitive (the op table's ``elementwise`` group) or a fill constant."""
     op = n.op
-    return (op.kind in POINTWISE_KINDS and op.primitive and op.name not in NOT_POINTWISE
-            and op.name not in MOVEMENT_OPS) or op.name in ("full_like", "full")
+    return (op.primitive and op.kind in ELEMENTWISE_KINDS and op.layout is None) or op.fill is not None
 
 
 def is_fusable_reduction(n: Node) -> bool:
-    if n.op.name not in REDUCTION_OPS or len(n.args[0].shape) == 0 or n.params.get("axis") == ():
+    rule = n.op.reduce
+    if rule is None or len(n.args[0].shape) == 0 or n.params.get("axis") == ():
         return False     # a reduction over no axes is a cast: its own implementation runs it
     # argmax/argmin: over one axis, or over all of them (the flat index), as NumPy allows
-    return n.op.name not in ARG_REDUCTIONS or n.params.get("axis") is None or len(n.params["axis"]) == 1
+    return not rule.arg or n.params.get("axis") is None or len(n.params["axis"]) == 1
 
 
 class ExternStep:
@@ -100,17 +97,11 @@ class _Scheduler:
         return load(n, Layout.contiguous(n.shape), n.dtype)
 
     def movement(self, n: Node, e: Expr):
-        op, p = n.op.name, n.params
-        if op == "detach":
-            return e
-        if op == "permute":
-            fn = lambda lay: lay.permute(p["axes"])            # noqa: E731
-        elif op == "strided_slice":
-            fn = lambda lay: lay.slice(p["slices"])            # noqa: E731
-        elif op == "broadcast_to":
-            fn = lambda lay: lay.broadcast_to(n.shape)         # noqa: E731
-        else:
-            fn = lambda lay: lay.reshape(n.shape)              # noqa: E731
+        """A movement op folded into the layouts of e's leaves (the op's own layout function)."""
+        layout, params, shape = n.op.layout, n.params, n.shape
+
+        def fn(lay):
+            return layout(lay, params, shape)
         out = e.map_layouts(fn)
         if out is None:     # a reshape strides cannot express: materialise, then view
             src = n.args[0]
@@ -127,10 +118,10 @@ class _Scheduler:
 
     def visit(self, n: Node):
         op = n.op
-        if op.name in MOVEMENT_OPS:
+        if op.layout is not None:
             return self.movement(n, self.arg(n.args[0]))
-        if op.name in ("full", "full_like"):
-            return const(n.params["value"], n.dtype)
+        if op.fill is not None:
+            return const(op.fill(n.params), n.dtype)
         if is_pointwise(n):
             args = [self.broadcast(self.arg(a), n.shape) for a in n.args]
             e = Expr("op", op=op, params=n.params, dtype=n.dtype, args=args, node=n, shape=n.shape)
@@ -170,7 +161,7 @@ class _Scheduler:
         once in its own order and pass a strided view (BLAS reads transposes for free), instead
         of recomputing the whole expression in the view's order. None if it is no such view."""
         chain, b = [], a
-        while not b.is_placeholder and b.op.name in ("permute", "reshape", "detach"):
+        while not b.is_placeholder and b.op.bijective:
             chain.append(b)
             b = self.rep.get(id(b.args[0]), b.args[0])
             if not isinstance(b, Node):

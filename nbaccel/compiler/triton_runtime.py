@@ -28,7 +28,7 @@ from .codegen.common import array_module, inputs_array_module
 from .codegen import common
 from .codegen.triton import TritonUnsupported, render_kernel  # noqa: F401 - re-exported
 from .loops import Kernel
-from .runtime import Program, _empty_reduction_error
+from .runtime import Program, empty_reduction_error
 from .schedule import ExternStep, schedule
 
 INSTALL_HINT = "pip install 'nbaccel[gpu]'"
@@ -162,18 +162,6 @@ def _load(source: str, mode: str):
     return fn
 
 
-def _empty_error(k: Kernel):
-    """NumPy's error for a reduction with no identity over empty ranges, or None."""
-    err = _empty_reduction_error(k)
-    if err is None and any(r.op in ("argmax", "argmin") for r in k.reductions) \
-            and any(k.domain[a] == 0 for a in k.axes):
-        try:
-            np.argmax(np.empty(0))
-        except ValueError as e:
-            return str(e)
-    return err
-
-
 class TritonSlot:
     """One fused kernel as a Triton kernel, launched on whole flat buffers."""
 
@@ -189,7 +177,7 @@ class TritonSlot:
         self.load_seconds = time.perf_counter() - t0
         self.grid, self.blocks, self.num_warps = self.rendered.blocks(mode == "interpret")
         self._default = dict(self.blocks, num_warps=self.num_warps)
-        self.empty_error = _empty_error(k)
+        self.empty_error = empty_reduction_error(k)
         self.num_stages = None
         self.seconds = 0.0
         self.backend = "triton"

@@ -153,9 +153,6 @@ class Poly:
     def names(self):
         return sorted({n for mono in self.terms for n in mono})
 
-    def is_const(self):
-        return all(not mono for mono in self.terms)
-
     def __eq__(self, other):
         return isinstance(other, Poly) and self.terms == other.terms
 

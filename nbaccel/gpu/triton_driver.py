@@ -386,19 +386,3 @@ def activate(*, _utils_factory=None, _launcher_cls=None):
         if hasattr(triton, "set_allocator"):
             triton.set_allocator(allocate)
     return _driver
-
-
-def _reset_for_tests():
-    """Forget the installed driver and give Triton its default back (tests only)."""
-    global _driver
-    if _driver is not None:
-        try:
-            from triton.runtime import driver as rt
-            if _active_of(rt) is _driver:
-                if "_active" in vars(rt):
-                    rt._active = None
-                else:
-                    rt.reset_active()
-        except Exception:   # pragma: no cover
-            pass
-    _driver = None

@@ -56,11 +56,6 @@ def with_batch(x, batched: bool, size: int):
     return apply(OPS["broadcast_to"], (x,), {"shape": (size,) + tuple(x.shape)})
 
 
-def shift_axes(axes, ndim: int):
-    """Logical axes (possibly negative) as physical ones, past the batch dim."""
-    return tuple(a % max(ndim, 1) + 1 for a in axes)
-
-
 def leading_dims_rule(op_name: str, position: int = 0):
     """A rule for an op that broadcasts over the leading dims of argument ``position``: that
     argument may be batched, the others must not be (they fall back to the loop)."""

@@ -108,7 +108,7 @@ def _complex_front(real, imag):
 
 
 complex_ = defop("complex", kind="binary", impl=_complex_impl, infer=_complex_infer,
-                 grad=_no_grad, 
+                 grad=_no_grad, operands="own",   # the real parts, not the complex result
                  front=_complex_front,
                  doc="A complex tensor from real and imaginary parts (torch.complex).")
 

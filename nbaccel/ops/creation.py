@@ -47,7 +47,7 @@ def _full_front(shape, fill_value, *, dtype=None, device=None, requires_grad=Fal
     return t.requires_grad_(True) if requires_grad else t
 
 
-full = defop("full", kind="creation", differentiable=False,
+full = defop("full", kind="creation", differentiable=False, fill=lambda p: p["value"],
              impl=lambda xp, shape, value, dtype, device: xp.full(shape, value, dtype=dtype.np),
              infer=lambda args, p: (p["shape"], p["dtype"]),
              front=_full_front, numpy="full")
@@ -86,6 +86,7 @@ def _like_front(value):
 
 
 full_like = defop("full_like", kind="creation", differentiable=False, impl=_like_impl,
+                  fill=lambda p: p["value"],
                   infer=lambda args, p: (args[0].shape, p["dtype"]), numpy="full_like",
                   front=_like_front(None))
 defalias("zeros_like", _like_front(0), numpy="zeros_like")

@@ -227,11 +227,11 @@ for _name, _methods in [
         ("greater", ("gt", "greater", "__gt__")),
         ("greater_equal", ("ge", "greater_equal", "__ge__"))]:
     defop(_name, kind="binary", impl=_ufunc(_name), differentiable=False, dtype_rule="bool",
-          methods=_methods, numpy=_name)
+          operands="common", methods=_methods, numpy=_name)
 
 for _name in ("logical_and", "logical_or", "logical_xor"):
     defop(_name, kind="binary", impl=_ufunc(_name), differentiable=False, dtype_rule="bool",
-          methods=_name, numpy=_name, inplace=True)
+          operands="own", methods=_name, numpy=_name, inplace=True)
 
 for _name, _uf, _methods, _np_names, _rule in [
         ("bitwise_and", "bitwise_and", ("__and__", "__rand__"), (), "integer"),
@@ -262,7 +262,7 @@ abs_ = defop("abs", kind="unary", impl=_ufunc("abs"), dtype_rule="real",
              methods=("abs", "absolute", "__abs__"), numpy=("absolute", "abs"), inplace=True)
 
 logical_not = defop("logical_not", kind="unary", impl=_ufunc("logical_not"),
-                    differentiable=False, dtype_rule="bool", 
+                    differentiable=False, dtype_rule="bool", operands="own",
                     methods="logical_not", numpy="logical_not", inplace=True)
 
 bitwise_invert = defop("bitwise_invert", kind="unary", impl=_ufunc("invert"), differentiable=False,
@@ -271,12 +271,12 @@ bitwise_invert = defop("bitwise_invert", kind="unary", impl=_ufunc("invert"), di
                        numpy=("invert", "bitwise_not", "bitwise_invert"), inplace=True)
 
 signbit = defop("signbit", kind="unary", impl=_ufunc("signbit"), differentiable=False,
-                dtype_rule="bool", 
+                dtype_rule="bool", operands="own",
                 methods="signbit", numpy="signbit")
 
 for _name in ("isfinite", "isinf", "isnan"):
     defop(_name, kind="unary", impl=_ufunc(_name), differentiable=False, dtype_rule="bool",
-          methods=_name, numpy=_name)
+          operands="own", methods=_name, numpy=_name)
 
 # piecewise constant: integer dtypes pass through (NumPy, PyTorch); zero gradient
 sign = defop("sign", kind="unary", impl=_ufunc("sign"), grad=_zero_grad, dtype_rule="nobool",

@@ -220,6 +220,7 @@ def _batch_slices(params, size):
 
 strided_slice = defop(
     "strided_slice", kind="movement", view=True,
+    layout=lambda lay, p, shape: lay.slice(p["slices"]),
     batch_rule=lambda args, batched, p, size: apply(strided_slice, args, _batch_slices(p, size)),
     impl=lambda xp, x, slices: x[_slice_key(slices)],
     infer=lambda args, p: (tuple(len(range(*s)) for s in p["slices"]), args[0].dtype),

@@ -110,10 +110,6 @@ def real_only(op):
     return op
 
 
-def _tensor_args(args):
-    return [a for a in args if hasattr(a, "_node")]
-
-
 _MEMO: dict = {}
 _MEMO_KINDS = ("unary", "binary", "ternary", "reduce")
 

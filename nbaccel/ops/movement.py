@@ -50,6 +50,7 @@ def _reshape_batch(args, batched, params, size):
 
 reshape = defop(
     "reshape", kind="movement", view=True, batch_rule=_reshape_batch,
+    layout=lambda lay, p, shape: lay.reshape(shape), bijective=True,
     impl=lambda xp, x, shape: xp.reshape(x, shape),
     infer=lambda args, p: (_resolve_shape(p["shape"], math.prod(args[0].shape)), args[0].dtype),
     grad=lambda g, out, x, shape: (g.reshape(x.shape),),
@@ -73,6 +74,7 @@ def _inverse(axes):
 
 permute = defop(
     "permute", kind="movement", view=True,
+    layout=lambda lay, p, shape: lay.permute(p["axes"]), bijective=True,
     batch_rule=lambda args, batched, p, size: apply(
         permute, args, {"axes": (0,) + tuple(a + 1 for a in p["axes"])}),
     impl=lambda xp, x, axes: xp.transpose(x, axes),
@@ -103,6 +105,7 @@ def _broadcast_front(x, *shape):
 
 broadcast_to = defop(
     "broadcast_to", kind="movement", view=True,
+    layout=lambda lay, p, shape: lay.broadcast_to(shape),
     batch_rule=lambda args, batched, p, size: apply(
         broadcast_to, (pad_batched(args[0], len(p["shape"])),), {"shape": (size,) + tuple(p["shape"])}),
     impl=lambda xp, x, shape: xp.broadcast_to(x, shape),
@@ -146,6 +149,7 @@ to_device = defop(
 
 detach = defop(
     "detach", kind="unary", impl=lambda xp, x: x, differentiable=False, view=True,
+    layout=lambda lay, p, shape: lay, bijective=True,
     front=lambda x: apply(detach, (as_tensor(x),), {}))
 
 

@@ -19,7 +19,7 @@ from .. import dtypes as D
 from .batching import axis_param_rule
 from .fronts import apply, as_tensor, reduce_params
 from .meta import default_float, normalize_axis, real_only, reduced_shape
-from .registry import defalias, defop
+from .registry import ReduceRule, constant, defalias, defop, highest, lowest
 
 
 def _ops():
@@ -49,7 +49,7 @@ def _np_dtype(dtype):
 
 # ---- sum and prod ----------------------------------------------------------------------------
 
-sum_ = defop("sum", kind="reduce", dtype_rule="sum",
+sum_ = defop("sum", kind="reduce", dtype_rule="sum", reduce=ReduceRule("add", constant(0)),
              impl=lambda xp, x, axis, keepdims, dtype=None: xp.sum(
                  x, axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype)),
              grad=lambda g, out, x, axis, keepdims, dtype=None: (_expand_back(g, x, axis, keepdims),),
@@ -70,11 +70,17 @@ def _prod_grad(g, out, x, axis, keepdims, dtype=None):
 
 
 prod = defop("prod", kind="reduce", dtype_rule="sum", grad=_prod_grad,
+             reduce=ReduceRule("multiply", constant(1)),
              impl=lambda xp, x, axis, keepdims, dtype=None: xp.prod(
                  x, axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype)),
              methods="prod", numpy="prod")
 
 # ---- max, min and their indices ---------------------------------------------------------------
+
+
+def _no_identity(ufunc):
+    """NumPy's message for a max/min over an empty range (compiled kernels raise it)."""
+    return f"zero-size array to reduction operation {ufunc} which has no identity"
 
 
 def _check_nonempty(name, x, axis):
@@ -122,9 +128,11 @@ def _reducer(name):
 
 amax = defop("amax", kind="reduce", impl=_reducer("max"), grad=_minmax_grad, dtype_rule="same",
              infer=_nonempty_infer("max", "same"),
+             reduce=ReduceRule("maximum", lowest, selects=True, empty_error=_no_identity("maximum")),
              methods="amax", numpy="amax")
 amin = defop("amin", kind="reduce", impl=_reducer("min"), grad=_minmax_grad, dtype_rule="same",
              infer=_nonempty_infer("min", "same"),
+             reduce=ReduceRule("minimum", highest, selects=True, empty_error=_no_identity("minimum")),
              methods="amin", numpy="amin")
 
 
@@ -153,9 +161,11 @@ def _arg_impl(name):
 
 ARGS = {name: defop(name, kind="reduce", impl=_arg_impl(name), dtype_rule="int64",
                     infer=_nonempty_infer(name, "int64"),
+                    reduce=ReduceRule(combine, identity, arg=True,
+                                      empty_error=f"attempt to get {name} of an empty sequence"),
                     differentiable=False, methods=name, numpy=name, 
                     front=_arg_front(name))
-        for name in ("argmax", "argmin")}
+        for name, combine, identity in (("argmax", "maximum", lowest), ("argmin", "minimum", highest))}
 argmax, argmin = ARGS["argmax"], ARGS["argmin"]
 
 _MISSING = object()
@@ -198,10 +208,12 @@ defalias("min", _values_or_pair("min", amin, argmin, lambda a, b: _ops().minimum
 
 # ---- any, all, count_nonzero --------------------------------------------------------------------
 
-any_ = defop("any", kind="reduce", dtype_rule="bool", differentiable=False, 
+any_ = defop("any", kind="reduce", dtype_rule="bool", differentiable=False,
+             reduce=ReduceRule("logical_or", constant(False), truth=True),
              impl=lambda xp, x, axis, keepdims: xp.any(x, axis=axis, keepdims=keepdims),
              methods="any", numpy="any")
-all_ = defop("all", kind="reduce", dtype_rule="bool", differentiable=False, 
+all_ = defop("all", kind="reduce", dtype_rule="bool", differentiable=False,
+             reduce=ReduceRule("logical_and", constant(True), truth=True),
              impl=lambda xp, x, axis, keepdims: xp.all(x, axis=axis, keepdims=keepdims),
              methods="all", numpy="all")
 

@@ -19,12 +19,28 @@ An :class:`OpDef` holds everything the engine and the compiler need to know:
 * ``batch_rule``  vmap's rule for a primitive whose kind does not give one
                (``rule(args, batched, params, size) -> result``, see ``ops/batching.py``);
                elementwise and reduction ops get theirs from their kind (``nbaccel/func``)
+* ``operands`` for an elementwise primitive, the dtype its operands are computed in (its
+               *dtype class*, declared once so no renderer keeps its own list): ``"result"``
+               (converted to the result dtype: arithmetic), ``"common"`` (converted to their
+               common dtype, the result is bool: comparisons), ``"own"`` (each keeps its own
+               dtype: predicates and logical ops), ``"select"`` (a condition first, then values
+               converted to the result dtype: ``where``)
+* ``reduce``   for a reduction primitive, its :class:`ReduceRule`: the identity per dtype, the
+               binary op that combines two partial results, whether it returns an index, and
+               the error it raises over empty ranges
+* ``layout``   for a movement primitive, its layout function ``layout(lay, params, shape)``: how
+               a strided view of the input becomes the view of the output (the compiler folds
+               movement into index arithmetic with it); ``bijective`` movement reads every
+               element once (a transpose or a reshape, not a slice or a broadcast)
+* ``fill``     for a creation op the compiler treats as a constant, ``fill(params)`` the value
 * ``front``    the user-facing function (argument parsing, NumPy and PyTorch spellings); it
                becomes ``nbaccel.<name>``, the Tensor methods in ``methods`` and the NumPy
                functions in ``numpy`` (``__array_function__`` / ``__array_ufunc__`` dispatch)
 
 Tensor methods, namespace functions, autograd and NumPy dispatch are all derived from this
-table: nothing else lists ops.
+table: nothing else lists ops. The op *groups* the compiler and the renderers need
+(:func:`group`: elementwise, comparison, float-result, own-input-dtype, reduce, arg-reduce,
+movement) are derived from these declarations, never listed by name.
 
 The tracing protocol (the engine never imports the compiler): a Tensor whose ``_node`` is set
 is a tracer. ``apply`` hands any op with a tracer argument to ``tracer._node.graph.record``;
@@ -32,12 +48,16 @@ anything that needs a concrete value calls ``graph.realize(tensor, reason)`` (a 
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
-
 
 
 OPS: dict[str, "OpDef"] = {}
 NUMPY_FUNCS: dict[str, Callable] = {}     # numpy function name -> front
+ELEMENTWISE_KINDS = ("unary", "binary", "ternary")
+OPERAND_CLASSES = ("result", "common", "own", "select")
+# dtype rules whose results are floats (NumPy's float loops and true division)
+FLOAT_RULES = ("float", "ufloat", "realfloat")
 KINDS = ("unary", "binary", "ternary", "reduce", "movement", "index", "creation",
          "linalg", "nn", "random", "other")
 
@@ -45,7 +65,8 @@ KINDS = ("unary", "binary", "ternary", "reduce", "movement", "index", "creation"
 class OpDef:
     __slots__ = ("name", "kind", "impl", "infer", "grad", "decomp", "primitive",
                  "differentiable", "front", "methods", "numpy",
-                 "view", "inplace", "doc", "dtype_rule", "extern_backend", "batch_rule")
+                 "view", "inplace", "doc", "dtype_rule", "extern_backend", "batch_rule",
+                 "operands", "reduce", "layout", "bijective", "fill")
 
     def __init__(self, name, kind, impl, infer, grad, decomp, primitive, differentiable,
                  methods, numpy, view, inplace, doc, dtype_rule):
@@ -66,6 +87,11 @@ class OpDef:
         self.extern_backend = None
         self.batch_rule = None
         self.front = None
+        self.operands = None
+        self.reduce = None
+        self.layout = None
+        self.bijective = False
+        self.fill = None
 
     def __repr__(self):
         return f"<op {self.name} ({'primitive' if self.primitive else 'composite'} {self.kind})>"
@@ -75,7 +101,9 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
           grad: Callable | None = None, decomp: Callable | None = None,
           differentiable: bool = True, methods=(), numpy=(), view: bool = False, inplace: bool = False,
           dtype_rule: str = "promote", front: Callable | None = None, doc: str = "",
-          extern_backend: Callable | None = None, batch_rule: Callable | None = None):
+          extern_backend: Callable | None = None, batch_rule: Callable | None = None,
+          operands: str | None = None, reduce: "ReduceRule | None" = None,
+          layout: Callable | None = None, bijective: bool = False, fill: Callable | None = None):
     """Register one op. Returns the OpDef; ``front`` (or a default one for the kind) is
     attached as ``op.front`` and exported by name."""
     if name in OPS:
@@ -84,6 +112,10 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
         raise ValueError(f"op {name!r}: unknown kind {kind!r}")
     if impl is None and decomp is None:
         raise ValueError(f"op {name!r} needs an eager impl or a decomposition")
+    if operands is None and kind in ELEMENTWISE_KINDS and decomp is None:
+        operands = "select" if kind == "ternary" else "result"
+    if operands is not None and operands not in OPERAND_CLASSES:
+        raise ValueError(f"op {name!r}: unknown operand class {operands!r}")
     if infer is None:
         from .meta import default_infer
         infer = default_infer(kind, dtype_rule)
@@ -100,10 +132,23 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
     op.front = front
     op.extern_backend = extern_backend
     op.batch_rule = batch_rule
+    op.operands = operands
+    op.reduce = reduce
+    op.layout = layout
+    op.bijective = bijective
+    op.fill = fill
     OPS[name] = op
     for np_name in op.numpy:
         NUMPY_FUNCS[np_name] = front
     return op
+
+
+def remove_op(name: str):
+    """Take an op out of the table again (tests that define a toy op clean up with this)."""
+    op = OPS.pop(name)
+    for np_name in op.numpy:
+        if NUMPY_FUNCS.get(np_name) is op.front:
+            del NUMPY_FUNCS[np_name]
 
 
 def primitives():
@@ -131,3 +176,91 @@ def defalias(name: str, front: Callable, *, numpy=(), methods=()):
     for m in ((methods,) if isinstance(methods, str) else methods):
         ALIAS_METHODS[m] = front
     return front
+
+
+# -- what reductions mean ------------------------------------------------------------------------
+
+class ReduceRule:
+    """What a reduction primitive means, declared once on its op: every backend renders it
+    from this (the fused NumPy tier as ``ufunc.reduce`` of ``combine``, the loop tiers as an
+    accumulator that starts at ``identity`` and folds with ``combine``).
+
+    * ``combine``   the binary elementwise op that folds two partial results (``"add"``)
+    * ``identity``  ``identity(dtype)``: what an empty range (and a masked lane) contributes,
+                    as a Python scalar (``-inf`` for a float max; None where it has none)
+    * ``arg``       the result is the flat index of the first best element (argmax/argmin)
+    * ``empty_error``  NumPy's ValueError message for an empty range (None: it has an identity)
+    * ``truth``     the elements count as their truth value (any/all)
+    * ``selects``   the result is one of the elements (max, min and their indices): it needs
+                    an order, and NaN propagates
+    """
+
+    __slots__ = ("combine", "identity", "arg", "empty_error", "truth", "selects")
+
+    def __init__(self, combine: str, identity: Callable, *, arg: bool = False,
+                 empty_error: str | None = None, truth: bool = False, selects: bool = False):
+        self.combine = combine
+        self.identity = identity
+        self.arg = arg
+        self.empty_error = empty_error
+        self.truth = truth
+        self.selects = selects or arg
+
+    def __repr__(self):
+        return f"ReduceRule({self.combine!r}{', arg' if self.arg else ''})"
+
+    def empty(self, domain, axes) -> str | None:
+        """The error this reduction raises over these ranges, or None."""
+        if self.empty_error is not None and math.prod(domain[a] for a in axes) == 0:
+            return self.empty_error
+        return None
+
+
+def lowest(dtype):
+    """The identity of a max over ``dtype``: -inf, the smallest integer, or False."""
+    import numpy as np
+    if dtype.kind in "fc":
+        return float("-inf")
+    if dtype.kind == "b":
+        return False
+    return int(np.iinfo(dtype.np).min)
+
+
+def highest(dtype):
+    """The identity of a min over ``dtype``: inf, the largest integer, or True."""
+    import numpy as np
+    if dtype.kind in "fc":
+        return float("inf")
+    if dtype.kind == "b":
+        return True
+    return int(np.iinfo(dtype.np).max)
+
+
+def constant(value):
+    """An identity that is the same Python scalar for every dtype (0 for a sum)."""
+    return lambda dtype: value
+
+
+# -- the groups ----------------------------------------------------------------------------------
+
+_GROUPS = {
+    # elementwise primitives the compiler fuses into loops
+    "elementwise": lambda o: o.primitive and o.kind in ELEMENTWISE_KINDS and o.layout is None,
+    # operands converted to their common dtype, a bool result
+    "comparison": lambda o: o.operands == "common",
+    # a float result (integer inputs become the float result dtype first)
+    "float_result": lambda o: o.operands is not None and o.dtype_rule in FLOAT_RULES,
+    # operands keep their own dtype (tests of a value, logical ops on truth values)
+    "own_input_dtype": lambda o: o.operands == "own",
+    "reduce": lambda o: o.reduce is not None,
+    "arg_reduce": lambda o: o.reduce is not None and o.reduce.arg,
+    # movement the compiler folds into layouts
+    "movement": lambda o: o.layout is not None,
+}
+GROUP_NAMES = tuple(_GROUPS)
+
+
+def group(name: str) -> frozenset:
+    """The names of the ops in one group, derived from the table (never listed by hand)."""
+    test = _GROUPS[name]
+    return frozenset(o.name for o in OPS.values() if test(o))

@@ -1,4 +1,5 @@
-"""What every backend's code shares: the graph program.
+"""What every backend's code shares: the graph program, and the dtype rules that every
+loop renderer needs spelled out (the op table's operand classes applied to one expression).
 
 The *graph program* is generated Python that runs the schedule's steps in order. Buffers are
 flat arrays: inputs are made contiguous once, kernels and extern ops write fresh flat
@@ -40,14 +41,67 @@ def strided(flat, shape, strides, offset):
         if offset + n <= flat.size:
             return flat[offset:offset + n].reshape(shape)
     item = flat.itemsize
-    return np.lib.stride_tricks.as_strided(flat[offset:] if flat.size else flat, shape,
-                                           tuple(s * item for s in strides))
+    byte_strides = tuple(s * item for s in strides)
+    if flat.size and type(flat) is np.ndarray:
+        try:    # the ndarray constructor on the flat buffer: a few µs less than as_strided
+            return np.ndarray(shape, flat.dtype, flat, offset * item, byte_strides)
+        except (ValueError, TypeError):
+            pass
+    return np.lib.stride_tricks.as_strided(flat[offset:] if flat.size else flat, shape, byte_strides)
 
 
 def flat(a):
     """A contiguous 1-D view (a copy only for a non-contiguous input)."""
     a = np.asarray(a)
     return np.ascontiguousarray(a).reshape(-1)
+
+
+# -- dtype rules of one expression (the op table's operand classes, ops/registry.py) -----------
+
+_KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
+
+
+def operand_dtype(e):
+    """The dtype the array operands of ``e`` promote to (a weak Python scalar takes it): the
+    values of a ``select`` op (where), not its condition."""
+    from ...dtypes import result_type
+    ts = [a for a in e.args if not (a.kind == "const" and a.dtype is None)]
+    if e.op.operands == "select":
+        ts = ts[1:] or ts
+    if not ts:
+        return e.dtype
+    return result_type(*[a.dtype for a in ts])
+
+
+def weak_dtype(e, value):
+    """The dtype a weak Python scalar operand of ``e`` is computed in: NumPy's loop dtype, which
+    is the result dtype, except for comparisons (operand class ``common``), where a scalar of a
+    higher kind than the array (a float next to ints or bools) is compared in its own default
+    dtype."""
+    from ... import dtypes as D
+    if e.op.operands != "common":
+        return e.dtype
+    base = operand_dtype(e)
+    kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else \
+        "f" if isinstance(value, float) else "c"
+    if _KIND_RANK[kind] > _KIND_RANK[base.kind]:
+        return {"i": D.int64, "f": D.float64, "c": D.complex128}[kind]
+    return base
+
+
+def small_power(e):
+    """The exponent c of ``x ** c`` when NumPy computes it exactly another way, else None: 2 and
+    3 are products, 0 and 1 trivial, and for floats -1 and 0.5 are a reciprocal and a square
+    root (NumPy's own fast paths). Each renderer spells the cases it can; the rule is one."""
+    if e.kind != "op" or e.op.name != "power" or e.args[1].kind != "const":
+        return None
+    v = e.args[1].value
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    kind = e.dtype.kind
+    if (v in (2, 3) and kind in "iufc") or (v in (0, 1) and kind in "iuf") or (v in (-1, 0.5) and kind == "f"):
+        return v
+    return None
 
 
 def view_text(buf, lay):
@@ -150,17 +204,3 @@ def program_namespace(sch, kernels: dict):
           "DT": {n.index: n.dtype.np for n in sch.graph.nodes}}
     ns.update(kernels)
     return ns
-
-
-def scalar_literal(value, dtype) -> str:
-    """A Python scalar as a typed NumPy constant, so float32 code never promotes to float64."""
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    name = dtype.np.name if dtype.name != "bfloat16" else "float32"
-    if isinstance(value, float):
-        if value != value:
-            return f"np.{name}('nan')"
-        if value in (float("inf"), float("-inf")):
-            return f"np.{name}('{value}')"
-        return f"np.{name}({value!r})" if dtype.kind == "f" else repr(value)
-    return f"np.{name}({value!r})" if dtype.kind in "iuf" else repr(value)

@@ -34,12 +34,11 @@ from __future__ import annotations
 
 from ..loops import Expr, Kernel
 from . import fastmath_text
+from .common import operand_dtype, small_power, weak_dtype
 from .numba_passes import _VECTOR_MAX, SUM_CHUNK, SUM_CHUNK_ROWS, ReductionPasses  # noqa: F401
-from .numba_syntax import (COMPLEX_SCALAR, SCALAR, _CAST_INPUTS, _COMPARISONS, _COMPLEX_UNSUPPORTED,  # noqa: F401
-                           _DTYPES, _NUMPY_ONLY, _float_lit, _int_limit, _np_type, _operand_dtype,
-                           _small_power, _weak_dtype)
+from .numba_syntax import (BETTER, BOOL_SCALAR, COMPLEX_SCALAR, FOLD, PARTIAL_SUM, SCALAR,  # noqa: F401
+                           _COMPLEX_UNSUPPORTED, _DTYPES, _NUMPY_ONLY, _float_lit, _np_type)
 
-_INIT = {"sum": "0", "prod": "1", "any": "False", "all": "True"}
 PARALLEL_MIN_ELEMS = 1 << 20   # below this, threads cost more than they save on 2 cores
 BLOCK = 256                    # kept-last-axis block of a column reduction (accumulators in L1)
 LAST_BLOCK = 4096              # last-axis block of an elementwise kernel (parallel 1-D work)
@@ -65,15 +64,15 @@ def unsupported_reason(k: Kernel):
         name = e.op.name
         if name in _NUMPY_ONLY:
             return f"{name} differs in numba for large shift counts"
-        if name not in SCALAR and name != "astype":
+        if name not in SCALAR and not _is_cast(e):
             return f"{name} has no numba rendering"
-        if e.params and name not in ("astype",):
+        if e.params and not _is_cast(e):
             return f"{name} with parameters has no numba rendering"
         if any(a.dtype is not None and a.dtype.kind == "c" for a in e.args) or e.dtype.kind == "c":
             if name in _COMPLEX_UNSUPPORTED:
                 return f"numba orders or rounds complex {name} differently"
     for r in k.reductions:
-        if (r.dtype.kind == "c" or r.src.dtype.kind == "c") and r.op in ("amax", "amin", "argmax", "argmin"):
+        if (r.dtype.kind == "c" or r.src.dtype.kind == "c") and r.rule.selects:
             return "numba has no complex max/min"
     return None
 
@@ -169,7 +168,7 @@ class _Renderer(ReductionPasses):
             code = accs[id(e.red)]
         elif e.kind == "const":
             code = self.const(e.value, e.dtype)
-        elif _small_power(e):
+        elif _product_power(e):
             base = self.expr(e.args[0], var, memo, pad, accs)
             name = f"e{len(memo)}"
             prod = " * ".join([base] * int(e.args[1].value))
@@ -185,7 +184,7 @@ class _Renderer(ReductionPasses):
             args = []
             for a in e.args:
                 if a.kind == "const" and a.dtype is None:
-                    args.append(self.const(a.value, _weak_dtype(e, a.value)))
+                    args.append(self.const(a.value, weak_dtype(e, a.value)))
                 else:
                     args.append(self.expr(a, var, memo, pad, accs))
             name = f"e{len(memo)}"
@@ -196,19 +195,18 @@ class _Renderer(ReductionPasses):
 
     def scalar(self, e: Expr, args, pad=None):
         name = e.op.name
-        if name == "astype":
+        if _is_cast(e):
             if e.dtype.kind == "b":
                 return f"({args[0]} != 0)"
             if e.dtype.kind != "c" and e.args[0].dtype is not None and e.args[0].dtype.kind == "c":
                 return f"{_np_type(e.dtype)}({args[0]}.real)"     # NumPy drops the imaginary part
             return f"{_np_type(e.dtype)}({args[0]})"
-        if e.dtype.kind == "b" and name in ("add", "multiply"):
-            # NumPy's bool + and * are logical or / and; numba's bool + bool is an int (True + True == 2)
-            return f"({args[0]} {'|' if name == 'add' else '&'} {args[1]})"
-        if name in _CAST_INPUTS:
+        if e.dtype.kind == "b" and name in BOOL_SCALAR:
+            return BOOL_SCALAR[name].format(*args)
+        if _casts_inputs(e):
             weak = [a.value for a in e.args if a.kind == "const" and a.dtype is None]
-            want = (_weak_dtype(e, weak[0]) if weak else _operand_dtype(e)) if name in _COMPARISONS else e.dtype
-            first = 1 if name == "where" else 0
+            want = (weak_dtype(e, weak[0]) if weak else operand_dtype(e)) if e.op.operands == "common" else e.dtype
+            first = 1 if e.op.operands == "select" else 0
             args = list(args)
             for i, a in enumerate(e.args):
                 if i >= first and a.dtype is not None and a.dtype is not want and want.kind != "b":
@@ -264,45 +262,34 @@ class _Renderer(ReductionPasses):
 
     def reduction_pass(self, r, var, pad, accs, block):
         acc = f"acc{r.index}"
-        kind = r.op
-        if kind in ("argmax", "argmin"):
+        rule = r.rule
+        if rule.arg:
             return self.arg_pass(r, var, pad, accs, block)
         floaty = r.dtype.kind == "f"
-        if kind in ("amax", "amin") and r.dtype.name in _VECTOR_MAX:
+        if rule.selects and r.dtype.name in _VECTOR_MAX:
             return self.float_max_pass(r, var, pad, accs, block)
-        if kind == "sum" and r.dtype.name == "float32" and self.k.axes:
+        if rule.combine == PARTIAL_SUM and r.dtype.name == "float32" and self.k.axes:
             return self.sum_pass(r, var, pad, accs, block)
-        if kind in ("amax", "amin"):
-            big = float("inf") if floaty else _int_limit(r.dtype, kind == "amin")
-            init = ("-" if kind == "amax" and floaty else "") + self.const(big, r.dtype)
+        if rule.selects:
+            init = self.identity(rule, r.dtype)
             acc_t = _np_type(r.dtype)
         else:
             acc_t = "np.float64" if floaty else "np.complex128" if r.dtype.kind == "c" else _np_type(r.dtype)
-            init = f"{acc_t}({_INIT[kind]})"
+            init = f"{acc_t}({rule.identity(r.dtype)!r})"
         self.init_acc(acc, acc_t, init, pad, block)
-        if kind in ("amax", "amin") and floaty:
+        if rule.selects and floaty:
             self.lines.append(f"{pad}nan{r.index} = " + (f"np.zeros({BLOCK}, np.bool_)" if block else "False"))
         inner, memo = self.open_pass([r.src], var, pad, accs, block)
         v = self.expr(r.src, var, memo, inner, accs)
         self.stash(r, var, memo, inner)
         target = f"{acc}[jj]" if block else acc
-        if kind == "sum":
-            self.lines.append(f"{inner}{target} += {v}")
-        elif kind == "prod":
-            self.lines.append(f"{inner}{target} *= {v}")
-        elif kind == "any":
-            self.lines.append(f"{inner}{target} |= ({v} != 0)")
-        elif kind == "all":
-            self.lines.append(f"{inner}{target} &= ({v} != 0)")
-        else:
-            # branch-free max/min (it vectorises) and a NaN flag: NumPy propagates NaN
-            fn = "max" if kind == "amax" else "min"
-            self.lines.append(f"{inner}{target} = {fn}({target}, {v})")
-            if floaty:
-                flag = f"nan{r.index}[jj]" if block else f"nan{r.index}"
-                self.lines.append(f"{inner}{flag} |= {v} != {v}")
+        # a max/min is branch-free (it vectorises) with a NaN flag: NumPy propagates NaN
+        self.lines.append(f"{inner}{FOLD[rule.combine].format(target, v)}")
+        if rule.selects and floaty:
+            flag = f"nan{r.index}[jj]" if block else f"nan{r.index}"
+            self.lines.append(f"{inner}{flag} |= {v} != {v}")
         cast = _np_type(r.dtype)
-        if kind in ("amax", "amin") and floaty:
+        if rule.selects and floaty:
             if block:
                 self.lines.append(f"{pad}for jj in range(jn):")
                 self.lines.append(f"{pad}    if nan{r.index}[jj]:")
@@ -313,6 +300,13 @@ class _Renderer(ReductionPasses):
         accs[id(r)] = f"{cast}({acc}[jj])" if block else f"r{r.index}"
         if not block:
             self.lines.append(f"{pad}r{r.index} = {cast}({acc})")
+
+    def identity(self, rule, dtype):
+        """The reduction's identity over ``dtype`` as a typed constant (-inf as ``-K``)."""
+        v = rule.identity(dtype)
+        if isinstance(v, float) and v == float("-inf"):
+            return "-" + self.const(float("inf"), dtype)
+        return self.const(v, dtype)
 
     def init_acc(self, name, type_text, init, pad, block):
         """An accumulator: a scalar, or an array over the column block."""
@@ -352,8 +346,7 @@ class _Renderer(ReductionPasses):
         k = self.k
         src_t = r.src.dtype
         floaty = src_t.kind == "f"
-        big = float("inf") if floaty else _int_limit(src_t, r.op == "argmin")
-        init = ("-" if r.op == "argmax" and floaty else "") + self.const(big, src_t)
+        init = self.identity(r.rule, src_t)
         best, idx = f"best{r.index}", f"acc{r.index}"
         self.init_acc(best, _np_type(src_t), init, pad, block)
         self.init_acc(idx, "np.int64", "np.int64(0)", pad, block)
@@ -363,7 +356,7 @@ class _Renderer(ReductionPasses):
         for a in k.axes[1:]:
             flat = f"({flat}) * n{a} + {var[a]}"
         b, i = (f"{best}[jj]", f"{idx}[jj]") if block else (best, idx)
-        cmp = ">" if r.op == "argmax" else "<"
+        cmp = BETTER[r.rule.combine]
         nan_ok = f" or {v} != {v}" if floaty else ""
         first = f"{b} == {b} and " if floaty else ""
         self.lines.append(f"{inner}if {first}({v} {cmp} {b}{nan_ok}):")
@@ -495,6 +488,24 @@ class _Renderer(ReductionPasses):
                 "    for t in range(part * total // parts, (part + 1) * total // parts):"]
         src += self.lines
         return "\n".join(src) + "\n"
+
+
+def _is_cast(e):
+    """astype: a cast, spelled by the renderer itself (its dtype is a parameter)."""
+    return e.op.name == "astype"
+
+
+def _casts_inputs(e):
+    """Operands are converted to the computation dtype first, as NumPy's loops do (numba's
+    scalar rules are NumPy 1's: uint64 + int64 would wrap instead of giving float64): every
+    binary and ternary op except those whose operands keep their own dtype."""
+    return e.op.kind != "unary" and e.op.operands in ("result", "common", "select")
+
+
+def _product_power(e):
+    """x ** 2 and x ** 3 of the base's own dtype as multiplications (a pow call does not
+    vectorise), as NumPy's own fast path does."""
+    return small_power(e) in (2, 3) and e.dtype.kind in "iuf" and e.args[0].dtype is e.dtype
 
 
 def _keys(e):

@@ -22,7 +22,8 @@ and the class attribute ``BLOCK`` (the column block width).
 """
 from __future__ import annotations
 
-from .numba_syntax import _np_type, _small_power
+from .common import small_power
+from .numba_syntax import PARTIAL_SUM, VECTOR_SELECT, _np_type
 
 _VECTOR_MAX = ("float32", "float64")   # max/min through numba_reduce's intrinsics
 SUM_CHUNK = 1024               # elements of a float32 partial sum along a reduced last axis
@@ -194,13 +195,12 @@ class ReductionPasses:
         propagates as in NumPy without a flag, and the loop vectorises."""
         acc = f"acc{r.index}"
         t = _np_type(r.dtype)
-        big = self.const(float("inf"), r.dtype)
-        self.init_acc(acc, t, ("-" if r.op == "amax" else "") + big, pad, block)
+        self.init_acc(acc, t, self.identity(r.rule, r.dtype), pad, block)
         inner, memo = self.open_pass([r.src], var, pad, accs, block)
         v = self.expr(r.src, var, memo, inner, accs)
         self.stash(r, var, memo, inner)
         target = f"{acc}[jj]" if block else acc
-        fn = "fmaximum" if r.op == "amax" else "fminimum"
+        fn = VECTOR_SELECT[r.rule.combine]
         self.lines.append(f"{inner}{target} = {fn}({target}, {t}({v}))")
         accs[id(r)] = f"{acc}[jj]" if block else f"r{r.index}"
         if not block:
@@ -287,6 +287,14 @@ def invariant_along(axes, accs):
     return invariant
 
 
+def _is_sum(r):
+    return r.rule.combine == PARTIAL_SUM and not r.rule.arg
+
+
+def _is_max(r):
+    return r.rule.selects and not r.rule.arg and r.rule.identity(r.dtype) == float("-inf")
+
+
 def _signature(r):
     """Reductions with one signature compute the same value."""
     return (r.op, r.src.key(), r.dtype.name)
@@ -299,7 +307,7 @@ def _centred_mean(rsq):
         return None
     if e.op.name == "multiply" and e.args[0].key() == e.args[1].key():
         d = e.args[0]
-    elif _small_power(e) and e.args[1].value == 2:
+    elif small_power(e) == 2 and e.args[0].dtype is e.dtype:
         d = e.args[0]
     else:
         return None
@@ -312,7 +320,7 @@ def _centred_square_pair(rsum, rsq, accs) -> bool:
     """``rsq`` is sum((X - M)^2) where ``rsum`` is sum(X), X float32 and M a value per kept
     index computed from ``rsum`` (and from inputs constant along the reduced axes): the pair
     that ``shifted_moments_pass`` computes in one pass."""
-    if rsum.op != "sum" or rsq.op != "sum" or rsum.axes != rsq.axes:
+    if not (_is_sum(rsum) and _is_sum(rsq)) or rsum.axes != rsq.axes:
         return False
     if not all(t.name == "float32" for t in (rsum.dtype, rsq.dtype, rsum.src.dtype, rsq.src.dtype)):
         return False
@@ -335,7 +343,7 @@ def _centred_square_pair(rsum, rsq, accs) -> bool:
 def _online_softmax_pair(rmax, rsum) -> bool:
     """``rsum`` is sum(exp(X - rmax)) and ``rmax`` is max(X), X float32: the pair that
     ``online_softmax_pass`` computes in one pass."""
-    if rmax.op != "amax" or rsum.op != "sum" or rmax.axes != rsum.axes:
+    if not (_is_max(rmax) and _is_sum(rsum)) or rmax.axes != rsum.axes:
         return False
     if rmax.dtype.name != "float32" or rsum.dtype.name != "float32" or rmax.src.dtype.name != "float32":
         return False

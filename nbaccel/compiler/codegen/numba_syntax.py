@@ -1,9 +1,8 @@
 """The numba renderer's syntax: how each primitive is spelled in a numba loop body, and the
-dtype rules that scalar code needs spelled out (NumPy's loops convert operands; numba's scalar
-rules are NumPy 1's). ``numba.py`` builds the loop nests from the loop IR with these."""
+spellings of the reductions by their combine op. The dtype rules scalar code needs spelled out
+(NumPy's loops convert operands; numba's scalar rules are NumPy 1's) come from the op table's
+operand classes through ``common.py``. ``numba.py`` builds the loop nests with these."""
 from __future__ import annotations
-
-from ..loops import Expr
 
 SCALAR = {
     "add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
@@ -44,62 +43,25 @@ COMPLEX_SCALAR = {
 }
 _COMPLEX_UNSUPPORTED = {"maximum", "minimum", "less", "less_equal", "greater", "greater_equal",
                         "expm1", "log1p", "sign", "power"}
-# ops whose inputs are converted to the computation dtype first, as NumPy's loops are (numba's
-# scalar rules are NumPy 1's: uint64 + int64 would wrap instead of giving float64)
-_CAST_INPUTS = {"add", "subtract", "multiply", "divide", "floor_divide", "remainder", "fmod",
-                "power", "maximum", "minimum", "equal", "not_equal", "less", "less_equal",
-                "greater", "greater_equal", "where"}
-_COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
+# NumPy's bool + and * are logical or / and; numba's bool + bool is an int (True + True == 2)
+BOOL_SCALAR = {"add": "({0} | {1})", "multiply": "({0} & {1})"}
+
+# reductions, by the combine op of their rule (ops/registry.py: ReduceRule): the update of an
+# accumulator {0} with a value {1}
+FOLD = {"add": "{0} += {1}", "multiply": "{0} *= {1}", "logical_or": "{0} |= ({1} != 0)",
+        "logical_and": "{0} &= ({1} != 0)", "maximum": "{0} = max({0}, {1})",
+        "minimum": "{0} = min({0}, {1})"}
+# a float max/min through LLVM's NaN-propagating intrinsics (numba_reduce.py)
+VECTOR_SELECT = {"maximum": "fmaximum", "minimum": "fminimum"}
+# float32 partial sums over chunks (numba_passes.sum_pass): the combine op they are valid for
+PARTIAL_SUM = "add"
+# argmax/argmin: the comparison that makes a value better than the best so far
+BETTER = {"maximum": ">", "minimum": "<"}
 
 
 def _np_type(dtype):
     return "np.bool_" if dtype.name == "bool" else f"np.{dtype.name}"
 
 
-def _weak_dtype(e: Expr, value):
-    """The dtype a weak Python scalar operand is computed in: NumPy's loop dtype, which is the
-    result dtype, except for comparisons, where a scalar of a higher kind than the array (a
-    float next to ints or bools) is compared in its own default dtype."""
-    from ... import dtypes as D
-    if e.op.name not in _COMPARISONS:
-        return e.dtype
-    base = _operand_dtype(e)
-    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
-    kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else \
-        "f" if isinstance(value, float) else "c"
-    if rank[kind] > rank[base.kind]:
-        return {"i": D.int64, "f": D.float64, "c": D.complex128}[kind]
-    return base
-
-
 def _float_lit(v):
     return repr(float(v)) if v == v and abs(v) != float("inf") else f"float('{v}')"
-
-
-def _small_power(e: Expr):
-    """x ** 2 and x ** 3 with a constant exponent: multiplications (a pow call does not
-    vectorise), as NumPy's own fast path does."""
-    if e.op.name != "power" or e.args[1].kind != "const" or e.dtype.kind not in "fiu":
-        return False
-    v = e.args[1].value
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and v in (2, 3) \
-        and e.args[0].dtype is e.dtype
-
-
-def _operand_dtype(e: Expr):
-    """The dtype weak scalar constants of e take: that of its array operands."""
-    from ...dtypes import result_type
-    ts = [a for a in e.args if not (a.kind == "const" and a.dtype is None)]
-    if e.op.name == "where":
-        ts = ts[1:] or ts
-    if not ts:
-        return e.dtype
-    return result_type(*[a.dtype for a in ts])
-
-
-def _int_limit(dtype, for_min):
-    import numpy as np
-    if dtype.kind not in "iu":   # bool
-        return True if for_min else False
-    info = np.iinfo(dtype.np)
-    return int(info.max) if for_min else int(info.min)

@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from ..loops import Expr, Kernel
-from .common import literal, strided
+from .common import literal, small_power, strided
 
 UFUNC = {
     "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "true_divide",
@@ -35,13 +35,20 @@ UFUNC = {
     "acos": "arccos", "atan": "arctan", "tanh": "tanh", "asinh": "arcsinh", "acosh": "arccosh",
     "atanh": "arctanh",
 }
-REDUCE = {"sum": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum",
-          "any": "logical_or", "all": "logical_and", "argmax": "argmax", "argmin": "argmin"}
-ARG_REDUCE = {"argmax", "argmin"}
+# ops that are a copy with a cast (np.copyto into the chunk buffer)
+COPY = ("astype", "detach", "clone")
+# an arg-reduction by its combine op: the NumPy function that returns the index
+ARG_FUNCTION = {"maximum": "argmax", "minimum": "argmin"}
 _POOL = None
 THREADS = max(1, min(2, os.cpu_count() or 1))
 CHUNK_ELEMS = 1 << 15          # elements per chunk buffer: 128 KiB of float32, stays in L2
 PARALLEL_MIN_ELEMS = 1 << 20   # below this, one thread
+
+
+def reduce_function(rule) -> str:
+    """The NumPy spelling of a reduction (its op's ``ReduceRule``): ``ufunc.reduce`` of the
+    combine op's ufunc, or the arg function of an arg-reduction."""
+    return ARG_FUNCTION[rule.combine] if rule.arg else UFUNC[rule.combine]
 
 
 def _pool():
@@ -148,15 +155,12 @@ class _Renderer:
             dst = self.tslice(t, shape)
             codes = [c for c, _ in args]
             name = e.op.name
-            if name == "astype":
+            if name in COPY:
                 self.body.append(f"np.copyto({dst}, {codes[0]}, casting='unsafe')")
-            elif name in ("detach", "clone"):
-                self.body.append(f"np.copyto({dst}, {codes[0]}, casting='unsafe')")
-            elif name == "where":
+            elif e.op.operands == "select":
                 self.body.append(f"np.copyto({dst}, {codes[2]}, casting='unsafe')")
                 self.body.append(f"np.copyto({dst}, {codes[1]}, casting='unsafe', where={codes[0]})")
-            elif name == "power" and e.args[1].kind == "const" and not isinstance(e.args[1].value, bool) \
-                    and e.args[1].value == 2 and e.args[0].dtype is e.dtype:
+            elif small_power(e) == 2 and e.args[0].dtype is e.dtype:
                 self.body.append(f"np.square({codes[0]}, out={dst}, casting='unsafe')")   # NumPy's x**2
             elif name in UFUNC and not e.params:
                 self.body.append(f"np.{UFUNC[name]}({', '.join(codes)}, out={dst}, casting='unsafe')")
@@ -180,13 +184,17 @@ class _Renderer:
             out_shape = tuple(1 if a in k.axes else s for a, s in enumerate(full))
             t = self.temp(out_shape, r.dtype)
             dst = self.tslice(t, out_shape)
-            extra = f", dtype=np.{r.dtype.np.name}" if r.dtype.kind in "iub" and r.op in ("sum", "prod") else ""
-            if r.op in ARG_REDUCE and len(k.axes) == 1:
-                self.body.append(f"np.{r.op}({src}, axis={k.axes[0]}, keepdims=True, out={dst})")
-            elif r.op in ARG_REDUCE:       # over every axis: the flat index
-                self.body.append(f"np.copyto({dst}, np.{r.op}({src}), casting='unsafe')")
+            rule = r.rule
+            fn = reduce_function(rule)
+            # a folding reduction of integers or bools accumulates in its own result dtype
+            extra = f", dtype=np.{r.dtype.np.name}" if r.dtype.kind in "iub" and not (rule.selects or rule.truth) \
+                else ""
+            if rule.arg and len(k.axes) == 1:
+                self.body.append(f"np.{fn}({src}, axis={k.axes[0]}, keepdims=True, out={dst})")
+            elif rule.arg:       # over every axis: the flat index
+                self.body.append(f"np.copyto({dst}, np.{fn}({src}), casting='unsafe')")
             else:
-                self.body.append(f"np.{REDUCE[r.op]}.reduce({src}, axis={k.axes!r}, keepdims=True, out={dst}{extra})")
+                self.body.append(f"np.{fn}.reduce({src}, axis={k.axes!r}, keepdims=True, out={dst}{extra})")
             accs[id(r)] = (dst, out_shape)
         for r in k.reductions:
             if r.stored:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 
+from ... import dtypes as D
 from ..loops import Expr, Kernel
 from . import triton_syntax as S
+from .common import operand_dtype, small_power, weak_dtype
 from .triton_reduce import ReductionPasses, phases
-from .triton_syntax import (bool_dtype, buf, const_text, float64_dtype, float_text, fits, half_round,
-                            int64_dtype, reg, sqrt_fn)
-from .numba_syntax import _COMPARISONS, _operand_dtype, _weak_dtype
+from .triton_syntax import buf, const_text, float_text, fits, half_round, reg, sqrt_fn
 
 ELEMS_GPU = 1024          # elements per program of an elementwise kernel (4 warps × 8 per thread)
 RED_ELEMS_GPU = 4096      # BLOCK_O × BLOCK_R of a reduction kernel
@@ -56,13 +56,13 @@ def unsupported_reason(k: Kernel, interpret: bool) -> str | None:
                 return f"triton has no {d.name}"
         if e.params and name != "astype":
             return f"{name} with parameters has no triton rendering"
-        if name == "astype" or _small_power(e) is not None:
+        if _is_cast(e) or small_power(e) is not None:
             continue
         if name in S.LIBDEVICE:
             if interpret:
                 return f"{name} needs libdevice, which Triton's interpreter lacks"
             continue
-        table = _table(e.dtype if name not in S.OWN_INPUTS | _COMPARISONS else _in_dtype(e))
+        table = _table(e.dtype if e.op.operands not in ("own", "common") else _in_dtype(e))
         if name not in table:
             return f"{name} has no triton rendering for {e.dtype.name}"
     for r in k.reductions:
@@ -90,19 +90,9 @@ def _table(dt):
     return t
 
 
-def _small_power(e):
-    """x ** c for a constant c NumPy computes exactly another way: 2, 3 (products), -1 and 0.5
-    (a reciprocal and a square root, NumPy's own fast paths for floats)."""
-    if e.op.name != "power" or e.args[1].kind != "const":
-        return None
-    v = e.args[1].value
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    if v in (0, 1, 2, 3) and e.dtype.kind in "iuf":
-        return v
-    if v in (-1, 0.5) and e.dtype.kind == "f":
-        return v
-    return None
+def _is_cast(e):
+    """astype: a conversion, spelled by ``cvt`` (its dtype is a parameter)."""
+    return e.op.name == "astype"
 
 
 class _Dims:
@@ -281,41 +271,44 @@ class _Renderer(ReductionPasses):
 
     def op(self, e: Expr, ctx, memo, pad, accs):
         name = e.op.name
-        if name == "astype":
+        cls = e.op.operands
+        if _is_cast(e):
             return self.cvt(self.expr(e.args[0], ctx, memo, pad, accs), e.args[0].dtype, e.dtype)
-        p = _small_power(e)
+        p = small_power(e)
         if p is not None:
             x = self.operand(e.args[0], e.dtype, e, ctx, memo, pad, accs)
             if p == 0:
-                return self.cvt(f"({x} == {x}) | ({x} != {x})", bool_dtype(), e.dtype)
+                return self.cvt(f"({x} == {x}) | ({x} != {x})", D.bool_, e.dtype)
             code = {1: "{0}", 2: "({0} * {0})", 3: "({0} * {0} * {0})", -1: "(1.0 / {0})",
                     0.5: "{sqrt}({0})"}[p].format(x, sqrt=sqrt_fn(e.dtype))
             return self.round(code, e.dtype)
-        if name in S.COMPARISONS:
+        if cls == "common":
             weak = [a.value for a in e.args if a.kind == "const" and a.dtype is None]
-            want = _weak_dtype(e, weak[0]) if weak else _operand_dtype(e)
+            want = weak_dtype(e, weak[0]) if weak else operand_dtype(e)
             if weak and want.kind in "iu" and not fits(weak[0], want):
-                want = int64_dtype() if fits(weak[0], int64_dtype()) else float64_dtype()   # NumPy compares exactly
+                want = D.int64 if fits(weak[0], D.int64) else D.float64   # NumPy compares exactly
             args = [self.operand(a, want, e, ctx, memo, pad, accs) for a in e.args]
             in_dt = want
-        elif name in S.OWN_INPUTS:
+        elif cls == "own":
             args = []
             for a in e.args:
-                if a.kind == "const" and a.dtype is None and name.startswith("logical_"):
-                    args.append(const_text(a.value != 0, bool_dtype()))      # a scalar's truth value
+                if a.kind == "const" and a.dtype is None:
+                    # a weak scalar next to an array: only logical ops take one, by its truth value
+                    args.append(const_text(a.value != 0, D.bool_))
                     continue
-                dt = a.dtype if a.dtype is not None else _operand_dtype(e)
+                dt = a.dtype if a.dtype is not None else operand_dtype(e)
                 args.append(self.operand(a, dt, e, ctx, memo, pad, accs))
-            in_dt = _in_dtype(e) if e.args[0].dtype is not None else _operand_dtype(e)
-        elif name == "where":
-            cond = self.operand(e.args[0], bool_dtype(), e, ctx, memo, pad, accs)
+            in_dt = _in_dtype(e) if e.args[0].dtype is not None else operand_dtype(e)
+        elif cls == "select":
+            cond = self.operand(e.args[0], D.bool_, e, ctx, memo, pad, accs)
             args = [cond] + [self.operand(a, e.dtype, e, ctx, memo, pad, accs) for a in e.args[1:]]
             in_dt = e.dtype
         else:
             args = [self.operand(a, e.dtype, e, ctx, memo, pad, accs) for a in e.args]
             in_dt = e.dtype
-        if name == "power" and in_dt.kind == "i":
-            self.flag_error(f"({args[1]} < 0)", ctx, pad, S.NEGATIVE_POWER)
+        if name in S.INT_ERRORS and in_dt.kind == "i":
+            cond, message = S.INT_ERRORS[name]
+            self.flag_error(cond.format(*args), ctx, pad, message)
         if name in S.LIBDEVICE:
             if self.interpret:
                 raise TritonUnsupported(f"{name} needs libdevice, which Triton's interpreter lacks")

@@ -2,14 +2,19 @@
 reduction range with an accumulator per lane (the mixin :class:`ReductionPasses` of the
 renderer in ``triton.py``).
 
-sum/prod accumulate in float32 for float32 and narrower floats (float64 in float64, integers
-in NumPy's result dtype); any/all as int32 flags; max/min with a NaN flag, because NumPy
-propagates NaN and Triton's max does not; argmax/argmin keep the first best index and the
-first NaN, as NumPy does. Masked lanes contribute the reduction's identity.
+What a reduction means comes from its op's rule (``ops/registry.py``: ``ReduceRule``): its
+identity (what a masked lane contributes), its combine op, whether it selects an element (max,
+min: NaN propagates through a flag, because Triton's max does not) or returns its index (the
+first best index and the first NaN win, as in NumPy), and whether it counts truth values
+(any/all, as int32 flags). Folding sums and products accumulate in float32 for float32 and
+narrower floats (float64 in float64, integers in NumPy's result dtype). The spellings are the
+tables of ``triton_syntax.py``, keyed by the combine op.
 """
 from __future__ import annotations
 
-from .triton_syntax import const_text, int32_dtype, reg
+from ... import dtypes as D
+from .triton_syntax import (BETTER, BLOCK_FOLD, LOOP_FOLD, SELECT_BLOCK, SELECT_FOLD, TRUTH_BLOCK,
+                            TRUTH_FOLD, const_text, float_text, reg)
 
 
 class ReductionPasses:
@@ -17,34 +22,31 @@ class ReductionPasses:
 
     # one block: the whole reduction range in registers
     def reduce_block(self, r, memo, pad, accs):
-        i = r.index
+        i, rule = r.index, r.rule
         src_dt = r.src.dtype
         v = self.expr(r.src, "full", memo, pad, accs)
-        op = r.op
-        if op in ("sum", "prod"):
+        if rule.truth:
+            flag = f"tl.where(mask, ({v} != 0).to(tl.int32), {int(rule.identity(src_dt))})"
+            self.emit(pad, f"red{i} = ({TRUTH_BLOCK[rule.combine]}({flag}, axis=1) != 0)[:, None]")
+        elif not rule.selects:
             adt = acc_dtype(r)
             x = self.cvt(v, src_dt, adt)
-            ident = "1" if op == "prod" else "0"
-            t = f"tl.where(mask, {x}, {const_text(int(ident), adt)})"
-            red = f"tl.sum({t}, axis=1)" if op == "sum" else f"tl.reduce({t}, 1, _mul)"
+            t = f"tl.where(mask, {x}, {const_text(int(rule.identity(adt)), adt)})"
+            red = BLOCK_FOLD[rule.combine].format(t)
             self.emit(pad, f"red{i} = {self.cvt(red, adt, r.dtype)}[:, None]")
-        elif op in ("any", "all"):
-            flag = f"tl.where(mask, ({v} != 0).to(tl.int32), {0 if op == 'any' else 1})"
-            fn = "tl.max" if op == "any" else "tl.min"
-            self.emit(pad, f"red{i} = ({fn}({flag}, axis=1) != 0)[:, None]")
-        elif op in ("amax", "amin"):
+        elif not rule.arg:
             x, rdt = self.ordered(v, src_dt)
-            fn = "tl.max" if op == "amax" else "tl.min"
-            self.emit(pad, f"red{i} = {fn}(tl.where(mask, {x}, {extreme(rdt, op == 'amax')}), axis=1)[:, None]")
+            fn = SELECT_BLOCK[rule.combine]
+            self.emit(pad, f"red{i} = {fn}(tl.where(mask, {x}, {identity(rule, rdt)}), axis=1)[:, None]")
             if src_dt.kind == "f":
                 self.emit(pad, f"nan{i} = tl.max(tl.where(mask & ({x} != {x}), 1, 0), axis=1)[:, None] != 0")
                 self.emit(pad, f"red{i} = tl.where(nan{i}, float('nan'), red{i})")
             if src_dt.kind == "b":
                 self.emit(pad, f"red{i} = red{i} != 0")
-        else:   # argmax / argmin: the first best index, the first NaN wins
+        else:   # the first best index; the first NaN wins
             x, rdt = self.ordered(v, src_dt)
-            fn = "tl.max" if op == "argmax" else "tl.min"
-            self.emit(pad, f"best{i} = {fn}(tl.where(mask, {x}, {extreme(rdt, op == 'argmax')}), axis=1)[:, None]")
+            fn = SELECT_BLOCK[rule.combine]
+            self.emit(pad, f"best{i} = {fn}(tl.where(mask, {x}, {identity(rule, rdt)}), axis=1)[:, None]")
             hit = f"({x} == best{i})"
             if src_dt.kind == "f":
                 self.emit(pad, f"nan{i} = tl.max(tl.where(mask & ({x} != {x}), 1, 0), axis=1)[:, None] != 0")
@@ -56,52 +58,49 @@ class ReductionPasses:
     def ordered(self, v, dt):
         """A value max/min can compare: bools as int32."""
         if dt.kind == "b":
-            return f"{v}.to(tl.int32)", int32_dtype()
+            return f"{v}.to(tl.int32)", D.int32
         return v, dt
 
     # a loop over blocks of the reduction range: per-lane accumulators
     def init_acc(self, r, pad):
-        i, op = r.index, r.op
+        i, rule = r.index, r.rule
         shape = "[BLOCK_O, BLOCK_R]"
-        if op in ("sum", "prod"):
-            self.emit(pad, f"acc{i} = tl.full({shape}, {1 if op == 'prod' else 0}, {reg(acc_dtype(r))})")
-        elif op in ("any", "all"):
-            self.emit(pad, f"acc{i} = tl.full({shape}, {0 if op == 'any' else 1}, tl.int32)")
+        if rule.truth:
+            self.emit(pad, f"acc{i} = tl.full({shape}, {int(rule.identity(r.src.dtype))}, tl.int32)")
+        elif not rule.selects:
+            adt = acc_dtype(r)
+            self.emit(pad, f"acc{i} = tl.full({shape}, {int(rule.identity(adt))}, {reg(adt)})")
         else:
             _, rdt = self.ordered("", r.src.dtype)
-            arg = op in ("argmax", "argmin")
-            big = op in ("amax", "argmax")
-            self.emit(pad, f"acc{i} = tl.full({shape}, {extreme_value(rdt, big)}, {reg(rdt)})")
-            if r.src.dtype.kind == "f" and not arg:
+            self.emit(pad, f"acc{i} = tl.full({shape}, {identity_value(rule, rdt)}, {reg(rdt)})")
+            if r.src.dtype.kind == "f" and not rule.arg:
                 self.emit(pad, f"nan{i} = tl.full({shape}, 0, tl.int32)")
-            if arg:
+            if rule.arg:
                 idt = "tl.int64" if self.wide else "tl.int32"
                 self.emit(pad, f"idx{i} = tl.full({shape}, -1, {idt})")
 
     def update_acc(self, r, memo, pad, accs):
-        i, op = r.index, r.op
+        i, rule = r.index, r.rule
         v = self.expr(r.src, "full", memo, pad, accs)
         src_dt = r.src.dtype
-        if op in ("sum", "prod"):
+        if rule.truth:
+            sym = TRUTH_FOLD[rule.combine]
+            ident = int(rule.identity(src_dt))
+            self.emit(pad, f"acc{i} = acc{i} {sym} tl.where(mask, ({v} != 0).to(tl.int32), {ident})")
+        elif not rule.selects:
             adt = acc_dtype(r)
             x = self.cvt(v, src_dt, adt)
-            sym = "+" if op == "sum" else "*"
-            ident = 1 if op == "prod" else 0
-            self.emit(pad, f"acc{i} = acc{i} {sym} tl.where(mask, {x}, {const_text(ident, adt)})")
-        elif op == "any":
-            self.emit(pad, f"acc{i} = acc{i} | tl.where(mask, ({v} != 0).to(tl.int32), 0)")
-        elif op == "all":
-            self.emit(pad, f"acc{i} = acc{i} & tl.where(mask, ({v} != 0).to(tl.int32), 1)")
-        elif op in ("amax", "amin"):
+            masked = f"tl.where(mask, {x}, {const_text(int(rule.identity(adt)), adt)})"
+            self.emit(pad, f"acc{i} = {LOOP_FOLD[rule.combine].format(f'acc{i}', masked)}")
+        elif not rule.arg:
             x, rdt = self.ordered(v, src_dt)
-            fn = "tl.maximum" if op == "amax" else "tl.minimum"
-            self.emit(pad, f"acc{i} = {fn}(acc{i}, tl.where(mask, {x}, {extreme(rdt, op == 'amax')}))")
+            fn = SELECT_FOLD[rule.combine]
+            self.emit(pad, f"acc{i} = {fn}(acc{i}, tl.where(mask, {x}, {identity(rule, rdt)}))")
             if src_dt.kind == "f":
                 self.emit(pad, f"nan{i} = nan{i} | tl.where(mask & ({x} != {x}), 1, 0)")
         else:
             x, rdt = self.ordered(v, src_dt)
-            cmp = ">" if op == "argmax" else "<"
-            better = f"({x} {cmp} acc{i}) | (idx{i} < 0)"
+            better = f"({x} {BETTER[rule.combine]} acc{i}) | (idx{i} < 0)"
             if src_dt.kind == "f":
                 # a NaN beats everything and stays; the first of equal values stays
                 better = f"(({better}) & (acc{i} == acc{i})) | (({x} != {x}) & (acc{i} == acc{i}))"
@@ -111,26 +110,24 @@ class ReductionPasses:
             self.emit(pad, f"idx{i} = tl.where({b}, r, idx{i})")
 
     def finish_acc(self, r, pad, accs):
-        i, op = r.index, r.op
-        if op in ("sum", "prod"):
+        i, rule = r.index, r.rule
+        if rule.truth:
+            self.emit(pad, f"red{i} = ({TRUTH_BLOCK[rule.combine]}(acc{i}, axis=1) != 0)[:, None]")
+        elif not rule.selects:
             adt = acc_dtype(r)
-            red = f"tl.sum(acc{i}, axis=1)" if op == "sum" else f"tl.reduce(acc{i}, 1, _mul)"
+            red = BLOCK_FOLD[rule.combine].format(f"acc{i}")
             self.emit(pad, f"red{i} = {self.cvt(red, adt, r.dtype)}[:, None]")
-        elif op in ("any", "all"):
-            fn = "tl.max" if op == "any" else "tl.min"
-            self.emit(pad, f"red{i} = ({fn}(acc{i}, axis=1) != 0)[:, None]")
-        elif op in ("amax", "amin"):
-            fn = "tl.max" if op == "amax" else "tl.min"
-            self.emit(pad, f"red{i} = {fn}(acc{i}, axis=1)[:, None]")
+        elif not rule.arg:
+            self.emit(pad, f"red{i} = {SELECT_BLOCK[rule.combine]}(acc{i}, axis=1)[:, None]")
             if r.src.dtype.kind == "f":
                 self.emit(pad, f"red{i} = tl.where(tl.max(nan{i}, axis=1)[:, None] != 0, float('nan'), red{i})")
             if r.src.dtype.kind == "b":
                 self.emit(pad, f"red{i} = red{i} != 0")
         else:
-            fn = "tl.max" if op == "argmax" else "tl.min"
+            fn = SELECT_BLOCK[rule.combine]
             valid = f"idx{i} >= 0"
             self.emit(pad, f"best{i} = {fn}(tl.where({valid}, acc{i}, "
-                           f"{extreme(self.ordered('', r.src.dtype)[1], op == 'argmax')}), axis=1)[:, None]")
+                           f"{identity(rule, self.ordered('', r.src.dtype)[1])}), axis=1)[:, None]")
             hit = f"(acc{i} == best{i})"
             if r.src.dtype.kind == "f":
                 self.emit(pad, f"nan{i} = tl.max(tl.where(acc{i} != acc{i}, 1, 0), axis=1)[:, None] != 0")
@@ -143,23 +140,19 @@ class ReductionPasses:
 def acc_dtype(r):
     """Sums and products of float32 and narrower floats accumulate in float32; float64 in
     float64; integers in the result's own dtype (NumPy's)."""
-    from ... import dtypes as D
     if r.dtype.kind == "f":
         return D.float64 if r.dtype.name == "float64" else D.float32
     return r.dtype
 
 
-def extreme_value(dt, for_max):
-    """The identity of max (for_max) or min over dtype dt, as source text."""
-    import numpy as np
-    if dt.kind == "f":
-        return "-float('inf')" if for_max else "float('inf')"
-    info = np.iinfo(dt.np)
-    return str(int(info.min if for_max else info.max))
+def identity_value(rule, dt):
+    """The identity of a selecting reduction over dtype dt, as source text (-inf, an integer)."""
+    v = rule.identity(dt)
+    return float_text(v) if dt.kind == "f" else str(int(v))
 
 
-def extreme(dt, for_max):
-    return f"tl.full(o.shape, {extreme_value(dt, for_max)}, {reg(dt)})"
+def identity(rule, dt):
+    return f"tl.full(o.shape, {identity_value(rule, dt)}, {reg(dt)})"
 
 
 def phases(k):
