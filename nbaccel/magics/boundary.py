@@ -21,6 +21,7 @@ import types
 
 import numpy as np
 
+from . import snapshot
 from ..tensor import Tensor, _Size, active_trace
 
 # builtins that only pass references along or read metadata: no value is needed
@@ -129,7 +130,10 @@ def call(f, /, *args, **kwargs):
     if not (_has_tensor(args) or _has_tensor(kwargs.values())) or keeps_traced(f):
         return f(*args, **kwargs)
     reason = f"{_name(f)} is outside NumPy's namespace: it receives NumPy values"
-    return f(*[to_numpy(a, reason) for a in args], **{k: to_numpy(v, reason) for k, v in kwargs.items()})
+    args = [to_numpy(a, reason) for a in args]
+    kwargs = {k: to_numpy(v, reason) for k, v in kwargs.items()}
+    snapshot.guard(args + list(kwargs.values()))     # it may write into them (np.random.shuffle)
+    return f(*args, **kwargs)
 
 
 def _lowerable_mask(target, index):

@@ -23,7 +23,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import boundary, cellfunc, cheap_cells, ipython_calls, options
+from . import boundary, cellfunc, cheap_cells, ipython_calls, options, snapshot
 from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .commands import NbaccelCommands, _in_notebook
 from .. import dtypes as D, ndarray_methods, numpy_api
@@ -184,9 +184,10 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         progress = self._progress(entry, opts, count)
         pre = cheap_cells.before(self, entry, opts)
         printed = io.StringIO()                     # shown once the attempt is known to stand
+        before = snapshot.take(entry.src, ns, cheap_cells._names(entry), entry.traced)
         failure = None
         try:
-            with contextlib.redirect_stdout(printed), ndarray_methods.numpy_code():
+            with contextlib.redirect_stdout(printed), ndarray_methods.numpy_code(), before.watching():
                 outs, value = entry.cf(*args, env)
         except (KeyboardInterrupt, SystemExit):     # interrupted: show what it printed so far
             sys.stdout.write(printed.getvalue())
@@ -210,6 +211,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             if safety_net_disabled():
                 sys.stdout.write(printed.getvalue())
                 raise
+            before.restore()                         # random state, options, containers, figures
             undo = getattr(entry.cf, "last_undo", None)
             if undo:
                 undo()                               # inputs as they were before the attempt
