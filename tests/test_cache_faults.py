@@ -654,3 +654,105 @@ def test_user_locator_override_keeps_kernels_working(root, monkeypatch):
     new_session()
     assert build(src, 52) == ("disk", 1)
     assert numba.config.CACHE_LOCATOR_CLASSES.startswith("nbaccel.compiler.numba_cache._KernelLocator,")
+
+
+# ------------------------------------------------------- trust, as an unprivileged user (CI root)
+# Root ignores file modes and owns everything it creates, so under root the mode and owner
+# rules above are only half exercised. These cases run them for real as a throwaway uid in a
+# subprocess (setpriv), so they execute where CI runs as root.
+THROWAWAY_UID = 54321
+_UNPRIVILEGED_CASES = textwrap.dedent('''
+    import json, os, sys, textwrap, warnings
+    import numpy as np
+    from nbaccel.compiler import cache
+    from nbaccel.compiler.cache import NbaccelCacheWarning
+    base = sys.argv[1]
+
+    def source(salt):
+        return textwrap.dedent(f"""\\
+            from numba import njit
+
+
+            @njit(cache=True, nogil=True)
+            def kernel(a, o):
+                for i in range(a.shape[0]):
+                    o[i] = a[i] * 2 + {salt}
+            """)
+
+    def build(salt):
+        path, how = cache.module_file(source(salt))
+        fn = cache.load_module(path).kernel
+        a = np.arange(6.0)
+        o = np.empty_like(a)
+        fn(a, o)
+        assert (o == a * 2 + salt).all()
+        return [how, sum(fn.stats.cache_hits.values())]
+
+    def case(name, prepare, salts, root=None):
+        root = root or os.path.join(base, name)
+        os.environ["NBACCEL_CACHE_DIR"] = root
+        cache._reset_session_for_tests()
+        if salts[0] is not None:
+            build(salts[0])                 # populated by this user, then changed
+            cache._reset_session_for_tests()
+        prepare(root)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            got = [build(s) for s in salts[1:]]
+        warned = [str(x.message) for x in w if issubclass(x.category, NbaccelCacheWarning)]
+        return {"builds": got, "problem": cache.problem(), "warnings": len(warned)}
+
+    def subdirs(root):
+        v = os.path.join(root, cache.version_name())
+        return [v] + [os.path.join(v, n) for n in ("kernels", "numba", "locks")]
+
+    def read_only(root):
+        for d in subdirs(root):
+            os.chmod(d, 0o500)
+
+    out = {"uid": os.getuid(),
+           "read_only": case("ro", read_only, [1, 1, 2]),
+           "group_writable": case("gw", lambda r: os.chmod(r, 0o770), [3, 3, 4]),
+           "others_writable": case("ow", lambda r: os.chmod(subdirs(r)[2], 0o702), [5, 5]),
+           "other_owner": case("root-owned", lambda r: None, [None, 6],
+                               root=os.path.join(base, "root-owned"))}
+    for d in subdirs(os.path.join(base, "ro")):
+        os.chmod(d, 0o700)
+    print(json.dumps(out))
+''')
+
+
+@pytest.mark.skipif(not IS_ROOT or shutil.which("setpriv") is None,
+                    reason="runs only as root (which then drops to a throwaway uid); unprivileged runs "
+                           "exercise these rules in the tests above")
+def test_trust_rules_as_an_unprivileged_user(tmp_path):
+    import tempfile
+    base = tempfile.mkdtemp(prefix="nbaccel-trust-")      # under /tmp: reachable by the uid
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, THROWAWAY_UID, THROWAWAY_UID)
+        os.mkdir(os.path.join(base, "root-owned"), 0o755)     # another user's (root's) directory
+        home = os.path.join(base, "home")
+        os.mkdir(home, 0o700)
+        os.chown(home, THROWAWAY_UID, THROWAWAY_UID)
+        env = dict(ENV, HOME=home, NUMBA_CACHE_DIR=os.path.join(home, "numba"),
+                   PYTHONDONTWRITEBYTECODE="1")
+        p = subprocess.run(["setpriv", f"--reuid={THROWAWAY_UID}", f"--regid={THROWAWAY_UID}",
+                            "--clear-groups", sys.executable, "-c", _UNPRIVILEGED_CASES, base],
+                           capture_output=True, text=True, env=env, cwd=os.getcwd(), timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert got["uid"] == THROWAWAY_UID
+    ro = got["read_only"]       # a really read-only cache serves what it has, compiles the rest
+    assert ro["builds"][0] == ["disk", 1] and ro["builds"][1][0] == "memory" and ro["warnings"] == 1
+    for name in ("group_writable", "others_writable"):
+        r = got[name]           # nothing is loaded from a directory others can write
+        assert all(b == ["memory", 0] for b in r["builds"]) and r["warnings"] == 1, (name, r)
+        assert "not used" in r["problem"] and "chmod go-w" in r["problem"]
+    assert "writable by its group" in got["group_writable"]["problem"]
+    assert "writable by others" in got["others_writable"]["problem"]
+    owner = got["other_owner"]
+    assert owner["builds"] == [["memory", 0]] and owner["warnings"] == 1
+    assert "belongs to uid 0" in owner["problem"] and f"uid {THROWAWAY_UID}" in owner["problem"]
