@@ -162,7 +162,11 @@ def latency_table(results: dict) -> str:
         lines.append(f"| (e) compile latency | {e['error']} | |")
     elif e:
         c = e["numba cold"]
-        br = ", ".join(f"{k} {v:.3f}" for k, v in c["compile_breakdown"].items())
+        br = ", ".join(f"{k} {v:.3f}" for k, v in c["compile_breakdown"].items()
+                       if not isinstance(v, dict))
+        split = c["compile_breakdown"].get("jit_split") or c.get("jit_breakdown") or {}
+        if split:
+            br += " (jit: " + ", ".join(f"{k} {v:.3f}" for k, v in split.items()) + ")"
         lines.append(f"| (e) numba tier, cold (empty cache), first call | {c['first_call']:.3f} | "
                      f"compile breakdown s: {br}; tier {c['tier']}; steady call {_ms(c['steady'])} ms |")
         a = e["auto first result"]

@@ -185,6 +185,11 @@ def test_report_splits_the_jit_time(tmp_path, monkeypatch):
         assert set(jb) == set(jit_split.KEYS) and all(v >= 0 for v in jb.values())
         assert jb["numba typing"] > 0 and jb["llvm"] > 0 and jb["numba lowering"] > 0
         assert sum(jb.values()) == pytest.approx(rep.compile_breakdown["jit"], rel=0.05, abs=1e-3)
+        # the split sits in compile_breakdown too, beside (not among) the four parts
+        bd = rep.compile_breakdown
+        assert bd["jit_split"] == jb and rep.to_dict()["compile_breakdown"]["jit_split"] == jb
+        parts = [v for k, v in bd.items() if k != "jit_split"]
+        assert sum(parts) == pytest.approx(rep.compile_seconds)
         assert isinstance(rep.call_seconds, float) and isinstance(rep.first_call_seconds, float)
         assert isinstance(rep.to_dict()["call_seconds"], float)
         import nbaccel_ext

@@ -197,10 +197,16 @@ function compileRow(r) {
   const legend = h("span", { class: "nbaccel-legend" },
     ...parts.map(([k, v], i) => h("span", { class: "nbaccel-legend-item" },
       h("span", { class: `nbaccel-swatch nbaccel-seg-${i % 6}` }), `${k} ${fmtSeconds(v)}`)));
+  // the jit part split into numba typing / numba lowering / llvm / cache save / other
+  const obj = (x) => (x && typeof x === "object" ? x : null);
+  const split = Object.entries(obj(bd.jit_split) || obj(r.jit_breakdown) || {})
+    .map(([k, v]) => [k, num(v)]).filter(([, v]) => v);
+  const splitLine = split.length ? h("span", { class: "nbaccel-muted", testid: "jit-split" },
+    "jit: " + split.map(([k, v]) => `${k} ${fmtSeconds(v)}`).join(" · ")) : null;
   return h("div", { class: "nbaccel-compile", testid: "compile" },
     h("span", { class: "nbaccel-time-label" }, "compile"),
     h("span", { class: "nbaccel-compile-total" }, fmtSeconds(total ?? sum)),
-    parts.length ? stack : null, parts.length ? legend : null);
+    parts.length ? stack : null, parts.length ? legend : null, splitLine);
 }
 
 function sparkline(r) {
