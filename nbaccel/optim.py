@@ -21,7 +21,7 @@ from . import autograd
 from .devices import array_module
 from .tensor import Tensor, active_trace
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "RMSprop", "Adagrad", "lr_scheduler"]
 
 # The Python numbers an update reads, each a function of its param group. Eagerly they stay
 # Python numbers; inside a traced step each becomes a 0-d tensor input of the graph (see
@@ -39,11 +39,18 @@ HYPER = {
     "1-beta2": lambda g: 1 - g["betas"][1],
     "eps": lambda g: g["eps"],
     "1-lr*weight_decay": lambda g: 1 - g["lr"] * g["weight_decay"],
+    # Adadelta, RMSprop, Adagrad (optim_adaptive.py)
+    "rho": lambda g: g["rho"],
+    "1-rho": lambda g: 1 - g["rho"],
+    "alpha": lambda g: g["alpha"],
+    "1-alpha": lambda g: 1 - g["alpha"],
+    "lr_decay": lambda g: g["lr_decay"],
 }
 # the group keys those values come from. A replayed step needs no guard on the values of these
 # (they are graph inputs), only on the truthiness of BRANCH_KEYS (``if momentum:``); every other
 # key (nesterov, maximize, amsgrad, ...) is guarded by value
-LIFTED_KEYS = frozenset({"lr", "momentum", "dampening", "weight_decay", "betas", "eps"})
+LIFTED_KEYS = frozenset({"lr", "momentum", "dampening", "weight_decay", "betas", "eps",
+                         "rho", "alpha", "lr_decay"})
 BRANCH_KEYS = frozenset({"momentum", "weight_decay"})
 
 
@@ -401,3 +408,11 @@ class AdamW(Adam):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+
+
+# more optimizers and the learning-rate schedulers live beside this module (each file one job);
+# ``nbaccel.optim.lr_scheduler`` is importable by its PyTorch name
+from .optim_adaptive import Adadelta, Adagrad, RMSprop  # noqa: E402,F401
+from . import lr_scheduler  # noqa: E402,F401
+import sys as _sys  # noqa: E402
+_sys.modules.setdefault(__name__ + ".lr_scheduler", lr_scheduler)

@@ -22,7 +22,6 @@ CONV_FAMILY = {"torch.nn.Conv2d", "torch.nn.ConvTranspose2d", "torch.nn.BatchNor
 
 PENDING = {"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.Transformer",
            "torch.nn.TransformerEncoder", "torch.nn.TransformerEncoderLayer",
-           "torch.optim.Adadelta", "torch.optim.lr_scheduler.StepLR",
            "torch.nn.modules.linear.NonDynamicallyQuantizableLinear"}
 
 

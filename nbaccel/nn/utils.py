@@ -39,8 +39,8 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite: bool = False, for
                      ops.amax(ops.abs(g)) for g in tensors]
             total = norms[0] if len(norms) == 1 else ops.amax(ops.stack(norms))
         else:
-            norms = [ops.linalg.vector_norm(g, norm_type) for g in tensors]
-            total = norms[0] if len(norms) == 1 else ops.linalg.vector_norm(ops.stack(norms), norm_type)
+            norms = [ops.vector_norm(g, ord=norm_type) for g in tensors]
+            total = norms[0] if len(norms) == 1 else ops.vector_norm(ops.stack(norms), ord=norm_type)
     if error_if_nonfinite and not bool(ops.isfinite(total)):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
                            "`parameters` is non-finite, so it cannot be clipped. To disable "

@@ -62,6 +62,26 @@ def _bce_decomp(x, y, *w, reduction):
     return _reduce(loss, reduction)
 
 
+def _xp_reduce(xp, loss, reduction):
+    return loss if reduction == "none" else xp.sum(loss) if reduction == "sum" else xp.mean(loss)
+
+
+def _bce_impl(xp, x, y, *w, reduction):
+    with _quiet(xp):
+        logx = xp.maximum(xp.log(x), -100.0)
+        log1mx = xp.maximum(xp.log(1 - x), -100.0)
+    loss = -(y * logx + (1 - y) * log1mx)
+    if w:
+        loss = loss * w[0]
+    return _xp_reduce(xp, loss, reduction)
+
+
+def _quiet(xp):
+    """log(0) is -inf by design here (then clamped): no NumPy warning about it."""
+    import contextlib
+    return xp.errstate(divide="ignore") if hasattr(xp, "errstate") else contextlib.nullcontext()
+
+
 def _bce_grad(g, out, x, y, *w, reduction):
     ops = _ops()
     d = (x - y) / ops.clamp((1 - x) * x, min=1e-12)
@@ -87,7 +107,7 @@ def _bce_front(input, target, weight=None, size_average=None, reduce=None, reduc
 
 
 binary_cross_entropy = defop(
-    "binary_cross_entropy", kind="nn", infer=_infer, decomp=_bce_decomp, grad=_bce_grad,
+    "binary_cross_entropy", kind="nn", infer=_infer, impl=_bce_impl, decomp=_bce_decomp, grad=_bce_grad,
     front=_bce_front,
     doc="Binary cross entropy between probabilities ``input`` and ``target`` (logs clamped "
         "at -100 as PyTorch), with ``weight`` and ``reduction``.")
@@ -107,6 +127,16 @@ def _bcel_decomp(x, y, *rest, reduction, has_weight, has_pos_weight):
     if w is not None:
         loss = loss * w
     return _reduce(loss, reduction)
+
+
+def _bcel_impl(xp, x, y, *rest, reduction, has_weight, has_pos_weight):
+    w = rest[0] if has_weight else None
+    pw = rest[-1] if has_pos_weight else None
+    soft = xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(-x, 0)
+    loss = (1 - y) * x + (((pw - 1) * y + 1) * soft if pw is not None else soft)
+    if w is not None:
+        loss = loss * w
+    return _xp_reduce(xp, loss, reduction)
 
 
 def _bcel_grad(g, out, x, y, *rest, reduction, has_weight, has_pos_weight):
@@ -141,7 +171,7 @@ def _bcel_front(input, target, weight=None, size_average=None, reduce=None, redu
 
 
 binary_cross_entropy_with_logits = defop(
-    "binary_cross_entropy_with_logits", kind="nn", infer=_infer, decomp=_bcel_decomp,
+    "binary_cross_entropy_with_logits", kind="nn", infer=_infer, impl=_bcel_impl, decomp=_bcel_decomp,
     grad=_bcel_grad, front=_bcel_front,
     doc="Binary cross entropy of ``sigmoid(input)`` against ``target``, computed stably from "
         "logits, with ``weight``, ``pos_weight`` and ``reduction`` as PyTorch.")
