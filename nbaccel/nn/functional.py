@@ -28,6 +28,7 @@ mse_loss = OPS["mse_loss"].front
 scaled_dot_product_attention = OPS["scaled_dot_product_attention"].front
 sigmoid = OPS["sigmoid"].front
 tanh = OPS["tanh"].front
+leaky_relu = OPS["leaky_relu"].front
 binary_cross_entropy = OPS["binary_cross_entropy"].front
 binary_cross_entropy_with_logits = OPS["binary_cross_entropy_with_logits"].front
 
@@ -40,13 +41,6 @@ __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "relu", "
 def relu_(input):
     """In-place relu."""
     return relu(input, inplace=True)
-
-
-def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
-    """x where x > 0, else negative_slope * x."""
-    from .. import ops
-    out = ops.where(input > 0, input, input * negative_slope)
-    return input._assign(out) if inplace else out
 
 
 def one_hot(tensor, num_classes: int = -1):

@@ -21,7 +21,10 @@ import numpy as np
 from .. import autograd
 from ..ops.fronts import as_tensor
 from ..ops.nn import ShapeError, keep_mask
+from ..ops.activations import hardtanh as _hardtanh_op
 from ..ops.pooling import pad_constant
+
+hardtanh = _hardtanh_op.front
 
 
 def _ops():
@@ -276,19 +279,9 @@ def pad(input, pad, mode="constant", value=None):
 
 
 def relu6(input, inplace=False):
-    """min(max(x, 0), 6); the gradient is 1 strictly inside (0, 6), as PyTorch's hardtanh."""
-    ops = _ops()
-    x = as_tensor(input)
-    out = ops.where(x <= 0, 0, ops.where(x >= 6, 6, x)).astype(x.dtype)
-    return x._assign(out) if inplace else out
-
-
-def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    """x clipped to [min_val, max_val]; the gradient is 1 strictly inside."""
-    ops = _ops()
-    x = as_tensor(input)
-    out = ops.where(x <= min_val, min_val, ops.where(x >= max_val, max_val, x)).astype(x.dtype)
-    return x._assign(out) if inplace else out
+    """min(max(x, 0), 6): hardtanh(x, 0, 6)."""
+    from ..ops.activations import hardtanh
+    return hardtanh.front(input, 0.0, 6.0, inplace)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):

@@ -11,7 +11,7 @@ from .creation import manual_seed, rand, randn, randint, randperm, rand_like, ra
 
 def _load_optional_families():
     import importlib
-    for name in ("indexing", "linalg", "sets", "nn", "sparse", "torch_spellings", "conv", "pooling"):
+    for name in ("indexing", "linalg", "sets", "nn", "sparse", "torch_spellings", "conv", "pooling", "activations"):
         try:
             importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:

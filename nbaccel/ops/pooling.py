@@ -125,15 +125,18 @@ def _max_pool(m, x, p, is_xp):
 
 
 def _max_pool_grad(g, out, x, **p):
-    return (apply(max_pool2d_backward, (g, x, out), p),)
+    return (apply(max_pool2d_backward, (g, x), p),)
 
 
-def _max_pool_backward_impl(xp, g, x, out, **p):
+def _max_pool_backward_impl(xp, g, x, **p):
     """Each output's gradient goes to the first position of its window holding the maximum
-    (PyTorch's choice among ties); a NaN maximum is its NaN's position."""
+    (PyTorch's choice among ties); a NaN maximum is its NaN's position. The maxima are taken
+    again from ``x`` here rather than passed in: a compiled graph may compute the forward's
+    output in another kernel, with other rounding, and the equality test needs the same bits."""
     (pt, pb), (pl, pr) = p["padding"]
     fill = _lowest(x.dtype)
     xpad = xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    out = _max_pool(xp, x, p, True)
     gx = xp.zeros(xpad.shape, g.dtype)
     taken = xp.zeros(out.shape, bool)
     nan_out = out != out
@@ -147,7 +150,7 @@ def _max_pool_backward_impl(xp, g, x, out, **p):
 max_pool2d_backward = defop(
     "max_pool2d_backward", kind="nn", impl=_max_pool_backward_impl,
     infer=lambda args, p: (args[1].shape, args[0].dtype), differentiable=False,
-    front=lambda g, x, out, **p: apply(max_pool2d_backward, (g, x, out), p),
+    front=lambda g, x, **p: apply(max_pool2d_backward, (g, x), p),
     doc="The gradient of max_pool2d: each output gradient added at its window's first maximum.")
 
 
