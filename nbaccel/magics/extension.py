@@ -23,7 +23,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import boundary, cellfunc, cheap_cells, ipython_calls, options, snapshot
+from . import boundary, cellfunc, cheap_cells, ipython_calls, options, per_element, snapshot
 from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .commands import NbaccelCommands, _in_notebook
 from .. import dtypes as D, ndarray_methods, numpy_api
@@ -176,6 +176,10 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         if entry.plain_reason is not None:          # known to run better plainly
             self.last_fallback = entry.plain_reason
             return self._run_plain(entry, count, opts, entry.plain_reason, fresh=False)
+        per_call = per_element.reason(ns, cheap_cells._names(entry))   # vectorize made anywhere
+        if per_call is not None:
+            self.last_fallback = per_call
+            return self._run_plain(entry, count, opts, per_call, fresh=False)
         if entry.probe is not None:                 # the last run was slow and broke often
             return self._probe_plain(entry, count, opts)
         entry.cf.name = f"In[{count}]"

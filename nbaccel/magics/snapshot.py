@@ -42,16 +42,25 @@ def guard(values):
         return
     snap = _watching[-1]
     for v in values:
-        if type(v) is np.ndarray and v.flags.writeable and id(v) not in snap.seen \
-                and snap.budget >= v.nbytes:
-            snap.seen.add(id(v))
-            snap.budget -= v.nbytes
-            snap.arrays.append((v, v.copy()))
+        if not isinstance(v, np.ndarray) or not v.flags.writeable:
+            continue
+        root = _root(v)
+        # only the memory of an input matters to the re-run (values the trace computed are new)
+        if id(root) in snap.inputs and id(root) not in snap.seen and snap.budget >= root.nbytes:
+            snap.seen.add(id(root))
+            snap.budget -= root.nbytes
+            snap.arrays.append((root, root.copy()))
+
+
+def _root(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
 class Snapshot:
     __slots__ = ("global_random", "generators", "printopts", "errstate", "containers", "arrays",
-                 "figures", "current_figure", "seen", "budget")
+                 "figures", "current_figure", "seen", "budget", "inputs")
 
     @contextlib.contextmanager
     def watching(self):
@@ -141,6 +150,7 @@ def take(src, ns, loads, traced) -> Snapshot:
     snap.printopts = np.get_printoptions()
     snap.errstate = np.geterr()
     snap.seen, snap.budget = set(), _MAX_ARRAY_BYTES
+    snap.inputs = {id(_root(ns[n])) for n in traced if isinstance(ns.get(n), np.ndarray)}
     for n in loads:
         if n in traced or n not in ns:
             continue                    # traced arrays: the compiler undoes their writes itself
