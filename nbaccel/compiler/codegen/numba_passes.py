@@ -1,7 +1,8 @@
 """The numba tier's reduction passes, kept apart from the loop-nest renderer (``numba.py``).
 
-``ReductionPasses`` is a mixin of ``numba._Renderer``: it decides how a kernel's reductions
-become passes over memory and renders the special ones.
+``ReductionPasses`` is a mixin of ``numba._Renderer``: it spells the reduction plan that
+``kernel_passes.py`` makes for the kernel (which reductions share an accumulator, which pairs
+run as one pass, which values are invariant along the reduced rows) as numba loops.
 
 * one pass per distinct reduction: equal reductions (``x.mean(0)`` and the mean inside
   ``x.std(0)``) share one accumulator;
@@ -22,8 +23,9 @@ and the class attribute ``BLOCK`` (the column block width).
 """
 from __future__ import annotations
 
-from .common import small_power
-from .numba_syntax import PARTIAL_SUM, VECTOR_SELECT, _np_type
+from ..kernel_passes import (centred_mean, invariant_along, invariant_roots, reciprocal_divisors,
+                             reduction_plan, signature)
+from .numba_syntax import VECTOR_SELECT, _np_type
 
 _VECTOR_MAX = ("float32", "float64")   # max/min through numba_reduce's intrinsics
 SUM_CHUNK = 1024               # elements of a float32 partial sum along a reduced last axis
@@ -34,34 +36,18 @@ class ReductionPasses:
     """Reduction passes of the numba renderer (a mixin; see the module docstring)."""
 
     def reduction_passes(self, var, pad, accs, block):
-        """One pass per distinct reduction: a reduction equal to an earlier one (``x.mean(0)``
-        and the mean inside ``x.std(0)``) reads the earlier accumulator instead of passing over
-        the input again."""
-        first = {}
-        reds = list(self.k.reductions)
-        done = set()
-        for i, r in enumerate(reds):
-            if id(r) in done:
-                continue
-            sig = _signature(r)
-            if sig in first:
-                accs[id(r)] = accs[id(first[sig])]
-                continue
-            # pairs of reductions that one pass over a column block computes together
-            softmax = next((r2 for r2 in reds[i + 1:] if block and _online_softmax_pair(r, r2)), None)
-            centred = None if softmax is not None else next(
-                (r2 for r2 in reds[i + 1:] if block and _centred_square_pair(r, r2, accs)), None)
-            if softmax is not None:
-                self.online_softmax_pass(r, softmax, dict(var), pad, accs)
-            elif centred is not None:
-                self.shifted_moments_pass(r, centred, dict(var), pad, accs)
+        """The kernel's reduction plan (``kernel_passes.reduction_plan``), pass by pass: a
+        reduction equal to an earlier one reads the earlier accumulator; in a column block the
+        online-softmax and shifted-moments pairs run as one pass each."""
+        for step in reduction_plan(self.k, pairs=block):
+            if step.kind == "same":
+                accs[id(step.r)] = accs[id(step.partner)]
+            elif step.kind == "online_softmax":
+                self.online_softmax_pass(step.r, step.partner, dict(var), pad, accs)
+            elif step.kind == "shifted_moments":
+                self.shifted_moments_pass(step.r, step.partner, dict(var), pad, accs)
             else:
-                self.reduction_pass(r, dict(var), pad, accs, block)
-            for partner in (softmax, centred):
-                if partner is not None:
-                    done.add(id(partner))
-                    first[_signature(partner)] = partner
-            first[sig] = r
+                self.reduction_pass(step.r, dict(var), pad, accs, block)
 
     def shifted_moments_pass(self, rsum, rsq, var, pad, accs):
         """sum(X) and sum((X - M)^2), M a per-column value computed from sum(X) (the mean:
@@ -72,7 +58,7 @@ class ReductionPasses:
         to the data's spread around one of its own values, not its distance from zero, and
         float64 keeps it to ~1e-16 of that."""
         x = rsum.src
-        m_expr = _centred_mean(rsq)
+        m_expr = centred_mean(rsq)
         t1, t2, kk = f"acc{rsum.index}t", f"acc{rsq.index}t", f"shift{rsum.index}"
         n_red = " * ".join(f"n{a}" for a in self.k.axes)
         first = dict(var)
@@ -97,7 +83,7 @@ class ReductionPasses:
         self.lines.append(f"{pad}for jj in range(jn):")
         self.lines.append(f"{pad}    {s1}[jj] = {t1}[jj] + ({n_red}) * {kk}[jj]")
         for r in self.k.reductions:   # rsum and its duplicates (the mean inside std)
-            if _signature(r) == _signature(rsum):
+            if signature(r) == signature(rsum):
                 accs[id(r)] = f"np.float32({s1}[jj])"
         self.lines.append(f"{pad}{s2} = np.empty({self.BLOCK}, np.float64)")
         self.lines.append(f"{pad}for jj in range(jn):")
@@ -222,23 +208,11 @@ class ReductionPasses:
     def hoist_reciprocals(self, exprs, var, memo, pad, accs):
         """A float32 division whose divisor is one value per column of the block (a softmax's
         sum, a std) becomes a multiplication by that value's reciprocal, computed once per
-        column: a vector division per element costs more than the rest of the element's work
-        (``arcp``, which the kernels use anyway, permits the rewrite; at most 1 ulp)."""
+        column (``kernel_passes.reciprocal_divisors``): a vector division per element costs
+        more than the rest of the element's work."""
         invariant = invariant_along(self.k.axes, accs)
-        seen = set()
-        stack = list(exprs)
-        while stack:
-            e = stack.pop()
-            if id(e) in seen or e.kind != "op":
-                continue
-            seen.add(id(e))
-            stack.extend(e.args)
-            if e.op.name != "divide" or e.params or e.dtype.name != "float32" or e.key() in memo:
-                continue
-            d = e.args[1]
-            if d.dtype is None or d.dtype.name != "float32" or d.key() in self.recip:
-                continue
-            if not invariant(d) or d.kind == "const" or d.kind == "load":
+        for d in reciprocal_divisors(exprs, invariant, memo):
+            if d.key() in self.recip:
                 continue
             name = f"rc{len(self.consts) + len(self.lines)}"
             self.lines.append(f"{pad}{name} = np.empty({self.BLOCK}, np.float32)")
@@ -250,108 +224,4 @@ class ReductionPasses:
     def invariants(self, exprs, memo, accs):
         """The largest sub-expressions of ``exprs`` that do not vary along the reduction
         ranges (and are not constants or plain loads), in first-use order."""
-        invariant = invariant_along(self.k.axes, accs)
-        out, taken = [], set()
-
-        def walk(e):
-            if e.kind != "op" or e.key() in memo or e.key() in taken:
-                return
-            if invariant(e) and any(a.kind != "const" for a in e.args):
-                taken.add(e.key())
-                out.append(e)
-                return
-            for a in e.args:
-                walk(a)
-        for e in exprs:
-            walk(e)
-        return out
-
-
-def invariant_along(axes, accs):
-    """A memoised test: does an expression not vary along ``axes``? Loads with stride 0 on
-    them, constants, and accumulators of the reductions in ``accs`` (already finished) do not;
-    an op does not when none of its arguments does."""
-    seen = {}
-
-    def invariant(e):
-        if id(e) not in seen:
-            if e.kind == "load":
-                seen[id(e)] = all(e.layout.strides[a] == 0 for a in axes)
-            elif e.kind == "acc":
-                seen[id(e)] = id(e.red) in accs
-            elif e.kind == "const":
-                seen[id(e)] = True
-            else:
-                seen[id(e)] = all(invariant(a) for a in e.args)
-        return seen[id(e)]
-    return invariant
-
-
-def _is_sum(r):
-    return r.rule.combine == PARTIAL_SUM and not r.rule.arg
-
-
-def _is_max(r):
-    return r.rule.selects and not r.rule.arg and r.rule.identity(r.dtype) == float("-inf")
-
-
-def _signature(r):
-    """Reductions with one signature compute the same value."""
-    return (r.op, r.src.key(), r.dtype.name)
-
-
-def _centred_mean(rsq):
-    """M of ``rsq`` = sum((X - M) * (X - M)), or None."""
-    e = rsq.src
-    if e.kind != "op" or e.params:
-        return None
-    if e.op.name == "multiply" and e.args[0].key() == e.args[1].key():
-        d = e.args[0]
-    elif small_power(e) == 2 and e.args[0].dtype is e.dtype:
-        d = e.args[0]
-    else:
-        return None
-    if d.kind != "op" or d.op.name != "subtract" or d.params:
-        return None
-    return d.args[1]
-
-
-def _centred_square_pair(rsum, rsq, accs) -> bool:
-    """``rsq`` is sum((X - M)^2) where ``rsum`` is sum(X), X float32 and M a value per kept
-    index computed from ``rsum`` (and from inputs constant along the reduced axes): the pair
-    that ``shifted_moments_pass`` computes in one pass."""
-    if not (_is_sum(rsum) and _is_sum(rsq)) or rsum.axes != rsq.axes:
-        return False
-    if not all(t.name == "float32" for t in (rsum.dtype, rsq.dtype, rsum.src.dtype, rsq.src.dtype)):
-        return False
-    m = _centred_mean(rsq)
-    if m is None or rsq.src.args[0].args[0].key() != rsum.src.key():
-        return False
-    axes = rsum.axes
-    uses_sum = False
-    for e in m.subexprs():
-        if e.kind == "load" and any(e.layout.strides[a] != 0 for a in axes):
-            return False
-        if e.kind == "acc":
-            if e.red is rsum or _signature(e.red) == _signature(rsum):
-                uses_sum = True
-            elif id(e.red) not in accs:
-                return False
-    return uses_sum and m.dtype is not None and m.dtype.kind == "f"
-
-
-def _online_softmax_pair(rmax, rsum) -> bool:
-    """``rsum`` is sum(exp(X - rmax)) and ``rmax`` is max(X), X float32: the pair that
-    ``online_softmax_pass`` computes in one pass."""
-    if not (_is_max(rmax) and _is_sum(rsum)) or rmax.axes != rsum.axes:
-        return False
-    if rmax.dtype.name != "float32" or rsum.dtype.name != "float32" or rmax.src.dtype.name != "float32":
-        return False
-    e = rsum.src
-    if e.kind != "op" or e.op.name != "exp" or e.params or e.dtype.name != "float32":
-        return False
-    d = e.args[0]
-    if d.kind != "op" or d.op.name != "subtract" or d.params or d.dtype.name != "float32":
-        return False
-    x, mx = d.args
-    return x.key() == rmax.src.key() and mx.kind == "acc" and mx.red is rmax
+        return invariant_roots(exprs, invariant_along(self.k.axes, accs), memo)

@@ -7,12 +7,12 @@ is in registers), else an inner loop with an accumulator per lane. The flat indi
 split back per dimension with ``//`` and ``%``; sizes, strides and offsets are arguments
 and only their *class* is in the source (a broadcast term is left out, a unit stride needs
 no multiply). Before that, size-1 dimensions are dropped and neighbouring dimensions that
-every layout walks as one (a contiguous block) are merged, so a contiguous elementwise
-kernel indexes with ``o`` alone.
+every layout walks as one (a contiguous block) are merged (``kernel_passes.merge_dims``), so
+a contiguous elementwise kernel indexes with ``o`` alone.
 
-Reductions run in *phases*: one pass over ``r`` for every reduction whose source needs no
-other reduction of the kernel, one more for those that need the first (softmax: max, then
-sum of exp(x - max)), then a pass for the elementwise stores. Sums of float32 and narrower
+Reductions run in *phases* (``kernel_passes.phases``): one pass over ``r`` for every
+reduction whose source needs no other reduction of the kernel, one more for those that need
+the first (softmax: max, then sum of exp(x - max)), then a pass for the elementwise stores. Sums of float32 and narrower
 floats accumulate in float32, argmax/argmin keep the first best index (and the first NaN,
 as NumPy), max/min propagate NaN through a flag.
 
@@ -28,7 +28,8 @@ from ... import dtypes as D
 from ..loops import Expr, Kernel
 from . import triton_syntax as S
 from .common import operand_dtype, small_power, weak_dtype
-from .triton_reduce import ReductionPasses, phases
+from ..kernel_passes import merge_dims, phases
+from .triton_reduce import ReductionPasses
 from .triton_syntax import buf, const_text, float_text, fits, half_round, reg, sqrt_fn
 
 ELEMS_GPU = 1024          # elements per program of an elementwise kernel (4 warps × 8 per thread)
@@ -95,30 +96,6 @@ def _is_cast(e):
     return e.op.name == "astype"
 
 
-class _Dims:
-    """The kernel's dimensions after dropping size-1 ones and merging runs every layout
-    walks as one: (size, reduced) per dimension, and per layout its strides over them."""
-
-    def __init__(self, k: Kernel, layouts):
-        dims = [a for a in range(len(k.domain)) if k.domain[a] != 1]
-        groups = []
-        for a in dims:
-            red = a in k.axes
-            if groups:
-                last = groups[-1]
-                b = last[-1]
-                if (b in k.axes) == red and all(l.strides[b] == l.strides[a] * k.domain[a] for l in layouts):
-                    last.append(a)
-                    continue
-            groups.append([a])
-        self.sizes = [math.prod(k.domain[a] for a in g) for g in groups]
-        self.red = [g[0] in k.axes for g in groups]
-        self.groups = groups
-
-    def strides(self, lay):
-        return [lay.strides[g[-1]] for g in self.groups]
-
-
 class _Renderer(ReductionPasses):
     def __init__(self, k: Kernel, interpret: bool):
         self.k = k
@@ -129,7 +106,7 @@ class _Renderer(ReductionPasses):
             self._layout(("in", id(leaf.buf), leaf.layout.key()), leaf.layout)
         for o in k.outputs:
             self._layout(("out", id(o)), k.output_layout(o))
-        self.dims = _Dims(k, [lay for _, lay in self.layouts])
+        self.dims = merge_dims(k, [lay for _, lay in self.layouts])
         nd = len(self.dims.sizes)
         self.kept = [j for j in range(nd) if not self.dims.red[j]]
         self.redd = [j for j in range(nd) if self.dims.red[j]]

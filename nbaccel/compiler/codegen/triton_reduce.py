@@ -153,15 +153,3 @@ def identity_value(rule, dt):
 
 def identity(rule, dt):
     return f"tl.full(o.shape, {identity_value(rule, dt)}, {reg(dt)})"
-
-
-def phases(k):
-    """Reductions grouped into passes: each needs only reductions of earlier passes."""
-    phase = {}
-    for r in k.reductions:
-        deps = [leaf.red for leaf in r.src.leaves() if leaf.kind == "acc"]
-        phase[id(r)] = 1 + max((phase[id(d)] for d in deps if id(d) in phase), default=-1)
-    groups = {}
-    for r in k.reductions:
-        groups.setdefault(phase[id(r)], []).append(r)
-    return [groups[p] for p in sorted(groups)]
