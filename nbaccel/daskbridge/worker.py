@@ -55,7 +55,8 @@ def _run(source, key, backend, blocks):
 def run_block(source, key, backend, dtype, *blocks):
     """An elementwise stage on one block."""
     out = _run(source, key, backend, blocks)[0]
-    return out if out.dtype == dtype else out.astype(dtype)
+    out = out if out.dtype == dtype else out.astype(dtype)
+    return out[()] if out.ndim == 0 else out      # a 0-d block is a NumPy scalar, as in Dask
 
 
 def _block_size(blocks, places):
