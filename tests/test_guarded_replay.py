@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import nbaccel as nb
+from tests.fuzz.check import backend_supported    # sets Triton's interpreter up without a GPU
 
-BACKENDS = ["numpy", "numba", "auto"]
+BACKENDS = ["numpy", "numba", "auto"] + (["triton"] if backend_supported("triton") else [])
 
 SCALE = 2.0
 OFFSET = np.float32(1.0)
@@ -40,7 +41,11 @@ def f_helper(x):
 
 
 def f_list(x):
-    return x * TABLE[0]
+    return x * max(TABLE)
+
+
+def f_list_item(x):
+    return x * TABLE[0]          # a constant subscript is a chain: guarded by its value
 
 
 def f_array(x):
@@ -211,9 +216,13 @@ def test_list_read_retraces_every_call_and_says_why(x):
     run_calls(cf, x)
     assert cf.stats.get("replays", 0) == 0
     assert "TABLE" in cf.report.replay["reason"] and "list" in cf.report.replay["reason"]
+    item = nb.compile(f_list_item, backend="numpy")
+    run_calls(item, x)
+    assert item.stats.get("replays", 0) >= 2
     TABLE[0] = 6.0
     try:
         check(cf, f_list, x)
+        check(item, f_list_item, x)
     finally:
         TABLE[0] = 1.0
 
@@ -295,3 +304,49 @@ def test_guard_failure_then_replay_again(x):
         check(cf, f_global, x)
     finally:
         SCALE = old
+
+
+RNG = np.random.default_rng(0)
+
+
+def test_generators_read_by_the_code_are_never_replayed(x):
+    def legacy(t):
+        return t + np.random.rand(4, 4)
+
+    def own(t):
+        return t + RNG.standard_normal((4, 4))
+
+    for fn in (legacy, own):
+        cf = nb.compile(fn, backend="numpy")
+        outs = [cf(x) for _ in range(4)]
+        assert not any(np.array_equal(outs[i], outs[i + 1]) for i in range(3))
+        assert "random" in cf.report.replay["reason"]
+
+
+def test_an_input_updated_in_place_is_never_replayed():
+    def bump(a):
+        a += 1
+        return a * 2
+
+    cf = nb.compile(bump, backend="numpy")
+    a, b = np.zeros(3), np.zeros(3)
+    for _ in range(4):
+        got, want = cf(a), bump(b)
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(a, b)
+    assert cf.stats.get("replays", 0) == 0
+    assert "in place" in cf.report.replay["reason"]
+
+
+def test_a_local_boolean_mask_write_stays_one_replayed_graph():
+    def life(Z):
+        N = Z[:-2, 1:-1] + Z[2:, 1:-1] + Z[1:-1, :-2] + Z[1:-1, 2:]
+        out = np.zeros_like(Z)
+        out[1:-1, 1:-1][(N == 2) | (N == 3)] = 1
+        return out
+
+    Z = (np.arange(64).reshape(8, 8) % 3 == 0).astype(np.int64)
+    cf = nb.compile(life, backend="numpy")
+    for _ in range(5):
+        np.testing.assert_array_equal(cf(Z), life(Z))
+    assert cf.report.graph_breaks == [] and cf.stats.get("replays", 0) >= 3

@@ -145,6 +145,20 @@ class CompiledFunction:
         self.stats["calls"] += 1
         if self.backend == "eager" or self.eager_only:
             return self.fn(*args, **kwargs)
+        guard_key = recorder = None
+        if self.mode == "default" and config["guarded_replay"] and not self._in_cell and active_trace() is None:
+            ck = call_key(args, kwargs)       # None for tracers, foreign arrays and objects
+            if ck is not None:
+                guard_key, gleaves = ck
+                entry = self._guarded.lookup(guard_key)
+                if entry is not None:         # the guards hold: run the program, no tracing
+                    self.stats["cache_hits"] += 1
+                    self.stats["replays"] = self.stats.get("replays", 0) + 1
+                    out = entry.run(self, args, kwargs, gleaves)
+                    if entry.reported is None or entry.reported != entry.choice:
+                        self._note_replay(entry)
+                    return out
+                recorder = self._guarded.recorder()
         if active_trace() is not None or any(isinstance(x, Tensor) and x._node is not None
                                              for _, x in _flatten((args, kwargs), "", [])):
             return self.fn(*args, **kwargs)   # called while another function is traced: inline it
@@ -158,19 +172,6 @@ class CompiledFunction:
                 self.stats["cache_hits"] += 1
                 self.stats["replays"] = self.stats.get("replays", 0) + 1
                 return rp.run(leaves)
-        guard_key = recorder = None
-        if self.mode == "default" and config["guarded_replay"] and not self._in_cell:
-            ck = call_key(args, kwargs)
-            if ck is not None:
-                guard_key, gleaves = ck
-                entry = self._guarded.lookup(guard_key)
-                if entry is not None:
-                    self.stats["cache_hits"] += 1
-                    self.stats["replays"] = self.stats.get("replays", 0) + 1
-                    out = entry.run(self, args, kwargs, gleaves)
-                    self._note_replay(entry)
-                    return out
-                recorder = self._guarded.recorder()
         session = TraceSession(self, self.fullgraph)
         session.max_breaks = None if self.fullgraph else config["max_graph_breaks"]
         session.t_start = t0
@@ -230,7 +231,8 @@ class CompiledFunction:
             if rp is not None:
                 self._replays[replay_key] = rp
         if guard_key is not None:
-            self._guarded.record(guard_key, recorder, session, leaf_index, out, numpy_out)
+            self._guarded.record(guard_key, recorder, session, leaf_index, out, numpy_out,
+                                 {id(t) for t in leaves.values()})
         result = _map(out, lambda t: _to_output(session, t, numpy_out))
         session.close()
         self._finish_report(session, time.perf_counter() - t0)
@@ -242,16 +244,14 @@ class CompiledFunction:
         rep = self._report
         if rep is None:
             return
-        rep.stats = dict(self.stats)
-        if entry.reported is not None and entry.reported == entry.choice:
-            return                          # nothing new since the decision was reported
         entry.reported = entry.choice
         t = entry.timings()
         if t is not None:
             rep.set_plain(*t, entry.choice)
+        rep.cache = "hit"
         rep.replay = self._guarded.state(entry)
-        rep.path = "plain" if entry.choice == "plain" else "replay"
-        rep.path_reason = rep.replay["reason"]
+        if entry.choice == "plain":
+            rep.path, rep.path_reason = "plain", rep.replay["reason"]
 
     @staticmethod
     def _settle_failed(session, exc):
@@ -352,6 +352,7 @@ class CompiledFunction:
         """The latest call's CompileReport (its eager baseline is measured on first access)."""
         rep = self._report
         if rep is not None:
+            rep.stats = dict(self.stats)       # replayed calls since the trace count too
             rep.measure_eager()
         return rep
 

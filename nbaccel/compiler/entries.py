@@ -230,7 +230,9 @@ class GraphCache:
         arrays = entry.run_program(graph, prog, inputs + consts) if not isinstance(prog, EagerProgram) \
             else prog.run(inputs)
         self.specs[id(graph)] = specs
-        session.last_run = (prog, consts, graph)
+        # a program that failed while running was replaced by the eager one: never replay it
+        sig = tuple(p.shape for p in graph.placeholders)
+        session.last_run = (prog, consts, graph) if entry.programs.get(sig) is prog else None
         session.had_backward = session.had_backward or bool(specs)
         # a new size inside a dynamic entry only re-schedules: its kernels are reused (a hit)
         cache_state = "hit" if event == "hit" and (not fresh or entry.dyn) else (prog.cache_state() or "miss")

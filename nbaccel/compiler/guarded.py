@@ -186,7 +186,7 @@ class GuardedReplays:
     def recorder(self):
         return ReadRecorder() if self.active else None
 
-    def record(self, key, recorder, session, leaf_index, out, numpy_out):
+    def record(self, key, recorder, session, leaf_index, out, numpy_out, input_tracers=()):
         """After a traced call: keep its program for replay, or say why it cannot replay."""
         from .replay import record
         why = None
@@ -195,12 +195,13 @@ class GuardedReplays:
             return
         if session.breaks:
             why = f"its trace has {len(session.breaks)} graph break(s)"
-        elif getattr(session, "mutated", False):
-            why = "it updates an input in place"
+        elif getattr(session, "writes", None) or session.concrete_targets or \
+                any(id(t) in input_tracers for t in session.assigned.values()):
+            why = "it updates an input, a global or a closure's array in place"
         elif getattr(session, "had_backward", False) or session.grad_escapes:
             why = "it records autograd history (use mode='reduce-overhead' for a training step)"
         else:
-            rp = record(session, leaf_index, out, numpy_out, key)
+            rp = record(session, leaf_index, out, numpy_out, key, local_writes_ok=True)
             if rp is None:
                 why = "its result cannot be rebuilt from the compiled program's outputs"
         if rp is not None:

@@ -138,6 +138,7 @@ class ReadRecorder:
         self._prev = None
 
     def __enter__(self):
+        self._random = _random_fingerprint()
         self._prev = sys.getprofile()
         if self._prev is not None:      # a profiler is already watching: do not displace it
             self.refusal = "a profiler is active (sys.setprofile), so the reads cannot be recorded"
@@ -148,6 +149,10 @@ class ReadRecorder:
     def __exit__(self, *exc):
         if self._prev is None:
             sys.setprofile(None)
+        # generators' methods are Cython (no profile event): compare the global generators'
+        # states instead; nbaccel's own random ops draw from its generator at trace time
+        if self.refusal is None and not _same_random(self._random, _random_fingerprint()):
+            self.refusal = "draws random numbers (each call must draw new ones)"
         return False
 
     def _event(self, frame, event, arg):
@@ -172,6 +177,30 @@ class ReadRecorder:
                 return
             mod = frame.f_globals.get("__name__", "?")
             self.refusal = f"calls `{mod}.{code.co_name}`, whose reads nbaccel does not follow"
+
+
+def _random_fingerprint():
+    from ..ops import creation
+    legacy = np.random.mtrand._rand._bit_generator.state
+    return (creation._rng, creation._rng.bit_generator.state, legacy)
+
+
+def _same_random(a, b) -> bool:
+    if a[0] is not b[0] or a[1] != b[1]:
+        return False
+    (sa, sb) = a[2]["state"], b[2]["state"]
+    return sa["pos"] == sb["pos"] and np.array_equal(sa["key"], sb["key"])
+
+
+def _draws_random(v) -> bool:
+    import random
+    mod = getattr(v, "__module__", None) or ""
+    if isinstance(v, types.ModuleType):
+        mod = v.__name__
+    owner = getattr(v, "__self__", None)
+    return mod.startswith("numpy.random") or mod == "random" or v is random or \
+        (owner is not None and not isinstance(owner, types.ModuleType) and _random_state(owner)) or \
+        _random_state(v)
 
 
 def _c_name(fn) -> str:
@@ -382,6 +411,8 @@ def _spec(rs, v, desc, depth=0):
         return ("raises",)
     if isinstance(v, _IMMUTABLE_SCALARS):
         return ("eq", type(v), v)
+    if _draws_random(v):
+        raise Unguardable(f"draws random numbers through `{desc}` (each call must draw new ones)")
     if isinstance(v, np.ndarray):
         return ("array", v, v.shape, v.dtype, v.strides)
     if isinstance(v, Tensor):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
+from .views import numpy_gives_array
 
 
 def metadata_key(leaves, scalars):
@@ -62,19 +63,22 @@ class Replay:
                 continue
             a = arrays[v] if kind == "out" else inputs[v]
             if self.numpy_out:
-                values.append(a[()] if a.ndim == 0 else a)
+                values.append(a[()] if a.ndim == 0 and not meta[2] else a)
             else:
-                dtype, device = meta
+                dtype, device, _ = meta
                 values.append(Tensor._wrap(a, dtype, device, False))
         it = iter(values)
         return self.out_tree(it)
 
 
-def record(session, leaves_by_id, out, numpy_out, key):
-    """A Replay for this call, or None when the call is not replayable."""
+def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False):
+    """A Replay for this call, or None when the call is not replayable. ``local_writes_ok``:
+    the caller checked that in-place writes only touched values made inside the call (the
+    functional graph already holds their final values)."""
     last = getattr(session, "last_run", None)
     if last is None or session.segment_index != 1 or session.breaks or session.grad_escapes \
-            or getattr(session, "mutated", False) or getattr(session, "had_backward", False):
+            or (getattr(session, "mutated", False) and not local_writes_ok) \
+            or getattr(session, "had_backward", False):
         return None
     prog, consts, graph = last
     plan = []
@@ -93,8 +97,9 @@ def record(session, leaves_by_id, out, numpy_out, key):
         if n.is_placeholder:
             if id(graph.sources[n.index]) not in leaves_by_id:
                 raise LookupError
-            return ("arg", n.index, (n.dtype, o.device))
-        return ("out", out_index[id(n)], (n.dtype, o.device))
+            return ("arg", n.index, (n.dtype, o.device, True))
+        # a 0-d result is a NumPy scalar or a 0-d array as NumPy's op would give it
+        return ("out", out_index[id(n)], (n.dtype, o.device, numpy_gives_array(n)))
     tree = output_tree(out, tensor_leaf, outs)
     if tree is None:
         return None

@@ -434,6 +434,13 @@ def _strip_value(value, target):
     return value if shape == tuple(value.shape) else value.reshape(shape)
 
 
+def _whole_mask(x, index) -> bool:
+    """Whether ``index`` is one boolean array (or Tensor) of ``x``'s shape."""
+    if isinstance(index, np.ndarray):
+        return index.dtype == np.bool_ and index.shape == tuple(x.shape)
+    return hasattr(index, "_node") and index.dtype.name == "bool" and tuple(index.shape) == tuple(x.shape)
+
+
 def _setitem_front(x, index, value):
     """``x[index] = value`` in place: NumPy semantics, value broadcast and cast to x's dtype."""
     from .. import autograd
@@ -449,6 +456,13 @@ def _setitem_front(x, index, value):
     if is_t and target is not None:
         value = _strip_value(value, target)
     grad = autograd.is_grad_enabled() and (x.requires_grad or (is_t and value.requires_grad))
+    if tracing and _whole_mask(x, index) and (not is_t or value.ndim == 0):
+        # x[mask] = v, a boolean mask of x's shape and one value: where(mask, v, x) needs no
+        # data-dependent count, so a compiled function stays one graph
+        from .registry import OPS
+        new = OPS["where"].front(index, value, x)
+        x._assign(new if new.dtype is x.dtype else new.astype(x.dtype), "setitem")
+        return x
     if not grad and not tracing:
         # the eager fast path: write straight into the buffer (no full copy)
         data = x._value()

@@ -82,6 +82,25 @@ def check(program, backend: str, calls: int = 2) -> Outcome:
             if call:
                 return _failure(f"call {call + 1} (cached): {outcome.klass}", outcome.detail)
             return outcome
+    return check_guards(program, backend)
+
+
+def check_guards(program, backend: str) -> Outcome:
+    """Guarded replay: the program reads a global; calls after a change that keeps its guard
+    (an equal value, a new object) and after one that breaks it must match the plain run."""
+    import nbaccel as nb
+    if program.single:
+        return OK
+    fn = program.function(order_global=True)
+    compiled = nb.compile(fn, backend=backend)
+    for step, value in enumerate((1, 1, int("1"), 0, 0)):
+        fn.__globals__["ORDER"] = value
+        want, want_exc = _call(fn, program.arrays())
+        outcome = _check_call(program, compiled, want, want_exc)
+        if not outcome.ok:
+            what = ("first call", "replay", "equal global (guard holds)", "changed global (guard fails)",
+                    "replay after the change")[step]
+            return _failure(f"{what}: {outcome.klass}", outcome.detail)
     return OK
 
 

@@ -79,22 +79,28 @@ class Program:
     def filename(self) -> str:
         return f"<fuzz program {self.seed}>"
 
-    def source(self) -> str:
+    def source(self, order_global: bool = False) -> str:
+        """The program's text. ``order_global``: it reads the global ``ORDER`` and returns its
+        results reversed when it is 0 (the guard tests change it between calls)."""
         lines = [f"def program({', '.join(i.name for i in self.inputs)}):"]
         for s in self.statements:
             comment = f"{s.rule}: {s.note}" if s.note else s.rule
             lines.append(f"    {s.code:<40}  # {comment}")
         if self.single:
             lines.append(f"    return {self.outputs[0]}")
+        elif order_global:
+            outs, rev = ", ".join(self.outputs), ", ".join(reversed(self.outputs))
+            comma = "," if len(self.outputs) == 1 else ""
+            lines.append(f"    return ({outs}{comma}) if ORDER else ({rev}{comma})")
         else:
             lines.append(f"    return ({', '.join(self.outputs)}{',' if len(self.outputs) == 1 else ''})")
         return "\n".join(lines) + "\n"
 
-    def function(self):
+    def function(self, order_global: bool = False):
         """The program as a function (its source is in linecache, so tracebacks show it)."""
-        src = self.source()
+        src = self.source(order_global)
         linecache.cache[self.filename] = (len(src), None, src.splitlines(True), self.filename)
-        namespace = {"np": np}
+        namespace = {"np": np, "ORDER": 1}
         exec(compile(src, self.filename, "exec"), namespace)
         return namespace["program"]
 
