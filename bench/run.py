@@ -13,7 +13,8 @@ with one thread count; PyTorch runs in a worker process (bench/peer_worker.py).
 
 Letters a-i are the compiler workloads; the kernel and contract benchmarks have names:
 attention, quant, sparse, cells, cache_reliability, and step, small_cells, export, func,
-gpu_check once their modules exist (each also runs alone as ``python -m bench.<name>``).
+gpu_check, plain (the plain-process column) once their modules exist (each also runs
+alone as ``python -m bench.<name>``).
 
 A compiled result that differs from NumPy, or a crash, is reported in the table and makes
 the command exit with status 1 (after writing the results).
@@ -33,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # module is absent (another branch not merged yet) is skipped and said so; adding one is one
 # name here.
 SUITES = ("attention", "quant", "sparse", "cells", "cache_reliability",
-          "step", "small_cells", "export", "func", "gpu_check", "conv")
+          "step", "small_cells", "export", "func", "gpu_check", "plain", "conv")
 DEFAULT_ONLY = "abcdefghi," + ",".join(SUITES)
 
 
