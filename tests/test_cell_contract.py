@@ -44,9 +44,12 @@ def test_cell_matches_plain(shell, cell):
     assert harness.differences(plain, comp) == []
     if cell.name not in PLAIN_BY_DESIGN:
         assert comp.fallback is None, comp.fallback
-    # the second run of the same cell (a cached entry) behaves the same
-    again = harness.run(shell, cell, compiled=True)
+    # the second run of the same cell (a cached entry) behaves the same, and --verify (the
+    # plain cell as a shadow on copies) finds no difference either
+    again = harness.run(shell, cell, compiled=True, verify=True)
     assert harness.differences(plain, again) == []
+    from nbaccel.magics import get_extension
+    assert get_extension(shell).last_verify.differences == []
 
 
 def _run(shell, setup, source):

@@ -1,5 +1,6 @@
 """A tutorial-style notebook executed twice in a real Jupyter kernel: plainly, and with
-%%compile prefixed to every code cell. Cell by cell, the outputs must match."""
+%%compile --verify prefixed to every code cell. Cell by cell, the outputs must match (and
+--verify, which compares each compiled cell with a plain shadow run, must print nothing)."""
 import copy
 import os
 import pathlib
@@ -44,7 +45,7 @@ def test_tutorial_notebook_compiled_matches_plain(tmp_path):
     compiled = copy.deepcopy(plain)
     for cell in compiled.cells:
         if cell.cell_type == "code" and not cell.source.lstrip().startswith("%"):
-            cell.source = "%%compile\n" + cell.source
+            cell.source = "%%compile --verify\n" + cell.source    # a difference prints to stderr
     # the NumPy tier: the numba tier's float64 sums can differ from NumPy's pairwise sums in the
     # last digit, which printing every digit shows (a known gap, see bench/cells.py's mismatches)
     setup = nbformat.v4.new_code_cell("%load_ext nbaccel\n%nbaccel config report=none backend=numpy")

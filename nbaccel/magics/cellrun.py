@@ -49,6 +49,11 @@ class CellRuns:
                 _fix_containers(v)
         for v in env.values.values():
             _fix_containers(v)
+        from .cheap_cells import _names       # (cheap_cells imports this module)
+        for k in _names(entry):               # containers the cell reads as globals (lst.append(t))
+            v = ns.get(k)
+            if type(v) in (list, dict):
+                _fix_containers(v)
 
     def _write_partial(self, exc, entry, ns):
         """A user exception: the names the cell had bound when it raised are written back, as

@@ -176,6 +176,19 @@ class NbaccelCommands:
             raise UsageError(f"%nbaccel cluster {sub}: {e}") from None
         print(cluster.describe())
 
+    def _verify_cmd(self, rest):
+        """`verify on` / `verify off`: every %%compile cell also runs plainly on copies and is
+        compared (as with --verify); `verify`: the last comparison."""
+        if rest in (["on"], ["off"]):
+            self.verify_all = rest == ["on"]
+            print(f"nbaccel: --verify is {'on' if self.verify_all else 'off'} for every %%compile cell")
+            return
+        if rest:
+            raise UsageError(f"%nbaccel verify: expected `verify`, `verify on` or `verify off`, got {' '.join(rest)!r}")
+        if self.last_verify is None:
+            raise UsageError("%nbaccel verify: no cell has run with --verify yet")
+        print(self.last_verify.text())
+
     def _reset_cmd(self, rest):
         capi.reset()
         self.reset_state()

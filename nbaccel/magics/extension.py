@@ -23,7 +23,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import boundary, cellfunc, cheap_cells, ipython_calls, options, per_element, snapshot
+from . import boundary, cellfunc, cheap_cells, ipython_calls, options, per_element, snapshot, verify
 from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .commands import NbaccelCommands, _in_notebook
 from .. import dtypes as D, ndarray_methods, numpy_api
@@ -133,6 +133,9 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     def __init__(self, shell):
         super().__init__(shell)
         self.config_ = {"mode": "default", "backend": "auto", "device": "auto", "report": "auto"}
+        self.verify_all = False                     # %nbaccel verify on: every cell --verify
+        self._verifying = False
+        self.last_verify = None
         self.reset_state()
 
     def reset_state(self):
@@ -155,9 +158,16 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     @argument("-o", "--output", default=None, metavar="NAME",
               help="store the CompileReport in the user namespace as NAME")
     @argument("--explain", action="store_true", help="print the captured graph and generated code")
+    @argument("--verify", action="store_true", help="also run the plain cell on copies and compare")
     @cell_magic
     def compile(self, line, cell):
         """Run the cell as a compiled function; its NumPy code runs as written."""
+        if not self._verifying and (self.verify_all or "--verify" in line.split()):
+            self._verifying = True         # the compiled run, then the plain shadow (verify.py)
+            try:
+                return verify.run(self, lambda: self.compile(line, cell), line, cell)
+            finally:
+                self._verifying = False
         t_enter = time.perf_counter()
         plain = cheap_cells.lookup(self, line, cell)     # a small cell decided cheap: plainly
         if plain is not None:
@@ -454,7 +464,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         cmd, rest = (parts[0], parts[1:]) if parts else ("status", [])
         handler = {"status": self._status, "report": self._report_cmd, "explain": self._explain_cmd,
                    "config": self._config_cmd, "cache": self._cache_cmd, "reset": self._reset_cmd,
-                   "cluster": self._cluster_cmd}.get(cmd)   # cluster: nbaccel/daskbridge/cluster.py
+                   "cluster": self._cluster_cmd, "verify": self._verify_cmd}.get(cmd)   # cluster: nbaccel/daskbridge/cluster.py
         if handler is None:
             raise UsageError(f"%nbaccel: unknown command {cmd!r}; the commands are {COMMANDS_HELP}")
         if cmd in ("status", "explain", "reset") and rest:

@@ -6,7 +6,7 @@ import re
 DEVICES = ("auto", "cpu", "cuda")
 REPORTS = ("auto", "widget", "text", "none")
 _CHOICES: dict[str, tuple] = {}
-_FLAGS = ("--dynamic", "--static", "--fullgraph", "--explain", "-o/--output NAME")
+_FLAGS = ("--dynamic", "--static", "--fullgraph", "--explain", "--verify", "-o/--output NAME")
 
 
 def help_texts(modes, backends, devices, reports) -> tuple[str, str]:
@@ -15,7 +15,7 @@ def help_texts(modes, backends, devices, reports) -> tuple[str, str]:
                      "--report": tuple(reports)})
     opts = ", ".join([f"{k} {{{','.join(v)}}}" for k, v in _CHOICES.items()] + list(_FLAGS))
     cmds = ("status, report [N], explain, config [key=value ...], "
-            "cache [info | clear [all | current | VERSION]], reset")
+            "cache [info | clear [all | current | VERSION]], verify [on | off], reset")
     return opts, cmds
 
 

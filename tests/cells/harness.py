@@ -73,11 +73,12 @@ def _user_names(shell):
             if not k.startswith("_") and k not in hidden and k not in ("In", "Out", "exit", "quit")}
 
 
-def run(shell, cell, compiled: bool, fresh: bool = True) -> Outcome:
-    """Run ``cell`` once (plainly or with ``%%compile``) from a fresh namespace."""
+def run(shell, cell, compiled: bool, fresh: bool = True, verify: bool = False) -> Outcome:
+    """Run ``cell`` once (plainly or with ``%%compile``, ``--verify`` too when asked) from a
+    fresh namespace."""
     if fresh:
         _fresh(shell, cell.setup)
-    src = ("%%compile\n" + cell.source) if compiled else cell.source
+    src = (("%%compile --verify\n" if verify else "%%compile\n") + cell.source) if compiled else cell.source
     buf = io.StringIO()
     show = shell.showtraceback
     shell.showtraceback = lambda *a, **k: None
