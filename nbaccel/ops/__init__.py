@@ -4,14 +4,17 @@ Importing this package registers every op. Each module holds one family; to add 
 add one ``defop(...)`` in the right module (see docs/ops.md).
 """
 from . import registry, meta  # noqa: F401
-from . import elementwise, reduction, movement, creation  # noqa: F401
+# the families, in order: each registers its ops and may build on the families before it
+from . import elementwise, elementwise_extra, complex_ops  # noqa: F401
+from . import reduction, movement, joining, creation  # noqa: F401
 from .registry import OPS, ALIASES, NUMPY_FUNCS, defop, defalias  # noqa: F401
 from .creation import manual_seed, rand, randn, randint, randperm, rand_like, randn_like  # noqa: F401
 
 
 def _load_optional_families():
     import importlib
-    for name in ("indexing", "linalg", "sets", "nn", "sparse", "torch_spellings", "conv", "pooling", "activations"):
+    for name in ("indexing", "gather", "sorting", "linalg", "matrix", "sets", "nn", "nn_losses", "attention",
+                 "sparse", "torch_spellings", "conv", "pooling", "activations"):
         try:
             importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:

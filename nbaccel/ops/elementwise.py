@@ -534,8 +534,6 @@ logaddexp = defop("logaddexp", kind="binary", infer=_ufloat_binary_infer, decomp
                   dtype_rule="ufloat", grad=_logaddexp_grad, methods="logaddexp",
                   numpy="logaddexp", inplace=True)
 
-from . import elementwise_extra  # noqa: E402,F401  (aliases over the ops above)
-from . import complex_ops  # noqa: E402,F401  (real, imag, conj, angle, complex)
 
 # NumPy has no complex loop for these: complex operands raise its TypeError
 for _op in (floor_divide, remainder, fmod, atan2, copysign, hypot, logaddexp, signbit, erf):

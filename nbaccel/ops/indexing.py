@@ -496,6 +496,3 @@ def _index_put_(x, indices, values, accumulate=False):
 
 
 defalias("index_put", _index_put_, methods="index_put")
-
-
-from . import gather, sorting  # noqa: E402,F401  (spellings over these primitives)

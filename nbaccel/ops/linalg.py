@@ -352,6 +352,3 @@ def _trace(x, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 
 
 defalias("trace", _trace, numpy="trace", methods="trace")
-
-
-from . import matrix  # noqa: E402,F401  (the matrix functions: inv, det, solve, norms, ...)

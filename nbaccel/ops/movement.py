@@ -431,6 +431,3 @@ defalias("tril", lambda x, k=0, *, diagonal=None: _tri(x, k if diagonal is None 
          numpy="tril", methods="tril")
 defalias("triu", lambda x, k=0, *, diagonal=None: _tri(x, k if diagonal is None else diagonal, False),
          numpy="triu", methods="triu")
-
-
-from . import joining  # noqa: E402,F401  (concat, stack, split, ... build on these)

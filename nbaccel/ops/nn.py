@@ -486,6 +486,3 @@ embedding = defop(
     front=_embedding_front,
     doc="Rows of ``weight`` picked by integer ``input`` (``F.embedding``); the gradient is an "
         "index-add, zero at ``padding_idx``.")
-
-
-from . import nn_losses  # noqa: E402,F401  (losses and attention register here)

@@ -210,6 +210,3 @@ def _mse_front(input, target, size_average=None, reduce=None, reduction="mean", 
 mse_loss = defop("mse_loss", kind="nn", infer=_mse_infer, impl=_mse_impl, decomp=_mse_decomp,
                  grad=_mse_grad, front=_mse_front,
                  doc="Mean (or sum, or elementwise) squared error between input and target.")
-
-
-from . import attention  # noqa: E402,F401  (scaled_dot_product_attention registers there)

@@ -1,0 +1,236 @@
+"""The layers of nbaccel, guarded: arrows point down and no module is part of an import circle.
+
+The imports are read with ``ast`` from every module of ``nbaccel/`` and ``kernels/`` (shipped as
+``nbaccel_kernels``), at module level and inside functions alike (a function-level import is
+an arrow too: it only moves the cost to the first call). Two checks:
+
+* every arrow goes to the same layer or a lower one (``LAYERS`` below; docs/architecture.md
+  draws them);
+* with the arrows listed in ``tests/layering_exceptions.txt`` taken out, the graph has no
+  circle.
+
+Each listed arrow has a reason; a listed arrow that no longer exists fails the test too, so
+the list only shrinks. No imports are executed (no mocks, nothing to install).
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXCEPTIONS = pathlib.Path(__file__).with_name("layering_exceptions.txt")
+
+# (module prefix, layer): the longest matching prefix decides; higher layers may import lower
+LAYERS = [
+    ("nbaccel_kernels", 0),              # hand-written kernels on raw arrays
+    ("nbaccel.dtypes", 1), ("nbaccel.devices", 1),
+    ("nbaccel", 2),                      # the engine: tensor, ops, autograd, dispatch, NumPy API
+    ("nbaccel.nn", 3), ("nbaccel.optim", 3), ("nbaccel.optim_adaptive", 3), ("nbaccel.lr_scheduler", 3),
+    ("nbaccel.func", 3), ("nbaccel.quant", 3), ("nbaccel.sparse", 3), ("nbaccel.amp", 3),
+    ("nbaccel.torch_compat", 3), ("nbaccel.utils", 3),
+    ("nbaccel.gpu", 3),                  # the GPU runtime pieces the compiler launches through
+    ("nbaccel.compiler.config", 4), ("nbaccel.compiler", 5),
+    ("nbaccel.export", 6), ("nbaccel.daskbridge", 6), ("nbaccel.distributed", 6),
+    ("nbaccel.magics", 7), ("nbaccel_ext", 7),
+    ("nbaccel.demo", 8), ("nbaccel.docgen", 8), ("nbaccel.quant.tutorial", 8),   # user code, tools
+]
+# the package itself is the public API: it re-exports from every layer
+TOP = {"nbaccel": 9, "nbaccel.compiler.__init__": 5}
+
+
+def layer(module: str) -> int:
+    if module in TOP:
+        return TOP[module]
+    best, rank = "", None
+    for prefix, r in LAYERS:
+        if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
+            best, rank = prefix, r
+    return rank
+
+
+def modules():
+    """{module name: path} of every module (a package is ``name`` for its ``__init__``)."""
+    out = {}
+    for base, package in ((ROOT / "nbaccel", "nbaccel"), (ROOT / "kernels", "nbaccel_kernels")):
+        for path in sorted(base.rglob("*.py")):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([package] + parts)] = path
+    return out
+
+
+def _is_package(path):
+    return path.name == "__init__.py"
+
+
+@functools.lru_cache(maxsize=1)
+def _graph():
+    return imports(modules())
+
+
+def imports(mods):
+    """{(importer, imported): 'module' | 'function'}: every import of nbaccel's own modules."""
+    edges = {}
+    for name, path in mods.items():
+        package = name if _is_package(path) else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(), str(path))
+        for node, level in _walk_imports(tree):
+            for target in _targets(node, package, mods):
+                if target != name:
+                    key = (name, target)
+                    if edges.get(key) != "module":
+                        edges[key] = level
+    return edges
+
+
+def _walk_imports(tree):
+    """(import node, 'module' | 'function') for every import, however deeply nested."""
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, "function" if in_function else "module"
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            yield from visit(child, inner)
+    yield from visit(tree, False)
+
+
+def _resolve(module, level, package):
+    if level == 0:
+        return module
+    base = package.split(".")
+    base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def _own(name, mods):
+    """The module of ours that importing ``name`` runs (the longest known prefix), or None."""
+    while name:
+        if name in mods:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _targets(node, package, mods):
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+        return {t for t in (_own(n, mods) for n in names) if t}
+    base = _resolve(node.module, node.level, package)
+    out = set()
+    for alias in node.names:
+        sub = f"{base}.{alias.name}"
+        t = sub if sub in mods else _own(base, mods)
+        if t:
+            out.add(t)
+    return out
+
+
+def exceptions():
+    """{(importer, imported): reason} from tests/layering_exceptions.txt."""
+    out = {}
+    reason = ""
+    for raw in EXCEPTIONS.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("##"):
+            continue
+        if line.startswith("#"):
+            reason = line.lstrip("# ")
+            continue
+        a, _, b = line.partition("->")
+        assert b, f"layering_exceptions.txt: not 'a -> b': {raw!r}"
+        out[(a.strip(), b.strip())] = reason
+    return out
+
+
+def circles(edges):
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    graph = {}
+    for a, b in edges:
+        graph.setdefault(a, []).append(b)
+        graph.setdefault(b, [])
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_every_module_has_a_layer():
+    missing = [m for m in modules() if layer(m) is None]
+    assert not missing, missing
+
+
+def test_kernels_import_nothing_from_nbaccel():
+    edges = _graph()
+    bad = [f"{a} -> {b}" for a, b in edges if a.startswith("nbaccel_kernels") and not b.startswith("nbaccel_kernels")]
+    assert not bad, bad
+
+
+def test_arrows_point_down():
+    allowed = exceptions()
+    edges = _graph()
+    up = [f"{a} -> {b}   ({edges[a, b]} level: layer {layer(a)} imports layer {layer(b)})"
+          for a, b in sorted(edges) if layer(b) > layer(a) and (a, b) not in allowed]
+    assert not up, ("imports that point up (fix them, or list them with a reason in "
+                    "tests/layering_exceptions.txt):\n" + "\n".join(up))
+
+
+def test_no_import_circles_outside_the_listed_arrows():
+    allowed = exceptions()
+    edges = _graph()
+    rest = [e for e in edges if e not in allowed]
+    found = circles(rest)
+    assert not found, ("import circles (break them, or list the arrow that closes each with a "
+                       "reason in tests/layering_exceptions.txt):\n" +
+                       "\n".join(" <-> ".join(c) for c in found))
+
+
+def test_the_exception_list_holds_only_arrows_that_exist():
+    edges = _graph()
+    stale = [f"{a} -> {b}" for a, b in exceptions() if (a, b) not in edges]
+    assert not stale, ("these listed arrows are gone: delete them from "
+                       "tests/layering_exceptions.txt:\n" + "\n".join(stale))
+
+
+def test_the_walker_sees_module_and_function_level_imports():
+    """The reader itself: relative imports, imports inside functions, and a name imported from
+    a package that is a module of its own."""
+    edges = _graph()
+    assert edges.get(("nbaccel.compiler.schedule", "nbaccel.compiler.loops")) == "module"
+    assert ("nbaccel.compiler.kernel_passes", "nbaccel.compiler.codegen.common") in edges
+    assert any(level == "function" for level in edges.values())
+    assert circles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [["a", "b", "c"]]
