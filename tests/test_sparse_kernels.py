@@ -139,13 +139,15 @@ def test_cpu_linear_propagates_inf_and_nan(batch):
     np.testing.assert_array_equal(cpu.linear(x, values, meta, 8), ref.linear(x, values, meta, 8))
 
 
-def test_cpu_linear_full_size_gemv_and_gemm():
+@pytest.mark.parametrize("rows", [512, 2 * cpu.PARALLEL_WORK // 1024])   # serial / parallel GEMV
+def test_cpu_linear_full_size_gemv_and_gemm(rows):
     rng = np.random.default_rng(3)
-    w = rng.standard_normal((512, 1024)).astype(np.float32)
+    w = rng.standard_normal((rows, 1024)).astype(np.float32)
     values, meta = cpu.compress(w)
     dense = ref.decompress(values, meta, 1024)
     for x in (rng.standard_normal(1024).astype(np.float32),
-              rng.standard_normal((64, 1024)).astype(np.float32)):
+              rng.standard_normal((64, 1024)).astype(np.float32),
+              rng.standard_normal((5, 1024)).astype(np.float32)):
         np.testing.assert_allclose(cpu.linear(x, values, meta, 1024), x @ dense.T,
                                    rtol=1e-4, atol=1e-4)
 

@@ -14,6 +14,8 @@ in parallel over the weight's rows (the output features):
 """
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from .._parallel import dynamic_chunks
@@ -23,6 +25,9 @@ from .reference import check_dense, meta_cols
 _FASTMATH = {"reassoc", "contract", "arcp", "nsz", "afn"}
 _KERNELS = None
 _GEMV_BATCH = 4     # batches up to this size run as one GEMV per input vector
+# multiply-adds from which a product runs in parallel: below it, starting the threads costs
+# more than the work (as in the quantized kernels)
+PARALLEL_WORK = 1 << 20
 
 
 def _build():
@@ -146,8 +151,17 @@ def _build():
                 for i in range(m_cols):
                     o[i] += va * xa[i] + vb * xb[i]
 
+    def serial(fn):
+        """The same kernel without threads, under its own name (numba's disk cache keys
+        entries by name, so the two versions keep separate entries)."""
+        f = fn.py_func
+        g = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__,
+                               f.__closure__)
+        g.__qualname__ = f.__qualname__ + "_serial"
+        return nb.njit(**jit)(g)
+
     return {"compress": compress, "decompress": decompress, "gather": gather, "gemv": gemv,
-            "gemm_t": gemm_t}
+            "gemm_t": gemm_t, "gemv_serial": serial(gemv), "gemm_t_serial": serial(gemm_t)}
 
 
 def _k(name):
@@ -201,8 +215,12 @@ def gather(dense, meta):
 def _gemv(x, values, meta, out):
     cols = x.shape[0]
     planes = np.ascontiguousarray(x[:cols - cols % 8].reshape(-1, 8).T)
+    args = (x, planes, values, meta, out, values.dtype.type(0))
+    if values.size < PARALLEL_WORK:
+        _k("gemv_serial")(*args)
+        return
     with dynamic_chunks(values.shape[0]):      # a late thread costs one chunk of rows
-        _k("gemv")(x, planes, values, meta, out, values.dtype.type(0))
+        _k("gemv")(*args)
 
 
 def linear(x, values, meta, cols: int, out=None):
@@ -228,7 +246,9 @@ def linear(x, values, meta, cols: int, out=None):
     else:
         xt = np.ascontiguousarray(x.T)
         outt = np.empty((rows, m), values.dtype)
-        if outt.size:
+        if outt.size and values.size * m < PARALLEL_WORK:
+            _k("gemm_t_serial")(xt, values, meta, outt)
+        elif outt.size:
             with dynamic_chunks(rows):
                 _k("gemm_t")(xt, values, meta, outt)
         res = outt.T
