@@ -118,11 +118,11 @@ def function_point(name, n):
 def cell_point(shell, name, n):
     from nbaccel.magics import get_extension
     src = CELL_SOURCE[name]
+    shell.run_cell("import numpy as np", store_history=False)
     shell.user_ns["x"] = _inputs(name, n)[0]
     shell.run_cell(src, store_history=False)           # plain
     for _ in range(3):
         shell.run_cell("%%compile\n" + src, store_history=False)
-    get_extension(shell).last[1] and None
     ratios = []
     t_plain = None
     for _ in range(_rounds_for(0.01)):
@@ -136,7 +136,8 @@ def cell_point(shell, name, n):
         t_plain = p
         if p > 0.2:
             break
-    rep = get_extension(shell).last[1]
+    last = get_extension(shell).last
+    rep = last[1] if last else None
     return {"ratio": statistics.median(ratios), "lo": min(ratios), "hi": max(ratios), "plain": t_plain,
             "headline": getattr(rep, "speedup", None), "path": getattr(rep, "path", None)}
 
@@ -191,7 +192,4 @@ def markdown(results) -> str:
 
 
 if __name__ == "__main__":
-    import json
-    res = run("--quick" in sys.argv)
-    print(markdown(res))
-    json.dump(res, open("/dev/null", "w"))
+    print(markdown(run("--quick" in sys.argv)))

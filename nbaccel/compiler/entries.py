@@ -124,6 +124,17 @@ def _runs(fn, budget=0.02, most=7):
     return sorted(times)
 
 
+def compile_for_outputs(cf, graph, outputs):
+    """(program, constants) for ``graph`` computing only ``outputs``, or None when that
+    program could not be built (then the full one is used)."""
+    import copy
+    g = copy.copy(graph)
+    g.outputs = list(outputs)
+    entry = Entry(cf, g, None, "fwd")
+    prog, consts, _ = entry.program(g)
+    return None if isinstance(prog, EagerProgram) else (prog, consts)
+
+
 class GraphCache:
     def __init__(self, cf):
         self.cf = cf

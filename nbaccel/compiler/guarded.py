@@ -157,8 +157,8 @@ class GuardedReplays:
     def lookup(self, key):
         """The entry to replay for this call, or None (then the call traces)."""
         entry = self.entries.get(key)
-        if entry is None:
-            return None
+        if entry is None or entry.choice == "plain":    # running plainly is right whatever changed
+            return entry
         why = entry.failing_guard(self.cf.fn)
         if why is not None:
             del self.entries[key]
@@ -188,6 +188,7 @@ class GuardedReplays:
 
     def record(self, key, recorder, session, leaf_index, out, numpy_out, input_tracers=()):
         """After a traced call: keep its program for replay, or say why it cannot replay."""
+        from .entries import compile_for_outputs
         from .replay import record
         why = None
         rp = None
@@ -201,7 +202,8 @@ class GuardedReplays:
         elif getattr(session, "had_backward", False) or session.grad_escapes:
             why = "it records autograd history (use mode='reduce-overhead' for a training step)"
         else:
-            rp = record(session, leaf_index, out, numpy_out, key, local_writes_ok=True)
+            rp = record(session, leaf_index, out, numpy_out, key, local_writes_ok=True,
+                        prune=lambda g, outs: compile_for_outputs(self.cf, g, outs))
             if rp is None:
                 why = "its result cannot be rebuilt from the compiled program's outputs"
         if rp is not None:

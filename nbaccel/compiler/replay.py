@@ -71,10 +71,11 @@ class Replay:
         return self.out_tree(it)
 
 
-def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False):
+def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, prune=None):
     """A Replay for this call, or None when the call is not replayable. ``local_writes_ok``:
     the caller checked that in-place writes only touched values made inside the call (the
-    functional graph already holds their final values)."""
+    functional graph already holds their final values). ``prune(graph, outputs)`` compiles the
+    graph for fewer outputs, (program, constants), or None."""
     last = getattr(session, "last_run", None)
     if last is None or session.segment_index != 1 or session.breaks or session.grad_escapes \
             or (getattr(session, "mutated", False) and not local_writes_ok) \
@@ -103,6 +104,16 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False):
     tree = output_tree(out, tensor_leaf, outs)
     if tree is None:
         return None
+    if prune is not None:
+        used = sorted({i for kind, i, _ in outs if kind == "out"})
+        if len(used) < len(graph.outputs):
+            # the trace's program also gives values to every tracer still alive (views kept for
+            # aliasing, say); a replay needs only the returned ones: compile without the rest
+            pruned = prune(graph, [graph.outputs[i] for i in used])
+            if pruned is not None:
+                prog, consts = pruned
+                remap = {i: j for j, i in enumerate(used)}
+                outs = [(kind, remap[i], m) if kind == "out" else (kind, i, m) for kind, i, m in outs]
     return Replay(key, prog, consts, plan, outs, tree, numpy_out)
 
 
