@@ -1,7 +1,7 @@
 """Speed at every size: plain against compiled from 16² to 4096², as ``nb.compile`` and as
 ``%%compile`` cells (issue 20's size sweep).
 
-    python -m bench.sweep [--quick]
+    python -m bench.sweep [--quick] [--plot docs/img/size-sweep.png]
 
 Four workloads (gelu + row softmax, a Game of Life step written with slices and a boolean-mask
 write, a 20-op elementwise chain, a 3-layer MLP forward), each at sizes 16², 64², 256², 1024²
@@ -191,5 +191,31 @@ def markdown(results) -> str:
     return "\n".join(lines)
 
 
+def plot(results, path):
+    """Ratio plain / compiled against size, one line per workload (log-log), the 0.9 target."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sizes = results["sizes"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for kind, style in (("function", "-o"), ("cell", "--s")):
+        for name, pts in results.get(kind, {}).items():
+            ys = [pts[str(n)]["ratio"] for n in sizes]
+            ax.plot([n * n for n in sizes], ys, style, label=f"{name} ({'nb.compile' if kind == 'function' else '%%compile'})")
+    ax.axhline(results["target"], color="grey", lw=1, ls=":")
+    ax.axhline(1.0, color="black", lw=0.5)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("elements (16² … 4096²)")
+    ax.set_ylabel("plain time / compiled time")
+    ax.set_title("nbaccel against the plain code, by size (median of interleaved rounds)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 if __name__ == "__main__":
-    print(markdown(run("--quick" in sys.argv)))
+    res = run("--quick" in sys.argv)
+    print(markdown(res))
+    if "--plot" in sys.argv:           # python -m bench.sweep --plot docs/img/size-sweep.png
+        plot(res, sys.argv[sys.argv.index("--plot") + 1])
