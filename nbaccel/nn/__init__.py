@@ -15,6 +15,14 @@ from .modules import (  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .losses import BCELoss, BCEWithLogitsLoss, NLLLoss  # noqa: F401
 from . import parallel, utils  # noqa: F401,E402  (clip_grad_norm_, data_parallel, ...)
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell  # noqa: F401,E402
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401,E402
+                          TransformerEncoder, TransformerEncoderLayer)
+from .attention import NonDynamicallyQuantizableLinear as _NDQLinear  # noqa: E402
+from . import modules as _modules  # noqa: E402
+import types as _types  # noqa: E402
+# PyTorch's module path ``torch.nn.modules.linear`` (code names out_proj's class through it)
+_modules.linear = _types.SimpleNamespace(Linear=Linear, NonDynamicallyQuantizableLinear=_NDQLinear)
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401,E402
 from .pooling import (  # noqa: F401,E402
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)

@@ -21,6 +21,11 @@ from .module import Module
 from .modules import Linear, _empty
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """PyTorch's class of ``MultiheadAttention.out_proj``: a Linear (PyTorch's dynamic
+    quantization skips it by this type)."""
+
+
 def _rows(t, start, stop):
     """t[start:stop] along the first axis."""
     if "getitem" in OPS:
@@ -77,7 +82,8 @@ class MultiheadAttention(Module):
             self.in_proj_bias = _empty((3 * embed_dim,), device, dtype)
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
+                                                        device=device, dtype=dtype)
         self._reset_parameters()
 
     def _reset_parameters(self):

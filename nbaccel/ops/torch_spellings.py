@@ -245,3 +245,5 @@ defalias("multinomial", multinomial, methods="multinomial")
 
 
 from . import losses_binary  # noqa: E402,F401  (binary_cross_entropy and its logits form)
+
+from . import rnn_scan  # noqa: E402,F401  (the LSTM time loop as one op)
