@@ -3,8 +3,9 @@
 A :class:`KernelSlot` holds one fused kernel. Its NumPy version exists at once; its numba
 version compiles off the main thread (``backend="auto"``) or before the first call
 (``backend="numba"``, ``mode="max-autotune"``); each call uses the best version ready then.
-A :class:`Program` runs one scheduled graph (kernels, views and extern ops in order) and
-times every step, which is the placement data the report shows.
+A :class:`Program` runs one scheduled graph (kernels, views and extern ops in order) on one
+tier (:class:`CpuTier` here, ``triton_runtime.TritonTier``) and times every step, which is the
+placement data the report shows.
 """
 from __future__ import annotations
 
@@ -115,6 +116,10 @@ class KernelSlot:
     def source(self):
         return self.numba.source if self.numba is not None else self.np_source
 
+    def note(self):
+        """Why the kernel runs on NumPy (the report's note), or ''."""
+        return self.why_not_numba or (self.numba.error if self.numba and self.numba.error else "")
+
     def start(self, arrays):
         """Begin (or finish, when synchronous) the numba compile for these argument types."""
         nk = self.numba
@@ -148,32 +153,87 @@ class KernelSlot:
         self.seconds = time.perf_counter() - t0
 
 
-class Program:
-    """One scheduled graph, ready to run on concrete arrays of one shape signature."""
+class CpuTier:
+    """The CPU tiers of a :class:`Program`: every kernel has its NumPy version at once and,
+    where numba can build it, a numba version compiled off the main thread (``auto``) or
+    before the first call (``numba``, ``max-autotune``)."""
 
-    def __init__(self, graph, backend: str, mode: str, dynamic: bool):
+    device = "cpu"
+
+    def __init__(self, backend: str, mode: str):
+        self.label = backend
+        self.want_numba = backend in ("auto", "numba")
+        self.sync = backend == "numba" or mode == "max-autotune"
+
+    def slot(self, k: Kernel, name: str, dynamic: bool):
+        return KernelSlot(k, name, self.want_numba, dynamic, self.sync)
+
+    def on_inputs(self, arrays, pool):
+        """The arrays the program runs on, and what turns its results back (None: as they are)."""
+        return arrays, None
+
+    def load_seconds(self, slots):
+        return 0.0
+
+    def name(self, slots):
+        if not slots:
+            return "numpy"
+        states = [s.numba.state if s.numba is not None else "none" for s in slots.values()]
+        return "numba" if all(st == "ready" for st in states) else "numpy"
+
+    def wait(self, slots, timeout):
+        for slot in slots.values():
+            nk = slot.numba
+            if nk is not None and nk.future is not None:
+                nk.future.result(timeout)
+
+    def pending(self, slots):
+        return any(s.numba is not None and s.numba.state == "pending" for s in slots.values())
+
+    def jit_total(self, slots, jit_seconds):
+        return sum(s.numba.jit_seconds for s in slots.values() if s.numba is not None)
+
+    def jit_split(self, slots):
+        return jit_split.total(s.numba.jit_split for s in slots.values() if s.numba is not None)
+
+    def cache_state(self, slots):
+        nks = [s.numba for s in slots.values() if s.numba is not None and s.numba.state == "ready"]
+        if nks and all(nk.cache == "disk" for nk in nks):
+            return "disk"
+        return None
+
+    def report_device(self, device):
+        return device
+
+
+class Program:
+    """One scheduled graph, ready to run on concrete arrays of one shape signature, on one
+    tier: ``tier`` supplies the kernel slots, the report label, how inputs reach the device and
+    the compile state (:class:`CpuTier`; ``triton_runtime.TritonTier``). The graph program's
+    buffers, views and extern calls are the same code on every tier (``codegen/common.py``)."""
+
+    def __init__(self, graph, backend: str, mode: str, dynamic: bool, tier=None):
         t0 = time.perf_counter()
+        self.target = tier if tier is not None else CpuTier(backend, mode)
         self.graph = graph
         self.schedule = schedule(graph)
-        want_numba = backend in ("auto", "numba")
-        sync = backend == "numba" or mode == "max-autotune"
         self.slots = {}
         kernels = {}
         for s in self.schedule.steps:
             if isinstance(s, Kernel):
                 name = f"k{s.index}"
-                slot = KernelSlot(s, name, want_numba, dynamic, sync)
-                self.slots[s.index] = slot
-                kernels[name] = slot
-        self.source = common.render_program(self.schedule, {i: f"k{i}" for i in self.slots}, backend)
-        ns = common.program_namespace(self.schedule, kernels)
+                self.slots[s.index] = kernels[name] = self.target.slot(s, name, dynamic)
+        self.source = common.render_program(self.schedule, {i: f"k{i}" for i in self.slots}, self.target.label)
+        self.pool = common.BufferPool()
+        ns = common.program_namespace(self.schedule, kernels, self.pool)
         ns["extern"] = self._timed_extern(ns["extern"])
         exec(compile(self.source, "<nbaccel program>", "exec"), ns)   # noqa: S102 - our own code
         self.run_fn = ns["run"]
         self.extern_seconds: dict[int, float] = {}
-        self.codegen_seconds = time.perf_counter() - t0
-        self.jit_seconds = 0.0
+        self.jit_seconds = self.target.load_seconds(self.slots)
+        self.codegen_seconds = time.perf_counter() - t0 - self.jit_seconds
         self.last_seconds = 0.0
+        self.device = self.target.device
 
     def _timed_extern(self, extern):
         def timed(index, *arrays):
@@ -184,42 +244,35 @@ class Program:
         return timed
 
     def run(self, arrays):
+        arrays, back = self.target.on_inputs(arrays, self.pool)
         t0 = time.perf_counter()
         out = self.run_fn(arrays)
         self.last_seconds = time.perf_counter() - t0
-        return out
+        return out if back is None else back(out)
 
     def wait(self, timeout=None):
-        """Block until every numba kernel of this program has finished compiling."""
-        for slot in self.slots.values():
-            nk = slot.numba
-            if nk is not None and nk.future is not None:
-                nk.future.result(timeout)
+        """Block until every kernel of this program has finished compiling."""
+        self.target.wait(self.slots, timeout)
 
     def tier(self):
-        if not self.slots:
-            return "numpy"
-        states = [s.numba.state if s.numba is not None else "none" for s in self.slots.values()]
-        return "numba" if all(st == "ready" for st in states) else "numpy"
+        return self.target.name(self.slots)
 
     def pending(self):
-        return any(s.numba is not None and s.numba.state == "pending" for s in self.slots.values())
+        return self.target.pending(self.slots)
 
     def jit_total(self):
-        return sum(s.numba.jit_seconds for s in self.slots.values() if s.numba is not None)
+        return self.target.jit_total(self.slots, self.jit_seconds)
 
     def jit_split(self):
         """jit_total() divided into numba typing, lowering, LLVM, cache save and other."""
-        return jit_split.total(s.numba.jit_split for s in self.slots.values() if s.numba is not None)
+        return self.target.jit_split(self.slots)
 
     def cache_state(self):
         """'disk' when every numba kernel came from the disk cache without compiling."""
-        nks = [s.numba for s in self.slots.values() if s.numba is not None and s.numba.state == "ready"]
-        if nks and all(nk.cache == "disk" for nk in nks):
-            return "disk"
-        return None
+        return self.target.cache_state(self.slots)
 
     def kernels(self, device="cpu"):
+        device = self.target.report_device(device)
         out = []
         static = self.__dict__.setdefault("_kernel_text", {})   # (built once: every call reports)
         for s in self.schedule.steps:
@@ -229,8 +282,7 @@ class Program:
                     static[s.index] = (s.op_names(), s.ranges_text())
                 ops, ranges = static[s.index]
                 out.append({"name": s.name, "ops": list(ops), "ranges": ranges, "device": device,
-                            "backend": slot.backend, "seconds": slot.seconds,
-                            "note": slot.why_not_numba or (slot.numba.error if slot.numba and slot.numba.error else "")})
+                            "backend": slot.backend, "seconds": slot.seconds, "note": slot.note()})
             elif isinstance(s, ExternStep):
                 op = s.node.op
                 backend = op.extern_backend(s.node.params) if op.extern_backend else \

@@ -25,11 +25,9 @@ import numpy as np
 
 from . import cache
 from .codegen.common import array_module, inputs_array_module
-from .codegen import common
 from .codegen.triton import TritonUnsupported, render_kernel  # noqa: F401 - re-exported
 from .loops import Kernel
 from .runtime import Program, empty_reduction_error
-from .schedule import ExternStep, schedule
 
 INSTALL_HINT = "pip install 'nbaccel[gpu]'"
 _MODULES: dict[str, object] = {}
@@ -186,6 +184,9 @@ class TritonSlot:
     def source(self):
         return self.rendered.source
 
+    def note(self):
+        return "Triton interpreter" if self.mode == "interpret" else self.tune_note
+
     def candidates(self):
         """A small pruned launch space for an autotuner (at most 12): flat dicts of BLOCK_O
         (and BLOCK_R where the kernel loops over its reduction range), num_warps and
@@ -258,118 +259,62 @@ class TritonSlot:
             self.configure(**self._default)
 
 
-class _Pool(common.BufferPool):
-    """Output buffers of the inputs' array module (NumPy, or CuPy on a GPU)."""
+class TritonTier:
+    """The Triton tier of a :class:`~nbaccel.compiler.runtime.Program`: every fused kernel a
+    Triton kernel, on a GPU through CuPy or on the CPU through Triton's interpreter."""
 
-    def __init__(self):
-        super().__init__()
-        self.xp = np
+    label = "triton"
 
-    def __call__(self, key, n, dtype):
-        a = self.buffers.get((key, self.xp.__name__))
-        if a is not None and sys.getrefcount(a) <= 3:
-            return a
-        a = self.xp.empty(n, dtype=dtype)
-        self.buffers[(key, self.xp.__name__)] = a
-        return a
+    def __init__(self, mode: str):
+        self.run = run_mode()          # raises, naming what to install, where Triton cannot run
+        self.autotune = mode == "max-autotune"
+        self.device = "cpu (triton interpreter)" if self.run == "interpret" else "cuda:0"
 
+    def slot(self, k: Kernel, name: str, dynamic: bool):
+        return TritonSlot(k, name, self.run, autotune=self.autotune)
 
-def _flat(a):
-    xp = array_module(a)
-    return xp.ascontiguousarray(xp.asarray(a)).reshape(-1)
+    def on_inputs(self, arrays, pool):
+        """NumPy inputs on a GPU go to the device and, when every input was a NumPy array, the
+        results come back (the caller gets what the plain function would give)."""
+        host = [isinstance(a, np.ndarray) for a in arrays]
+        if self.device == "cuda:0" and any(host):
+            import cupy
+            pool.use(cupy)
+            arrays = [cupy.asarray(a) if h else a for a, h in zip(arrays, host)]
+            if not all(host):
+                return arrays, None
+            return arrays, lambda out: [cupy.asnumpy(o) if array_module(o) is cupy else o for o in out]
+        pool.use(inputs_array_module(arrays))
+        return arrays, None
 
+    def load_seconds(self, slots):
+        return sum(s.load_seconds for s in slots.values())
 
-def _strided(flat, shape, strides, offset):
-    xp = array_module(flat)
-    item = flat.itemsize
-    return xp.lib.stride_tricks.as_strided(flat[offset:] if flat.size else flat, shape,
-                                           tuple(s * item for s in strides))
+    def name(self, slots):
+        return "triton"
 
+    def wait(self, slots, timeout):
+        pass
 
-def _extern_for(sch):
-    by_index = {s.node.index: s.node for s in sch.steps if isinstance(s, ExternStep)}
+    def pending(self, slots):
+        return False
 
-    def extern(index, *arrays):
-        n = by_index[index]
-        xp = inputs_array_module(arrays)
-        out = xp.asarray(n.op.impl(xp, *arrays, **n.params))
-        return out if out.dtype == n.dtype.np else out.astype(n.dtype.np)
-    return extern
+    def jit_total(self, slots, jit_seconds):
+        return jit_seconds
+
+    def jit_split(self, slots):
+        """Triton compiles lazily at the first launch, inside jit_total: no numba split."""
+        return {}
+
+    def cache_state(self, slots):
+        return None
+
+    def report_device(self, device):
+        return "cuda:0" if self.device == "cuda:0" else device
 
 
 class TritonProgram(Program):
     """A scheduled graph whose kernels all run on Triton (see the module docstring)."""
 
     def __init__(self, graph, backend: str, mode: str, dynamic: bool):
-        t0 = time.perf_counter()
-        run = run_mode()
-        self.graph = graph
-        self.schedule = schedule(graph)
-        self.slots = {}
-        kernels = {}
-        for s in self.schedule.steps:
-            if isinstance(s, Kernel):
-                name = f"k{s.index}"
-                self.slots[s.index] = kernels[name] = TritonSlot(s, name, run, autotune=mode == "max-autotune")
-        self.source = common.render_program(self.schedule, {i: f"k{i}" for i in self.slots}, "triton")
-        self.pool = _Pool()
-        ns = {"np": np, "flat": _flat, "strided": _strided, "alloc": self.pool,
-              "extern": self._timed_extern(_extern_for(self.schedule)),
-              "DT": {n.index: n.dtype.np for n in self.schedule.graph.nodes}}
-        ns.update(kernels)
-        exec(compile(self.source, "<nbaccel program>", "exec"), ns)   # noqa: S102 - our own code
-        self.run_fn = ns["run"]
-        self.extern_seconds: dict[int, float] = {}
-        self.jit_seconds = sum(s.load_seconds for s in self.slots.values())
-        self.codegen_seconds = time.perf_counter() - t0 - self.jit_seconds
-        self.last_seconds = 0.0
-        self.device = "cpu (triton interpreter)" if run == "interpret" else "cuda:0"
-
-    def run(self, arrays):
-        host = [isinstance(a, np.ndarray) for a in arrays]
-        if self.device == "cuda:0" and any(host):
-            # NumPy inputs on a GPU: to the device and, when every input was a NumPy array,
-            # the results back (the caller gets what the plain function would give)
-            import cupy
-            arrays = [cupy.asarray(a) if h else a for a, h in zip(arrays, host)]
-            self.pool.xp = cupy
-            out = super().run(arrays)
-            return [cupy.asnumpy(o) if all(host) and array_module(o) is cupy else o for o in out]
-        self.pool.xp = inputs_array_module(arrays)
-        return super().run(arrays)
-
-    def wait(self, timeout=None):
-        pass
-
-    def tier(self):
-        return "triton"
-
-    def pending(self):
-        return False
-
-    def jit_total(self):
-        return self.jit_seconds
-
-    def jit_split(self):
-        """Triton compiles lazily at the first launch, inside jit_total: no numba split."""
-        return {}
-
-    def cache_state(self):
-        return None
-
-    def kernels(self, device="cpu"):
-        device = "cuda:0" if self.device == "cuda:0" else device
-        out = []
-        for s in self.schedule.steps:
-            if isinstance(s, Kernel):
-                slot = self.slots[s.index]
-                out.append({"name": s.name, "ops": s.op_names(), "ranges": s.ranges_text(), "device": device,
-                            "backend": "triton", "seconds": slot.seconds,
-                            "note": "Triton interpreter" if slot.mode == "interpret" else slot.tune_note})
-            elif isinstance(s, ExternStep):
-                op = s.node.op
-                backend = op.extern_backend(s.node.params) if op.extern_backend else \
-                    "blas" if op.name == "matmul" else "numpy"
-                out.append({"name": s.name, "ops": [op.name], "device": device, "backend": backend,
-                            "seconds": self.extern_seconds.get(s.node.index, 0.0)})
-        return out
+        super().__init__(graph, backend, mode, dynamic, tier=TritonTier(mode))

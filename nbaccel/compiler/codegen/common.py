@@ -29,6 +29,9 @@ def inputs_array_module(arrays):
     """The array module of a graph's inputs: CuPy when any is a CuPy array, else NumPy."""
     return next((array_module(a) for a in arrays if hasattr(a, "dtype")), np)
 
+# The graph program's helpers, written once against the buffers' array module (NumPy on the
+# CPU, CuPy on a GPU): every tier's program calls these.
+
 def strided(flat, shape, strides, offset):
     """A view of a flat buffer: ``strides`` in elements; size-1 axes broadcast."""
     n, expect = 1, 1      # a C-contiguous layout is a reshape (as_strided costs ~8 µs a call)
@@ -47,13 +50,14 @@ def strided(flat, shape, strides, offset):
             return np.ndarray(shape, flat.dtype, flat, offset * item, byte_strides)
         except (ValueError, TypeError):
             pass
-    return np.lib.stride_tricks.as_strided(flat[offset:] if flat.size else flat, shape, byte_strides)
+    xp = np if type(flat) is np.ndarray else array_module(flat)
+    return xp.lib.stride_tricks.as_strided(flat[offset:] if flat.size else flat, shape, byte_strides)
 
 
 def flat(a):
     """A contiguous 1-D view (a copy only for a non-contiguous input)."""
-    a = np.asarray(a)
-    return np.ascontiguousarray(a).reshape(-1)
+    xp = np if type(a) is np.ndarray else array_module(a)
+    return xp.ascontiguousarray(xp.asarray(a)).reshape(-1)
 
 
 # -- dtype rules of one expression (the op table's operand classes, ops/registry.py) -----------
@@ -167,16 +171,15 @@ def _step_inputs(s):
 
 
 def make_extern(sch):
-    """extern(index, *arrays): run node ``index`` through its op's eager implementation."""
+    """extern(index, *arrays): run node ``index`` through its op's eager implementation, on
+    the array module of its arguments."""
     by_index = {s.node.index: s.node for s in sch.steps if isinstance(s, ExternStep)}
 
     def extern(index, *arrays):
         n = by_index[index]
-        out = n.op.impl(np, *arrays, **n.params)
-        out = np.asarray(out)
-        if out.dtype != n.dtype.np:
-            out = out.astype(n.dtype.np)
-        return out
+        xp = inputs_array_module(arrays)
+        out = xp.asarray(n.op.impl(xp, *arrays, **n.params))
+        return out if out.dtype == n.dtype.np else out.astype(n.dtype.np)
     return extern
 
 
@@ -187,20 +190,28 @@ class BufferPool:
     fused kernel's work, and the spread of those costs made run times bimodal."""
 
     def __init__(self):
-        self.buffers: dict[int, np.ndarray] = {}
+        self.xp = np
+        self.by_module = {np.__name__: {}}
+        self.buffers: dict[int, np.ndarray] = self.by_module[np.__name__]
+
+    def use(self, xp):
+        """Allocate with ``xp`` (NumPy or CuPy) from now on; each module keeps its own buffers."""
+        if xp is not self.xp:
+            self.xp = xp
+            self.buffers = self.by_module.setdefault(xp.__name__, {})
 
     def __call__(self, key, n, dtype):
         a = self.buffers.get(key)
         # references: the pool's, this local, getrefcount's argument; any more is a live view
         if a is not None and sys.getrefcount(a) <= 3:
             return a
-        a = np.empty(n, dtype=dtype)
+        a = self.xp.empty(n, dtype=dtype)
         self.buffers[key] = a
         return a
 
 
-def program_namespace(sch, kernels: dict):
-    ns = {"np": np, "flat": flat, "strided": strided, "extern": make_extern(sch), "alloc": BufferPool(),
+def program_namespace(sch, kernels: dict, pool: BufferPool):
+    ns = {"np": np, "flat": flat, "strided": strided, "extern": make_extern(sch), "alloc": pool,
           "DT": {n.index: n.dtype.np for n in sch.graph.nodes}}
     ns.update(kernels)
     return ns
