@@ -42,7 +42,9 @@ def compiled(source, key, backend):
         scope = {"op": _op, "dt": D.dtype, "np": np}
         exec(compile(source, f"<nbaccel dask stage {key}>", "exec"), scope)
         # chunks differ in size (edge blocks, uneven chunks): sizes are symbols from the start
-        cf = fns[key] = nb.compile(scope["stage"], backend=backend, dynamic=True)
+        # a stage is pure (its inputs in, arrays out): "reduce-overhead" replays it on a chunk of
+        # known metadata without tracing again, and never times a plain run of it
+        cf = fns[key] = nb.compile(scope["stage"], backend=backend, dynamic=True, mode="reduce-overhead")
         cf.recompile_limit = 64
     return cf
 
