@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[jupyter,test,bench,dask]'
+	$(BIN)/python -m pip install -q -e '.[jupyter,test,bench,dask,distributed]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 # Debian's Chromium for the browser test (Playwright drives it; no browser download).

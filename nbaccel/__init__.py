@@ -54,6 +54,10 @@ from . import export  # noqa: E402,F401  (nb.export(fn, *args, dynamic_shapes=..
 from . import amp  # noqa: E402,F401  (nb.amp.autocast, GradScaler: bfloat16 on the CPU)
 from .torch_compat import *  # noqa: E402,F401,F403  (PyTorch spellings: long, LongTensor, cuda, ...)
 from . import utils  # noqa: E402,F401  (nbaccel.utils.data: Dataset, DataLoader, samplers)
+# nbaccel.distributed (checkpoint on zarr, DataParallel on Dask; both imported when used) takes
+# the place of torch_compat's one-process torch.distributed namespace and keeps its answers
+import importlib as _importlib  # noqa: E402
+distributed = _importlib.import_module(".distributed", __name__)  # noqa: E402
 
 
 def __getattr__(name):
