@@ -121,9 +121,16 @@ def _wrap_result(r):
 _LIST_RESULTS = {"split", "array_split", "hsplit", "vsplit", "dsplit"}
 
 
+_PLAIN_TYPES = (Tensor, int, float, bool, complex, str, list, tuple, type(None))
+
+
 def _untraced(x):
-    """A value nbaccel never traces: an ndarray subclass (masked array, matrix) or an array of a
-    dtype nbaccel lacks (datetime64, object, str, structured)."""
+    """A value nbaccel never traces: an ndarray subclass (masked array, matrix), an array of a
+    dtype nbaccel lacks (datetime64, object, str, structured), or another library's array
+    (pandas, xarray, scipy.sparse, any object with ``__array_function__`` / ``__array_ufunc__``:
+    NumPy's own function gives it what it expects). Dask arrays have their own path."""
+    if isinstance(x, _PLAIN_TYPES):
+        return False
     if isinstance(x, _np.ndarray) and type(x) is not _np.ndarray:
         return True
     if isinstance(x, (_np.ndarray, _np.generic)):
@@ -131,7 +138,13 @@ def _untraced(x):
             D.dtype(x.dtype)
         except TypeError:
             return True
-    return False
+        return False
+    t = type(x)
+    mod = t.__module__ or ""
+    if mod.startswith("dask"):
+        return False
+    return (hasattr(t, "__array_function__") or hasattr(t, "__array_ufunc__")
+            or mod.startswith("scipy.sparse"))
 
 
 def _untraced_input(args, kwargs):

@@ -126,6 +126,8 @@ class CellRuns:
             inside = fn.startswith(_PKG_DIR)
             break
         mentions = "Tensor" in str(exc) or "tensor" in str(exc) or "nbaccel" in str(exc)
+        if not (inside or mentions):         # other code failed on a Tensor it was handed
+            inside = _tensor_reached_other_code(exc.__traceback__, entry.filename)
         if inside or mentions:
             where = ""
             if exc.__traceback__ is not None:
@@ -173,6 +175,25 @@ class CellRuns:
 def safety_net_disabled() -> bool:
     """Test mode (``nb.config["test_mode"] = True``): an internal failure is raised, not hidden."""
     return bool(capi.config.get("test_mode"))
+
+
+def _tensor_reached_other_code(tb, filename):
+    """True when a frame after the cell's own (in a library the cell called, or in an operator
+    of another library's object) holds a Tensor: the plain cell would have handed it NumPy
+    values, so the failure is nbaccel's (``scipy_matrix @ np.ones(3)``)."""
+    past_cell = False
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == filename:
+            past_cell = True
+        elif past_cell and not code.co_filename.startswith(_PKG_DIR):
+            try:
+                if any(isinstance(v, Tensor) for v in tb.tb_frame.f_locals.values()):
+                    return True
+            except Exception:   # pragma: no cover - a frame whose locals cannot be read
+                pass
+        tb = tb.tb_next
+    return False
 
 
 def _frames(tb):
