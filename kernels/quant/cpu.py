@@ -332,9 +332,12 @@ def _prepare_x(x, k):
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[1] != k:
         raise ValueError(f"activation must be [M, {k}], got shape {x.shape}")
-    if x.dtype not in (np.float32, np.float64):
+    if x.dtype != _F32 and x.dtype != _F64:
         raise TypeError(f"activation must be float32 or float64, got {x.dtype}")
-    return np.ascontiguousarray(x)
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def _add_bias(out, bias):

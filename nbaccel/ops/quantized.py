@@ -26,14 +26,20 @@ MODES = ("int8", "int4", "int8-dynamic")
 ACTIVATION_DTYPES = (D.float32, D.float64)
 
 
+_KERNEL_MODULES = {}    # array module -> kernel module, looked up once (a layer call is ~µs)
+
+
 def _kernels(xp):
     """The kernel module for an array module: numba on NumPy arrays, Triton on CuPy ones."""
-    import numpy as np
-    if xp is np:
-        from nbaccel_kernels.quant import cpu
-        return cpu
-    from nbaccel_kernels.quant import triton
-    return triton
+    kern = _KERNEL_MODULES.get(xp)
+    if kern is None:
+        import numpy as np
+        if xp is np:
+            from nbaccel_kernels.quant import cpu as kern
+        else:
+            from nbaccel_kernels.quant import triton as kern
+        _KERNEL_MODULES[xp] = kern
+    return kern
 
 
 def _split_rest(rest, zeros, bias):
@@ -98,14 +104,14 @@ def _linear_impl(xp, x, qdata, scale, *rest, mode, group_size, zeros, bias):
     z, b = _split_rest(rest, zeros, bias)
     kern = _kernels(xp)
     lead = x.shape[:-1]
-    x2 = x.reshape(math.prod(lead), x.shape[-1])
+    x2 = x if x.ndim == 2 else x.reshape(math.prod(lead), x.shape[-1])
     if mode == "int8":
         y = kern.int8_weight_only_matmul(x2, qdata, scale, b)
     elif mode == "int4":
         y = kern.int4_weight_only_matmul(x2, qdata, scale, z, group_size, b)
     else:
         y = kern.int8_dynamic_matmul(x2, qdata, scale, b)
-    return y.reshape(lead + (y.shape[-1],))
+    return y if x.ndim == 2 else y.reshape(lead + (y.shape[-1],))
 
 
 def _linear_grad(g, out, x, qdata, scale, *rest, mode, group_size, zeros, bias):
