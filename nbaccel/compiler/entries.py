@@ -98,12 +98,16 @@ class Entry:
     def timings(self, graph, inputs, prog, consts):
         """(eager runs, compiled runs): both timed the same way, warm, several runs each
         (as %timeit does), once per entry. Each list is sorted, best first."""
+        # per input shapes: a dynamic entry serves every size, and each size has its own times
+        sig = tuple(tuple(getattr(a, "shape", ())) for a in inputs)
         if self._timings is None:
+            self._timings = {}
+        if sig not in self._timings:
             eager = _runs(lambda: interpret(graph, inputs))
             compiled = _runs(lambda: prog.run(inputs + consts))
             self.eager_seconds = eager[0]
-            self._timings = (eager, compiled)
-        return self._timings
+            self._timings[sig] = (eager, compiled)
+        return self._timings[sig]
 
 
 def _runs(fn, budget=0.02, most=7):
