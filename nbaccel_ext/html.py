@@ -232,7 +232,7 @@ def render_text(report: dict, stable: bool = False) -> str:
         lines.append(f"nbaccel · {name} — {head}")
     if r.get("fallback"):
         lines.append(f"ran plainly: {_str(r.get('fallback'))}")
-    elif r.get("path") in ("cheap", "mixed") and r.get("path_reason"):
+    elif r.get("path") in ("cheap", "mixed", "dask") and r.get("path_reason"):
         lines.append(f"path: {_str(r.get('path'))} — {_str(r.get('path_reason'))}")
     status = _status_bits(r, stable)
     if not stable and _num(r.get("compile_seconds")) is not None:
@@ -338,7 +338,7 @@ def _html_header(r: dict, stable: bool) -> list[str]:
     out = [f'<div style="font-weight:600">nbaccel · {_e(r.get("name") or "compiled call")}</div>']
     if r.get("fallback"):
         out.append(f'<div style="color:{_MUTED}">ran plainly: {_e(r.get("fallback"))}</div>')
-    elif r.get("path") in ("cheap", "mixed") and r.get("path_reason"):
+    elif r.get("path") in ("cheap", "mixed", "dask") and r.get("path_reason"):
         out.append(f'<div style="color:{_MUTED}">path: {_e(r.get("path"))} — {_e(r.get("path_reason"))}</div>')
     if not stable:
         sp = _speedup(r)

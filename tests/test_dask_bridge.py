@@ -217,3 +217,46 @@ def test_task_count_counts_after_fusion():
     x = rand((40, 40), (10, 40))
     y = (x + 1) * 2
     assert task_count([y]) == 8          # 4 from_array getters + 4 tasks: both ops fused into one
+
+
+# -- %%compile cells on Dask arrays (the contract: same names, types, values, output) -------------
+@pytest.fixture
+def ip():
+    pytest.importorskip("IPython")
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "nbaccel")
+    shell.user_ns.update(np=np)
+    yield shell
+    for k in ("x", "y", "z", "n", "s"):
+        shell.user_ns.pop(k, None)
+
+
+def _cell(ip, src, **ns):
+    ip.user_ns.update(ns)
+    with dask.config.set(scheduler=_never_compute):
+        res = ip.run_cell("%%compile --report none\n" + src)
+    assert res.success, res.error_in_exec
+    return res
+
+
+def test_cell_results_stay_lazy_and_match_the_plain_cell(ip, capsys):
+    x = rand((40, 30), (15, 30))
+    _cell(ip, "y = np.tanh(x * 2 + 1).sum(axis=0)\nz = x - x.mean(0)\nn = x.shape[0]\n", x=x)
+    y, z, n = (ip.user_ns[k] for k in ("y", "z", "n"))
+    assert isinstance(y, da.Array) and isinstance(z, da.Array) and n == 40 and type(n) is int
+    np.testing.assert_allclose(y.compute(), np.tanh(x * 2 + 1).sum(axis=0).compute(), rtol=1e-5)
+    np.testing.assert_allclose(z.compute(), (x - x.mean(0)).compute(), rtol=1e-5, atol=1e-6)
+    assert z.chunks == (x - x.mean(0)).chunks
+    ip.run_line_magic("nbaccel", "report")
+    assert "Dask: 3 compiled stages" in capsys.readouterr().out
+
+
+def test_a_cell_that_is_not_chunk_work_runs_as_the_plain_cell(ip, capsys):
+    x = rand((40, 30), (15, 30))
+    res = _cell(ip, "y = np.cumsum(x, axis=0)\nprint(type(y).__name__)\ny.shape\n", x=x)
+    assert capsys.readouterr().out.count("Array") == 1      # printed once: by the plain run
+    assert res.result == (40, 30)
+    assert isinstance(ip.user_ns["y"], da.Array)
+    np.testing.assert_allclose(ip.user_ns["y"].compute(), np.cumsum(x, axis=0).compute(), rtol=1e-5)
