@@ -105,3 +105,47 @@ def test_argmax_and_argmin_fuse_and_match_numpy_ties_and_nans(backend, dtype):
         out, ref = cf(x), fn(x)
         assert out.dtype == ref.dtype and out.shape == ref.shape and np.array_equal(out, ref)
         assert len(cf.report.kernels) == 1
+
+
+def test_kernel_passes_plan_the_reductions():
+    """The reduction plan is a property of the kernel (kernel_passes.py), not of a renderer:
+    equal reductions are one pass, softmax over axis 0 pairs its max with its sum of exp, the
+    centred sum of squares pairs with the sum it is centred on."""
+    from nbaccel.compiler import kernel_passes as kp
+    from nbaccel.compiler.schedule import schedule
+
+    def kernel(fn, *args):
+        cf = nb.compile(fn, backend="numpy")
+        cf(*args)
+        entry = next(iter(cf.cache.entries.values()))
+        prog = next(iter(entry.programs.values()))
+        (k,) = [s for s in schedule(prog.graph).steps if hasattr(s, "reductions")]
+        return k
+
+    x = rng.random((6, 8), dtype=np.float32)
+    k = kernel(lambda x: ((x - x.mean(0)) / x.std(0), x.mean(0)), x)
+    plan = kp.reduction_plan(k)
+    assert [s.kind for s in plan] == ["shifted_moments", "same"], plan
+    assert len(kp.duplicates(k)) == 1 and [s.kind for s in kp.reduction_plan(k, pairs=False)].count("same") == 1
+    k = kernel(lambda x: np.exp(x - x.max(0)) / np.exp(x - x.max(0)).sum(0), x)
+    assert [s.kind for s in kp.reduction_plan(k)] == ["online_softmax"]
+    assert [len(g) for g in kp.phases(k)] == [1, 1]
+    dims = kp.merge_dims(k, [lay for lay in (leaf.layout for leaf in k.loads())])
+    assert dims.sizes == [6, 8] and dims.red == [True, False]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_equal_reductions_are_computed_once_on_every_tier(backend):
+    """x.mean(0) and the mean inside x.std(0) are one sum in the generated code of each tier."""
+    x = rng.random((6, 8), dtype=np.float32)
+    fn = lambda x: ((x - x.mean(0)) / x.std(0), x.mean(0))      # noqa: E731
+    ks, _ = run(fn, x, backend=backend)
+    cf = nb.compile(fn, backend=backend)
+    cf(x)
+    entry = next(iter(cf.cache.entries.values()))
+    prog = next(iter(entry.programs.values()))
+    (slot,) = prog.slots.values()
+    assert len(slot.k.reductions) == 3
+    spelled = {"numpy": "np.add.reduce(", "triton": "tl.sum(", "numba": "+= "}[backend]
+    src = slot.np_source if backend == "numpy" else slot.source
+    assert src.count(spelled) == 2, src

@@ -11,7 +11,8 @@ rules), the same for every tier.
   together: max(X) with sum(exp(X - max)) (an *online softmax*) and sum(X) with
   sum((X - M)^2), M a value computed from sum(X) (*shifted moments* for var/std);
 * :func:`phases`: reductions grouped into passes, each needing only earlier ones (softmax:
-  the max, then the sum of exp(x - max));
+  the max, then the sum of exp(x - max)); :func:`duplicates` names the reductions that equal an
+  earlier one (every tier computes each value once);
 * :func:`merge_dims`: size-1 dimensions dropped and neighbours every layout walks as one run
   merged (a contiguous elementwise kernel indexes with one flat index);
 * :func:`invariant_along`, :func:`invariant_roots`, :func:`reciprocal_divisors`: the values
@@ -90,6 +91,12 @@ def reduction_plan(k: Kernel, pairs: bool = True) -> list[Step]:
                 first[signature(partner)] = partner
         first[sig] = r
     return steps
+
+
+def duplicates(k: Kernel) -> dict:
+    """{id(r): the earlier equal reduction} for every reduction that computes the same value as
+    an earlier one of the kernel (its accumulator is the earlier one's)."""
+    return {id(st.r): st.partner for st in reduction_plan(k, pairs=False) if st.kind == "same"}
 
 
 def _is_sum(r):

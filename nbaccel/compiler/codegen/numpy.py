@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 
+from ..kernel_passes import duplicates
 from ..loops import Expr, Kernel
 from .common import literal, small_power, strided
 
@@ -176,7 +177,11 @@ class _Renderer:
         k = self.k
         memo, accs = {}, {}
         dom = k.domain
+        same = duplicates(k)       # an equal earlier reduction: its result serves
         for r in k.reductions:
+            if id(r) in same:
+                accs[id(r)] = accs[id(same[id(r)])]
+                continue
             code, shape = self.expr(r.src, memo, accs)
             shape = (1,) * (len(dom) - len(shape)) + shape
             full = tuple(dom[a] if a in k.axes else s for a, s in enumerate(shape))

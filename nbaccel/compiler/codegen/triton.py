@@ -28,7 +28,7 @@ from ... import dtypes as D
 from ..loops import Expr, Kernel
 from . import triton_syntax as S
 from .common import operand_dtype, small_power, weak_dtype
-from ..kernel_passes import merge_dims, phases
+from ..kernel_passes import duplicates, merge_dims, phases
 from .triton_reduce import ReductionPasses
 from .triton_syntax import buf, const_text, float_text, fits, half_round, reg, sqrt_fn
 
@@ -368,7 +368,8 @@ class _Renderer(ReductionPasses):
         self.emit(pad, "zo = o * 0")
         self.decode(self.kept, "o", pad)
         ar = "tl.arange(0, BLOCK_R)[None, :]" + (".to(tl.int64)" if self.wide else "")
-        groups = phases(k)
+        same = duplicates(k)          # an equal earlier reduction: its accumulator serves
+        groups = [g for g in ([r for r in group if id(r) not in same] for group in phases(k)) if g]
         elems = [st for st in k.stores if not st.per_outer]
         accs = {}
         if self.single:
@@ -377,6 +378,7 @@ class _Renderer(ReductionPasses):
             for group in groups:
                 for r in group:
                     self.reduce_block(r, memo, pad, accs)
+                _share(same, accs)
             for st in elems:
                 self.store(st.node, self.expr(st.expr, "full", memo, pad, accs), st.expr.dtype, "full", pad)
         else:
@@ -391,6 +393,7 @@ class _Renderer(ReductionPasses):
                     self.update_acc(r, memo, inner, accs)
                 for r in group:
                     self.finish_acc(r, pad, accs)
+                _share(same, accs)
             if elems:
                 inner = pad + "    "
                 self.emit(pad, "for r0 in range(0, n_red, BLOCK_R):")
@@ -436,6 +439,13 @@ class _Renderer(ReductionPasses):
         head = S.HEADER + target + (S.LIBDEVICE_IMPORT if self.uses_libdevice else "") + S.HELPERS
         doc = f"    # {k.name} {k.ranges_text()}: {', '.join(dict.fromkeys(k.op_names()))}"
         return "\n".join([head, "", "@triton.jit", f"def {name}({sig}):", doc] + self.lines) + "\n"
+
+
+def _share(same, accs):
+    """Each duplicate reduction reads the accumulator of the equal one computed before it."""
+    for rid, first in same.items():
+        if id(first) in accs:
+            accs[rid] = accs[id(first)]
 
 
 class Rendered:
