@@ -1,0 +1,253 @@
+"""``DataParallel``: a replica of the model on every Dask worker, one global step at a time.
+
+>>> dp = nb.distributed.DataParallel(model, opt, client=client)        # doctest: +SKIP
+>>> loss = dp.step(F.mse_loss, X, Y)        # the batch split over the workers  # doctest: +SKIP
+
+A step scatters the worker's rows of the batch to each replica (a Dask actor pinned to its
+worker), which runs the compiled forward + backward; the driver averages the flat gradients
+(weighted by shard size, so a mean loss gives exactly the single-process gradient) and sends
+the same average to every replica, which applies the optimizer. Nothing runs on a runtime of
+our own: Dask moves the arrays, nbaccel computes.
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import numpy as np
+
+from .sharded import _chunk_bounds
+
+
+class WorkerLostError(RuntimeError):
+    """A worker holding a replica died: training stopped (or resumed, with ``resume=True``)."""
+
+
+class _RemoteTensor:
+    """A tensor of the replicas' state, written into a checkpoint by the workers: worker ``i``
+    writes row block ``i`` (``checkpoint.save`` calls ``writer.write_shards``)."""
+
+    def __init__(self, writer, path, shape, dtype_name, boxes):
+        self.writer, self.path, self.shape, self.dtype_name, self.boxes = writer, path, shape, dtype_name, boxes
+
+    def __nbaccel_checkpoint__(self):
+        return self
+
+    def __repr__(self):
+        return f"RemoteTensor(shape={self.shape}, dtype={self.dtype_name}, on {len(self.boxes)} workers)"
+
+
+class DataParallel:
+    """``DataParallel(model, optimizer, client=client, workers=None, compile_mode="default",
+    resume=False)``: one replica of ``model`` and ``optimizer`` on each worker of ``client``
+    (or on ``workers``, a list of addresses).
+
+    * ``step(loss_fn, inputs, targets)`` runs one global step and returns the mean loss.
+    * ``replicas_identical()`` compares every replica's parameters bit for bit.
+    * ``module`` is the driver's ``model`` holding the trained parameters.
+    * ``state_dict()`` is ``{"model": ..., "optim": ...}`` for ``checkpoint.save``; the workers
+      write it. With ``resume=True`` a lost worker makes the next step rebuild the replicas on
+      the workers that are up, from the last checkpoint saved through this object, and redo
+      the step (with a warning); otherwise it raises :class:`WorkerLostError`.
+    * ``report()``: steps per second, time computing against communicating, the workers.
+    """
+
+    def __init__(self, model, optimizer, client=None, workers=None, compile_mode: str | None = "default",
+                 resume: bool = False):
+        from distributed import get_client
+        self.client = client if client is not None else get_client()
+        self._model, self._optimizer = model, optimizer
+        self.compile_mode = compile_mode
+        self.resume = resume
+        self._requested = list(workers) if workers is not None else None
+        self._last_checkpoint = None
+        self._loss_fn = None
+        self._broken = None
+        self.steps = 0
+        self._times = []              # (wall, max compute) per step
+        self._start_replicas(self._workers_now())
+
+    # -- replicas ---------------------------------------------------------------------------------
+    def _workers_now(self):
+        workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"]) if self._requested is None \
+            else self._requested
+        if not workers:
+            raise RuntimeError("DataParallel: the client has no workers")
+        return workers
+
+    def _start_replicas(self, workers, checkpoint_id=None):
+        from .replica import Replica
+        self.workers = list(workers)
+        futures = [self.client.submit(Replica, (self._model, self._optimizer), self.compile_mode,
+                                      actor=True, workers=[w], allow_other_workers=False, pure=False)
+                   for w in self.workers]
+        self._futures = futures          # keep the actors alive
+        self.replicas = [f.result() for f in futures]
+        self._loss_fn = None
+        if checkpoint_id is not None:
+            self._all(lambda r: r.load_checkpoint(checkpoint_id))
+
+    def _all(self, call):
+        """Call ``call(replica)`` on every replica at once; their results, or WorkerLostError."""
+        try:
+            pending = [call(r) for r in self.replicas]
+            return [p.result() for p in pending]
+        except Exception as e:            # a dead worker surfaces as a comm or actor error
+            alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+            lost = [w for w in self.workers if w not in alive]
+            if not lost and not _is_comm_error(e):
+                raise
+            self._broken = (lost or self.workers, e)
+            raise WorkerLostError(
+                f"DataParallel: worker {', '.join(lost) or '(unknown)'} holding a replica was lost at "
+                f"step {self.steps + 1} ({type(e).__name__}: {e}). The replicas can no longer stay "
+                "identical, so training stopped; pass resume=True (and save checkpoints with "
+                "checkpoint.save(dp.state_dict(), ...)) to restart from the last checkpoint") from e
+
+    def _recover(self):
+        lost, err = self._broken
+        if not self.resume or self._last_checkpoint is None:
+            why = "resume=False" if not self.resume else "no checkpoint was saved from this DataParallel"
+            raise WorkerLostError(f"DataParallel: stopped after worker {', '.join(lost)} was lost "
+                                  f"({why}); build a new DataParallel") from err
+        deadline = time.monotonic() + 60
+        while True:                       # a nanny restarts a killed worker under a new address
+            workers = self._workers_now() if self._requested is None else \
+                [w for w in self._requested if w in self.client.scheduler_info(n_workers=-1)["workers"]]
+            if len(workers) >= len(self.workers) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        path, step = self._last_checkpoint
+        warnings.warn(f"DataParallel: worker {', '.join(lost)} was lost; resumed on {len(workers)} "
+                      f"workers from the checkpoint of step {step} ({path}); steps after it are redone",
+                      RuntimeWarning, stacklevel=3)
+        self._broken = None
+        self._start_replicas(workers, checkpoint_id=path)
+        self.steps = step
+
+    # -- training ---------------------------------------------------------------------------------
+    def step(self, loss_fn, inputs, targets) -> float:
+        """One global step: each worker's rows of ``inputs`` / ``targets`` through
+        ``loss_fn(model(rows), targets_rows)`` and backward; gradients averaged over the
+        workers; the same optimizer update on every replica. Returns the mean loss."""
+        if self._broken is not None:
+            self._recover()
+        try:
+            return self._step(loss_fn, inputs, targets)
+        except WorkerLostError:
+            if not self.resume:
+                raise
+        self._recover()                   # resume=True: from the last checkpoint, then redo
+        return self._step(loss_fn, inputs, targets)
+
+    def _step(self, loss_fn, inputs, targets):
+        x, y = np.asarray(inputs), np.asarray(targets)
+        if len(x) != len(y):
+            raise ValueError(f"DataParallel.step: {len(x)} inputs but {len(y)} targets")
+        if len(x) < len(self.replicas):
+            raise ValueError(f"DataParallel.step: a batch of {len(x)} cannot be split over "
+                             f"{len(self.replicas)} workers")
+        t0 = time.perf_counter()
+        if loss_fn is not self._loss_fn:
+            self._all(lambda r: r.set_loss_fn(loss_fn))
+            self._loss_fn = loss_fn
+        bounds = _even_bounds(len(x), len(self.replicas))
+        weights = np.array([(hi - lo) / len(x) for lo, hi in bounds])
+        shards = iter(bounds)
+        out = self._all(lambda r: r.grads(*(lambda lo, hi: (x[lo:hi], y[lo:hi]))(*next(shards))))
+        losses, grads, compute = zip(*out)
+        avg = grads[0] * weights[0]
+        for g, w in zip(grads[1:], weights[1:]):
+            avg = avg + g * w
+        avg = avg.astype(grads[0].dtype, copy=False)
+        applied = self._all(lambda r: r.apply(avg))
+        wall = time.perf_counter() - t0
+        self._times.append((wall, max(c + a for c, a in zip(compute, applied)), len(x)))
+        self.steps += 1
+        return float(np.dot(weights, losses))
+
+    def replicas_identical(self) -> bool:
+        """True when every replica's parameters are bit-identical."""
+        prints = self._all(lambda r: r.fingerprint())
+        return len({p for p, _ in prints}) == 1
+
+    @property
+    def module(self):
+        """The driver's model with the replicas' (identical) trained parameters copied in."""
+        import nbaccel as nb
+        params = self._all(lambda r: r.parameters())[0]
+        with nb.no_grad():
+            for k, v in self._model.state_dict().items():
+                if k in params:
+                    v.copy_(nb.asarray(params[k]))
+        return self._model
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"model": ..., "optim": ...}`` whose tensors are written by the workers when passed
+        to ``checkpoint.save``: each worker writes its block of rows of every tensor."""
+        skeleton = self._all(lambda r: r.skeleton())[0]
+        n = len(self.replicas)
+        tree: dict = {}
+        for path, shape, value in skeleton:
+            if shape is not None:
+                shape = tuple(shape)
+                rows = _chunk_bounds(shape[0], n) if shape and shape[0] else None
+                boxes = [((lo,) + (0,) * (len(shape) - 1), (hi - lo,) + shape[1:]) for lo, hi in rows] \
+                    if rows else [((0,) * len(shape), shape)]
+                value = _RemoteTensor(self, path, shape, value, boxes)
+            d = tree
+            for part in path[:-1]:
+                d = d.setdefault(part, {})
+            d[path[-1]] = value
+        self._pending_step = self.steps
+        return tree
+
+    def write_shards(self, data_dir, items):
+        """Called by ``checkpoint.save``: worker ``i`` writes box ``i`` of every tensor."""
+        per_worker = [[] for _ in self.replicas]
+        for array_path, remote in items:
+            for i, (off, size) in enumerate(remote.boxes):
+                per_worker[i].append((array_path, remote.path, off, size))
+        jobs = iter(per_worker)
+        self._all(lambda r: r.write_shards(data_dir, next(jobs)))
+        self._last_checkpoint = (os.path.dirname(os.fspath(data_dir)), getattr(self, "_pending_step", self.steps))
+
+    # -- report -------------------------------------------------------------------------------------
+    def report(self) -> dict:
+        """Steps per second and the share of a step spent communicating (the wall time not
+        spent computing on the slowest worker), over the steps so far (the first excluded: it
+        compiles)."""
+        times = self._times[1:] or self._times
+        wall = sum(t for t, _, _ in times)
+        compute = sum(c for _, c, _ in times)
+        samples = sum(s for _, _, s in times)
+        return {"workers": list(self.workers), "steps": self.steps,
+                "steps_per_s": len(times) / wall if wall else 0.0,
+                "samples_per_s": samples / wall if wall else 0.0,
+                "compute_s": compute, "communication_s": max(wall - compute, 0.0),
+                "communication_share": max(wall - compute, 0.0) / wall if wall else 0.0}
+
+    def __repr__(self):
+        r = self.report()
+        return (f"DataParallel({len(self.workers)} workers, {r['steps']} steps, "
+                f"{r['steps_per_s']:.1f} steps/s, communication {100 * r['communication_share']:.0f}% "
+                "of a step)")
+
+
+def _even_bounds(n, k):
+    """k contiguous row ranges of sizes differing by at most one."""
+    base, extra = divmod(n, k)
+    out, lo = [], 0
+    for i in range(k):
+        hi = lo + base + (i < extra)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _is_comm_error(e) -> bool:
+    from distributed.comm.core import CommClosedError
+    text = f"{type(e).__name__}: {e}"
+    return isinstance(e, (CommClosedError, OSError)) or "lost" in text.lower() or "closed" in text.lower()
