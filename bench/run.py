@@ -34,7 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # module is absent (another branch not merged yet) is skipped and said so; adding one is one
 # name here.
 SUITES = ("attention", "quant", "sparse", "cells", "cache_reliability",
-          "step", "small_cells", "export", "func", "gpu_check", "plain", "conv", "sweep", "dask_cluster")
+          "step", "small_cells", "export", "func", "gpu_check", "plain", "conv", "sweep", "dask_cluster",
+          "distributed_ckpt")
 DEFAULT_ONLY = "abcdefghi," + ",".join(SUITES)
 
 

@@ -233,7 +233,7 @@ def test_uneven_shards_use_a_common_chunk_grid(tmp_path):
 
 def test_large_shards_are_cut_into_row_blocks():
     from nbaccel.distributed.checkpoint.layout import chunk_shape
-    assert chunk_shape((4096, 4096), [((0, 0), (4096, 4096))], 4) == (2048, 4096)  # 32 MiB chunks
+    assert chunk_shape((4096, 4096), [((0, 0), (4096, 4096))], 4) == (512, 4096)   # 8 MiB chunks
     assert chunk_shape((4099, 4096), [((0, 0), (4099, 4096))], 4) == (4099, 4096)  # prime: one
     assert chunk_shape((1024, 10), [((0, 0), (512, 10)), ((512, 0), (512, 10))], 4) == (512, 10)
     assert chunk_shape((), [((), ())], 4) == ()
