@@ -183,53 +183,37 @@ class Expr:
 
     def map_layouts(self, fn, memo=None):
         """The same expression with every leaf layout replaced by fn(layout) (None: fail)."""
-        memo = {} if memo is None else memo
-        if id(self) in memo:
-            return memo[id(self)]
-        if self.kind in ("load", "acc"):
-            lay = fn(self.layout)
-            out = None if lay is None else self if lay == self.layout else \
-                Expr(self.kind, dtype=self.dtype, buf=self.buf, layout=lay, red=self.red)
-        elif self.kind == "const":
-            out = self
-        else:
-            args = [a.map_layouts(fn, memo) for a in self.args]
-            out = None if any(a is None for a in args) else \
-                self if all(a is b for a, b in zip(args, self.args)) else \
-                Expr("op", op=self.op, params=self.params, dtype=self.dtype, args=args, node=self.node)
-        memo[id(self)] = out
-        return out
+        def leaf(e):
+            lay = fn(e.layout)
+            return None if lay is None else e if lay == e.layout else \
+                Expr(e.kind, dtype=e.dtype, buf=e.buf, layout=lay, red=e.red)
+        return self._rebuild(leaf, None, {} if memo is None else memo)
 
     def substitute(self, table, memo=None):
         """The same expression with every sub-expression whose key is in ``table`` replaced."""
-        memo = {} if memo is None else memo
-        if id(self) in memo:
-            return memo[id(self)]
-        hit = table.get(self.key()) if self.kind == "op" else None
-        if hit is not None:
-            out = hit
-        elif self.kind != "op":
-            out = self
-        else:
-            args = [a.substitute(table, memo) for a in self.args]
-            out = self if all(a is b for a, b in zip(args, self.args)) else \
-                Expr("op", op=self.op, params=self.params, dtype=self.dtype, args=args, node=self.node)
-        memo[id(self)] = out
-        return out
+        return self._rebuild(None, table, {} if memo is None else memo)
 
     def replace_leaves(self, fn, memo=None):
         """The same expression with each leaf e replaced by fn(e)."""
-        memo = {} if memo is None else memo
+        return self._rebuild(fn, None, {} if memo is None else memo)
+
+    def _rebuild(self, leaf, table, memo):
+        """The one rewrite under the three above: each load/acc leaf through ``leaf`` (None
+        fails the whole expression), each op whose key is in ``table`` replaced; unchanged
+        parts stay the same objects (shared sub-expressions stay shared, through ``memo``)."""
         if id(self) in memo:
             return memo[id(self)]
         if self.kind in ("load", "acc"):
-            out = fn(self)
+            out = leaf(self) if leaf is not None else self
         elif self.kind == "const":
             out = self
         else:
-            args = [a.replace_leaves(fn, memo) for a in self.args]
-            out = self if all(a is b for a, b in zip(args, self.args)) else \
-                Expr("op", op=self.op, params=self.params, dtype=self.dtype, args=args, node=self.node)
+            out = table.get(self.key()) if table else None
+            if out is None:
+                args = [a._rebuild(leaf, table, memo) for a in self.args]
+                out = None if any(a is None for a in args) else \
+                    self if all(a is b for a, b in zip(args, self.args)) else \
+                    Expr("op", op=self.op, params=self.params, dtype=self.dtype, args=args, node=self.node)
         memo[id(self)] = out
         return out
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from .ir import Graph, Node
 from .loops import Expr, Kernel, Layout, Reduction, Store, const, load
 from .passes import prune
-from ..ops.registry import ELEMENTWISE_KINDS
+from ..ops.registry import ELEMENTWISE_KINDS, OPS
 
 SHARE_LIMIT = 24        # a value with several consumers is recomputed while this cheap
 INLINE_LIMIT = 400      # an expression larger than this is realised (bounds code size)
@@ -355,7 +355,6 @@ def _reduced_shapes(domain, axes):
 
 
 def _cast(e: Expr, dtype):
-    from ..ops.registry import OPS
     return Expr("op", op=OPS["astype"], params={"dtype": dtype}, dtype=dtype, args=[e])
 
 

@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 
+from ... import dtypes as D
 from ..ir import Node
 from ..loops import Kernel
 from ..schedule import ExternStep
@@ -68,13 +69,12 @@ _KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
 def operand_dtype(e):
     """The dtype the array operands of ``e`` promote to (a weak Python scalar takes it): the
     values of a ``select`` op (where), not its condition."""
-    from ...dtypes import result_type
     ts = [a for a in e.args if not (a.kind == "const" and a.dtype is None)]
     if e.op.operands == "select":
         ts = ts[1:] or ts
     if not ts:
         return e.dtype
-    return result_type(*[a.dtype for a in ts])
+    return D.result_type(*[a.dtype for a in ts])
 
 
 def weak_dtype(e, value):
@@ -82,7 +82,6 @@ def weak_dtype(e, value):
     is the result dtype, except for comparisons (operand class ``common``), where a scalar of a
     higher kind than the array (a float next to ints or bools) is compared in its own default
     dtype."""
-    from ... import dtypes as D
     if e.op.operands != "common":
         return e.dtype
     base = operand_dtype(e)

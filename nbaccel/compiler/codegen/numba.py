@@ -290,13 +290,8 @@ class _Renderer(ReductionPasses):
             self.lines.append(f"{inner}{flag} |= {v} != {v}")
         cast = _np_type(r.dtype)
         if rule.selects and floaty:
-            if block:
-                self.lines.append(f"{pad}for jj in range(jn):")
-                self.lines.append(f"{pad}    if nan{r.index}[jj]:")
-                self.lines.append(f"{pad}        {acc}[jj] = np.nan")
-            else:
-                self.lines.append(f"{pad}if nan{r.index}:")
-                self.lines.append(f"{pad}    {acc} = np.nan")
+            j = "[jj]" if block else ""
+            self.per_lane(pad, block, f"if nan{r.index}{j}:", f"    {acc}{j} = np.nan")
         accs[id(r)] = f"{cast}({acc}[jj])" if block else f"r{r.index}"
         if not block:
             self.lines.append(f"{pad}r{r.index} = {cast}({acc})")
@@ -307,6 +302,13 @@ class _Renderer(ReductionPasses):
         if isinstance(v, float) and v == float("-inf"):
             return "-" + self.const(float("inf"), dtype)
         return self.const(v, dtype)
+
+    def per_lane(self, pad, block, *lines):
+        """``lines`` once per column of the block (in a loop over ``jj``), or once."""
+        if block:
+            self.lines.append(f"{pad}for jj in range(jn):")
+            pad += "    "
+        self.lines.extend(pad + line for line in lines)
 
     def init_acc(self, name, type_text, init, pad, block):
         """An accumulator: a scalar, or an array over the column block."""

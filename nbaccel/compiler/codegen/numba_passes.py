@@ -112,31 +112,26 @@ class ReductionPasses:
         self.lines.append(f"{inner}for c{a} in range(0, n{a}, {SUM_CHUNK_ROWS}):")
         p1 = inner + "    "
         var[a] = f"i{a}"
-        self.lines.append(f"{p1}for jj in range(jn):")
-        self.lines.append(f"{p1}    {cm}[jj] = {m}[jj]")
-        self.lines.append(f"{p1}for i{a} in {rows}:")
-        self.lines.append(f"{p1}    for jj in range(jn):")
-        v = self.expr(rmax.src, var, dict(memo), p1 + "        ", accs)
+        self.per_lane(p1, True, f"{cm}[jj] = {m}[jj]")
+        v = self.chunk_rows(rmax.src, a, rows, var, memo, p1, accs)
         self.lines.append(f"{p1}        {cm}[jj] = fmaximum({cm}[jj], np.float32({v}))")
-        self.lines.append(f"{p1}for jj in range(jn):")
-        self.lines.append(f"{p1}    if {cm}[jj] != {m}[jj]:   # the max rose: rescale the sum so far")
-        self.lines.append(f"{p1}        {s}[jj] *= fexp({m}[jj] - {cm}[jj])")
-        self.lines.append(f"{p1}        {m}[jj] = {cm}[jj]")
-        self.lines.append(f"{p1}    {part}[jj] = np.float32(0)")
-        self.lines.append(f"{p1}for i{a} in {rows}:")
-        self.lines.append(f"{p1}    for jj in range(jn):")
-        v = self.expr(rmax.src, var, dict(memo), p1 + "        ", accs)
+        self.per_lane(p1, True, f"if {cm}[jj] != {m}[jj]:   # the max rose: rescale the sum so far",
+                      f"    {s}[jj] *= fexp({m}[jj] - {cm}[jj])", f"    {m}[jj] = {cm}[jj]",
+                      f"{part}[jj] = np.float32(0)")
+        v = self.chunk_rows(rmax.src, a, rows, var, memo, p1, accs)
         self.lines.append(f"{p1}        {part}[jj] += fexp(np.float32({v}) - {cm}[jj])")
         # a chunk whose max so far is -inf holds only -inf (exp(-inf - -inf) is NaN there):
         # it adds nothing unless the whole column is -inf, where NumPy's sum is NaN
-        self.lines.append(f"{p1}for jj in range(jn):")
-        self.lines.append(f"{p1}    if {cm}[jj] != -{big}:")
-        self.lines.append(f"{p1}        {s}[jj] += {part}[jj]")
-        self.lines.append(f"{pad}for jj in range(jn):")
-        self.lines.append(f"{pad}    if {m}[jj] == -{big}:")
-        self.lines.append(f"{pad}        {s}[jj] = np.nan")
+        self.per_lane(p1, True, f"if {cm}[jj] != -{big}:", f"    {s}[jj] += {part}[jj]")
+        self.per_lane(pad, True, f"if {m}[jj] == -{big}:", f"    {s}[jj] = np.nan")
         accs[id(rmax)] = f"{m}[jj]"
         accs[id(rsum)] = f"np.float32({s}[jj])"
+
+    def chunk_rows(self, src, a, rows, var, memo, pad, accs):
+        """Open the loops over one chunk's rows and the block's columns; return ``src`` there."""
+        self.lines.append(f"{pad}for i{a} in {rows}:")
+        self.lines.append(f"{pad}    for jj in range(jn):")
+        return self.expr(src, var, dict(memo), pad + "        ", accs)
 
     def chunked_loop(self, a, var, pad, part, block):
         """``for i{a} in range(n{a})`` as chunks of SUM_CHUNK (rows of SUM_CHUNK_ROWS in a
@@ -165,13 +160,9 @@ class ReductionPasses:
         inner, memo = self.open_pass([r.src], var, pad, accs, block, chunk=part)
         v = self.expr(r.src, var, memo, inner, accs)
         self.stash(r, var, memo, inner)
-        if block:
-            self.lines.append(f"{inner}{part}[jj] += np.float32({v})")
-            self.lines.append(f"{self.chunk_pad}for jj in range(jn):")
-            self.lines.append(f"{self.chunk_pad}    {acc}[jj] += {part}[jj]")
-        else:
-            self.lines.append(f"{inner}{part} += np.float32({v})")
-            self.lines.append(f"{self.chunk_pad}{acc} += {part}")
+        j = "[jj]" if block else ""
+        self.lines.append(f"{inner}{part}{j} += np.float32({v})")
+        self.per_lane(self.chunk_pad, block, f"{acc}{j} += {part}{j}")
         accs[id(r)] = f"np.float32({acc}[jj])" if block else f"r{r.index}"
         if not block:
             self.lines.append(f"{pad}r{r.index} = np.float32({acc})")

@@ -14,8 +14,10 @@ import concurrent.futures
 import math
 import os
 
+import ml_dtypes
 import numpy as np
 
+from ...ops.registry import OPS
 from ..kernel_passes import duplicates
 from ..loops import Expr, Kernel
 from .common import literal, small_power, strided
@@ -283,7 +285,5 @@ def render_kernel(k: Kernel, name: str):
 
 
 def namespace():
-    from ...ops.registry import OPS
-    import ml_dtypes
     return {"np": np, "run_parts": run_parts, "strided": strided, "BF16": ml_dtypes.bfloat16,
             "IMPL": {name: op.impl for name, op in OPS.items()}}

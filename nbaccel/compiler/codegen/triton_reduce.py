@@ -25,19 +25,16 @@ class ReductionPasses:
         i, rule = r.index, r.rule
         src_dt = r.src.dtype
         v = self.expr(r.src, "full", memo, pad, accs)
+        masked = self.masked(r, v)
         if rule.truth:
-            flag = f"tl.where(mask, ({v} != 0).to(tl.int32), {int(rule.identity(src_dt))})"
-            self.emit(pad, f"red{i} = ({TRUTH_BLOCK[rule.combine]}({flag}, axis=1) != 0)[:, None]")
+            self.emit(pad, f"red{i} = ({TRUTH_BLOCK[rule.combine]}({masked}, axis=1) != 0)[:, None]")
         elif not rule.selects:
             adt = acc_dtype(r)
-            x = self.cvt(v, src_dt, adt)
-            t = f"tl.where(mask, {x}, {const_text(int(rule.identity(adt)), adt)})"
-            red = BLOCK_FOLD[rule.combine].format(t)
+            red = BLOCK_FOLD[rule.combine].format(masked)
             self.emit(pad, f"red{i} = {self.cvt(red, adt, r.dtype)}[:, None]")
         elif not rule.arg:
             x, rdt = self.ordered(v, src_dt)
-            fn = SELECT_BLOCK[rule.combine]
-            self.emit(pad, f"red{i} = {fn}(tl.where(mask, {x}, {identity(rule, rdt)}), axis=1)[:, None]")
+            self.emit(pad, f"red{i} = {SELECT_BLOCK[rule.combine]}({masked}, axis=1)[:, None]")
             if src_dt.kind == "f":
                 self.emit(pad, f"nan{i} = tl.max(tl.where(mask & ({x} != {x}), 1, 0), axis=1)[:, None] != 0")
                 self.emit(pad, f"red{i} = tl.where(nan{i}, float('nan'), red{i})")
@@ -45,8 +42,7 @@ class ReductionPasses:
                 self.emit(pad, f"red{i} = red{i} != 0")
         else:   # the first best index; the first NaN wins
             x, rdt = self.ordered(v, src_dt)
-            fn = SELECT_BLOCK[rule.combine]
-            self.emit(pad, f"best{i} = {fn}(tl.where(mask, {x}, {identity(rule, rdt)}), axis=1)[:, None]")
+            self.emit(pad, f"best{i} = {SELECT_BLOCK[rule.combine]}({masked}, axis=1)[:, None]")
             hit = f"({x} == best{i})"
             if src_dt.kind == "f":
                 self.emit(pad, f"nan{i} = tl.max(tl.where(mask & ({x} != {x}), 1, 0), axis=1)[:, None] != 0")
@@ -54,6 +50,18 @@ class ReductionPasses:
             self.emit(pad, f"red{i} = tl.min(tl.where(mask & {hit}, r, n_red), axis=1)[:, None]"
                            f".to(tl.int64)")
         accs[id(r)] = f"red{i}"
+
+    def masked(self, r, v):
+        """The source value ``v`` with masked lanes as the reduction's identity, in the type the
+        reduction compares or accumulates in."""
+        rule = r.rule
+        if rule.truth:
+            return f"tl.where(mask, ({v} != 0).to(tl.int32), {int(rule.identity(r.src.dtype))})"
+        if not rule.selects:
+            adt = acc_dtype(r)
+            return f"tl.where(mask, {self.cvt(v, r.src.dtype, adt)}, {const_text(int(rule.identity(adt)), adt)})"
+        x, rdt = self.ordered(v, r.src.dtype)
+        return f"tl.where(mask, {x}, {identity(rule, rdt)})"
 
     def ordered(self, v, dt):
         """A value max/min can compare: bools as int32."""
@@ -84,18 +92,12 @@ class ReductionPasses:
         v = self.expr(r.src, "full", memo, pad, accs)
         src_dt = r.src.dtype
         if rule.truth:
-            sym = TRUTH_FOLD[rule.combine]
-            ident = int(rule.identity(src_dt))
-            self.emit(pad, f"acc{i} = acc{i} {sym} tl.where(mask, ({v} != 0).to(tl.int32), {ident})")
+            self.emit(pad, f"acc{i} = acc{i} {TRUTH_FOLD[rule.combine]} {self.masked(r, v)}")
         elif not rule.selects:
-            adt = acc_dtype(r)
-            x = self.cvt(v, src_dt, adt)
-            masked = f"tl.where(mask, {x}, {const_text(int(rule.identity(adt)), adt)})"
-            self.emit(pad, f"acc{i} = {LOOP_FOLD[rule.combine].format(f'acc{i}', masked)}")
+            self.emit(pad, f"acc{i} = {LOOP_FOLD[rule.combine].format(f'acc{i}', self.masked(r, v))}")
         elif not rule.arg:
             x, rdt = self.ordered(v, src_dt)
-            fn = SELECT_FOLD[rule.combine]
-            self.emit(pad, f"acc{i} = {fn}(acc{i}, tl.where(mask, {x}, {identity(rule, rdt)}))")
+            self.emit(pad, f"acc{i} = {SELECT_FOLD[rule.combine]}(acc{i}, {self.masked(r, v)})")
             if src_dt.kind == "f":
                 self.emit(pad, f"nan{i} = nan{i} | tl.where(mask & ({x} != {x}), 1, 0)")
         else:
