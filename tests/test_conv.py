@@ -343,3 +343,27 @@ def test_compiled_pooling_and_resampling():
     for a, b in zip(fn(x), cf(x)):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
     assert any(k["ops"] == ["conv_transpose2d"] for k in cf.report.kernels)
+
+
+# ---- vmap --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", ["image", "both", "weight", "transpose", "grads"])
+def test_vmap_of_convolutions_matches_a_loop_without_looping(case):
+    import warnings
+    from nbaccel.func import grad, vmap
+    x = _t(RNG.standard_normal((3, 2, 4, 6, 6)))
+    w = _t(RNG.standard_normal((3, 5, 4, 3, 3)))
+    fns = {
+        "image": (lambda x: F.conv2d(x, w[0], padding=1, stride=2), (x,)),
+        "both": (lambda x, w: F.conv2d(x, w, padding=1), (x, w)),
+        "weight": (lambda w: F.conv2d(x[0], w), (w,)),
+        "transpose": (lambda x, w: F.conv_transpose2d(x, w.permute(1, 0, 2, 3), stride=2), (x, w)),
+        "grads": (lambda x, w: grad(lambda w: (F.max_pool2d(F.conv2d(x, w, padding=1), 2) ** 2).sum())(w),
+                  (x, w)),
+    }
+    f, args = fns[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # a looping vmap warns
+        got = vmap(f)(*args)
+    expect = nb.stack([f(*[a[i] for a in args]) for i in range(3)])
+    np.testing.assert_allclose(got.numpy(), expect.numpy(), rtol=1e-10, atol=1e-10)

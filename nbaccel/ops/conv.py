@@ -306,3 +306,49 @@ from .registry import defalias  # noqa: E402
 
 conv1d = defalias("conv1d", _conv1d_front)
 conv_transpose1d = defalias("conv_transpose1d", _conv_transpose1d_front)
+
+
+# ---- vmap: the vmapped dim folds into the batch (shared weights) or into the groups -------------
+
+def _permute(x, axes):
+    from .registry import OPS
+    return apply(OPS["permute"], (x,), {"axes": tuple(axes)})
+
+
+def _to_groups(t):
+    """(B, N, C, ...) -> (N, B*C, ...): each vmapped example becomes its own channel groups."""
+    t = _permute(t, (1, 0) + tuple(range(2, t.ndim)))
+    return t.reshape((t.shape[0], t.shape[1] * t.shape[2]) + tuple(t.shape[3:]))
+
+
+def _from_groups(t, size):
+    """(N, B*C, ...) -> (B, N, C, ...)."""
+    t = t.reshape((t.shape[0], size, t.shape[1] // size) + tuple(t.shape[2:]))
+    return _permute(t, (1, 0) + tuple(range(2, t.ndim)))
+
+
+def _conv_batch_rule(op_name):
+    """vmap for the three convolution ops. With only the image argument batched, the vmapped
+    dim folds into N (one call, the shared weight). Otherwise each example's channels become
+    groups of their own: groups * B in one call."""
+    def rule(args, batched, params, size):
+        from .batching import with_batch
+        from .registry import OPS
+        op = OPS[op_name]
+        a, b = args
+        if op_name != "conv2d_weight_grad" and batched[0] and not batched[1]:
+            out = apply(op, (a.reshape((size * a.shape[1],) + tuple(a.shape[2:])), b), params)
+            return out.reshape((size, a.shape[1]) + tuple(out.shape[1:]))
+        a, b = with_batch(a, batched[0], size), with_batch(b, batched[1], size)
+        p = dict(params, groups=params["groups"] * size)
+        if op_name == "conv2d_weight_grad":
+            out = apply(op, (_to_groups(a), _to_groups(b)), p)
+            return out.reshape((size, out.shape[0] // size) + tuple(out.shape[1:]))
+        w = b.reshape((size * b.shape[1],) + tuple(b.shape[2:]))
+        return _from_groups(apply(op, (_to_groups(a), w), p), size)
+    rule.__name__ = f"{op_name}_batch_rule"
+    return rule
+
+
+for _op in (conv2d, conv_transpose2d, conv2d_weight_grad):
+    _op.batch_rule = _conv_batch_rule(_op.name)

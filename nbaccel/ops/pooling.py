@@ -147,9 +147,19 @@ def _max_pool_backward_impl(xp, g, x, **p):
     return gx[:, :, pt:pt + x.shape[2], pl:pl + x.shape[3]]
 
 
+def _max_pool_backward_batch_rule(args, batched, params, size):
+    """vmap: the vmapped dim folds into N (pooling treats every (image, channel) alike)."""
+    from .batching import with_batch
+    g, x = (with_batch(a, b, size) for a, b in zip(args, batched))
+    fold = lambda t: t.reshape((size * t.shape[1],) + tuple(t.shape[2:]))  # noqa: E731
+    out = apply(max_pool2d_backward, (fold(g), fold(x)), params)
+    return out.reshape((size, x.shape[1]) + tuple(out.shape[1:]))
+
+
 max_pool2d_backward = defop(
     "max_pool2d_backward", kind="nn", impl=_max_pool_backward_impl,
     infer=lambda args, p: (args[1].shape, args[0].dtype), differentiable=False,
+    batch_rule=_max_pool_backward_batch_rule,
     front=lambda g, x, **p: apply(max_pool2d_backward, (g, x), p),
     doc="The gradient of max_pool2d: each output gradient added at its window's first maximum.")
 
