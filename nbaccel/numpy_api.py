@@ -47,6 +47,8 @@ def _to_np_tensor(x):
         return x
     if isinstance(x, (_np.ndarray, _np.generic)):
         return _asarray(x)
+    if isinstance(x, range):
+        return _asarray(_np.asarray(x))     # NumPy reads a range as an int64 array
     if isinstance(x, (list, tuple)) and not builtins.any(isinstance(v, Tensor) for v in _flat(x)):
         return _asarray(x, _np=True)
     if isinstance(x, (list, tuple)):   # holds tensors (maybe tracers): stack them, traced
@@ -67,7 +69,7 @@ def _convert_args(name, kind, args):
         return args
     if kind in _ELEMENTWISE:
         n = {"unary": 1, "binary": 2, "ternary": 3}[kind]
-        arrays = [a for a in args[:n] if _is_arraylike(a) or isinstance(a, (list, tuple))]
+        arrays = [a for a in args[:n] if _is_arraylike(a) or isinstance(a, (list, tuple, range))]
         for i in range(builtins.min(n, len(args))):
             a = args[i]
             # Python scalars stay weak next to an array (NEP 50), else they become float64/int64
@@ -78,7 +80,7 @@ def _convert_args(name, kind, args):
     first = args[0]
     if name in _SEQ_FIRST and isinstance(first, (list, tuple)):
         args[0] = type(first)(_to_np_tensor(a) for a in first)
-    elif name not in ("einsum",) and (isinstance(first, (list, tuple, *_PY_SCALARS)) or
+    elif name not in ("einsum",) and (isinstance(first, (list, tuple, range, *_PY_SCALARS)) or
                                       isinstance(first, (_np.ndarray, _np.generic))):
         args[0] = _to_np_tensor(first)
     return args
@@ -158,6 +160,10 @@ def _has_tensor(args, kwargs):
     return builtins.any(isinstance(v, Tensor) for v in _flat(list(args) + list(kwargs.values())))
 
 
+# answers about memory that concrete copies of tensors would give wrongly
+_MEMORY_QUERIES = {"shares_memory", "may_share_memory", "byte_bounds"}
+
+
 def fallback(func, qualname):
     """``func`` (a NumPy function) made safe for tensors: concrete values in, tensors out."""
     reason = f"np.{qualname} is not in the op table (no-op fallback): NumPy runs it on concrete values"
@@ -166,6 +172,9 @@ def fallback(func, qualname):
     def call(*args, **kwargs):
         if not _has_tensor(args, kwargs):
             return _wrap_result(func(*args, **kwargs))
+        if qualname in _MEMORY_QUERIES:
+            from .ndarray_methods import NumPyOnly
+            raise NumPyOnly(f"np.{qualname} asks about ndarray memory, which tensors do not expose")
         return _wrap_result(func(*_concrete(args, reason), **_concrete(kwargs, reason)))
     call.__nbaccel_fallback__ = True
     return call

@@ -46,13 +46,13 @@ class CellRuns:
                 if k in entry.shared:
                     v = ns[k] = _swap_out(_settled(v))
                 _fix_qualname(v, entry.qualprefix)
-                _fix_containers(v)
+                _fix_containers(v, prefix=entry.qualprefix)
         for v in env.values.values():
             _fix_containers(v)
         from .cheap_cells import _names       # (cheap_cells imports this module)
         for k in _names(entry):               # containers the cell reads as globals (lst.append(t))
             v = ns.get(k)
-            if type(v) in (list, dict):
+            if type(v) in (list, dict) or type(v).__module__ == "__main__":
                 _fix_containers(v)
 
     def _write_partial(self, exc, entry, ns):
@@ -213,23 +213,34 @@ def _settled(v):
         return v
 
 
-def _fix_containers(v, depth=0):
-    """Lists and dicts the cell filled with tensors (``res.append(t)``) hold NumPy values, in
-    place (other references to the container see the same change)."""
+def _fix_containers(v, depth=0, prefix=None):
+    """Lists and dicts the cell filled with tensors (``res.append(t)``), and attributes of
+    notebook objects it set (``self.mu = v.mean()``), hold NumPy values, in place (other
+    references see the same change); functions inside them carry their plain names."""
     if depth > 3 or (type(v) in (list, dict) and len(v) > 10_000):   # (a big container: left as is)
+        return
+    if prefix and isinstance(v, types.FunctionType):
+        _fix_qualname(v, prefix)
+        return
+    if type(v).__module__ == "__main__" and not isinstance(v, type) and type(getattr(v, "__dict__", None)) is dict:
+        _fix_containers(v.__dict__, depth + 1, prefix)
         return
     if type(v) is list:
         for i, item in enumerate(v):
             if isinstance(item, Tensor) and item._np and item._node is None:
                 v[i] = boundary.to_numpy(item)
+            elif _swap_out(item) is not item:          # nbaccel.numpy's abs -> NumPy's
+                v[i] = _swap_out(item)
             else:
-                _fix_containers(item, depth + 1)
+                _fix_containers(item, depth + 1, prefix)
     elif type(v) is dict:
         for k, item in list(v.items()):
             if isinstance(item, Tensor) and item._np and item._node is None:
                 v[k] = boundary.to_numpy(item)
+            elif _swap_out(item) is not item:
+                v[k] = _swap_out(item)
             else:
-                _fix_containers(item, depth + 1)
+                _fix_containers(item, depth + 1, prefix)
 
 
 def _fix_qualname(obj, prefix, depth=0):

@@ -352,12 +352,16 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             tree = self.shell.compile.ast_parse(src, filename, "exec")  # raises SyntaxError
             outputs = set(stores) | set(dels)
             name = f"cell_{count}"
-            mod = cellfunc.build(tree, name, traced, boxed, shared, maybe=maybe)
-            code = compile(mod, filename, "exec", dont_inherit=True)
-            scope: dict = {}
-            exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched
-            fn = scope["__nbaccel_make__"](numpy_api, boundary.call, boundary.setmask,
-                                           boundary.sync, ipython_calls.call)
+            if plain_reason is None:
+                mod = cellfunc.build(tree, name, traced, boxed, shared, maybe=maybe)
+                code = compile(mod, filename, "exec", dont_inherit=True)
+                scope: dict = {}
+                exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched
+                fn = scope["__nbaccel_make__"](numpy_api, boundary.call, boundary.setmask,
+                                               boundary.sync, ipython_calls.call)
+            else:                                  # it runs plainly (`from m import *` cannot be
+                def fn(*args):                     # compiled inside a function at all)
+                    raise AssertionError("a cell that runs plainly is never called compiled")
             cf = capi.CompiledFunction(fn, mode=opts.mode, dynamic=dynamic,
                                        backend=gpu_placement.backend_for(opts.backend, placed, BACKENDS),
                                        fullgraph=opts.fullgraph, name=f"In[{count}]")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from . import boundary
 from .cellfunc import LOCAL
 
+_MISSING = object()
 _RUNNER = compile("__nbaccel_method__(*__nbaccel_args__, **__nbaccel_kwargs__)", "<nbaccel ipython call>",
                   "eval")
 
@@ -37,6 +38,11 @@ def call(local_vars, method, *args, **kwargs):
     bound = getattr(shell, method)
     ns = _plain_locals(local_vars)
     before = dict(ns)
+    user = shell.user_ns
+    # the plain cell's locals *are* the notebook namespace: magics that read it (%who, ev(),
+    # %store) see the cell's values while they run; the notebook's own come back afterwards
+    pushed = {k: user.get(k, _MISSING) for k in ns}
+    user.update(ns)
     helpers = {"__nbaccel_method__": bound, "__nbaccel_args__": args, "__nbaccel_kwargs__": kwargs,
                "__builtins__": __builtins__}
     # run_line_magic / system look `_stack_depth` frames up: that is this eval's frame, whose
@@ -44,6 +50,12 @@ def call(local_vars, method, *args, **kwargs):
     try:
         return eval(_RUNNER, helpers, ns)          # noqa: S307 - a fixed expression
     finally:
-        for k, v in ns.items():
+        for k, old in pushed.items():
+            if user.get(k, _MISSING) is before[k]:  # (a name the magic rebound keeps its new value)
+                if old is _MISSING:
+                    user.pop(k, None)
+                else:
+                    user[k] = old
+        for k, v in ns.items():                     # names the magic bound (%time y = x * 2)
             if k not in before or before[k] is not v:
-                shell.user_ns[k] = v
+                user[k] = v

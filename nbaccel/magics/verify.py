@@ -258,7 +258,7 @@ def value_diff(a, b, where="value", depth=0):
     if isinstance(a, np.generic):
         return _array_diff(np.asarray(a), np.asarray(b), where)
     if isinstance(a, float):
-        if (a != a and b != b) or abs(a - b) <= 1e-9 * max(abs(a), abs(b)) + 1e-12:
+        if a == b or (a != a and b != b) or abs(a - b) <= 1e-9 * max(abs(a), abs(b)) + 1e-12:
             return None
         return f"{where}: {a!r} (plain) != {b!r} (compiled)"
     if isinstance(a, (int, str, bytes, bool, complex, type(None))):
