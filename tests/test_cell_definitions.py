@@ -181,3 +181,13 @@ def test_star_import_runs_plainly(shell):
     assert harness.differences(plain, comp) == []
     assert comp.error is None
     assert comp.fallback and "import *" in comp.fallback
+
+
+def test_magics_reading_the_namespace_see_the_cells_values(shell):
+    # %who_ls and get_ipython().ev read the notebook namespace itself: the plain cell's locals
+    harness._fresh(shell, "import numpy as np\n")
+    _cell(shell, "a1 = np.ones(2)\nnames = %who_ls\nhas = 'a1' in names\nval = get_ipython().ev('a1.sum()')\n",
+          compiled=True)
+    ns = shell.user_ns
+    assert ns["has"] is True and ns["val"] == 2.0
+    assert type(ns["a1"]) is np.ndarray

@@ -20,6 +20,11 @@ FAIL = "y = float((x * 2).sum())\n"          # a graph break: the injected failu
 CASES = {
     "global_random": ("", "a = np.random.rand(3)\n"),
     "legacy_seeded_draws": ("", "np.random.shuffle(x)\nb = np.random.randint(0, 100, 4)\n"),
+    "global_random_in_a_helper": ("def noisy(n):\n    return np.random.rand(n)\n", "a = noisy(3)\n"),
+    "global_random_two_calls_down": ("def inner():\n    return np.random.standard_normal(2)\n"
+                                     "def outer():\n    return inner() * 2\n", "a = outer()\n"),
+    "global_random_in_a_method": ("class Sampler:\n    def draw(self):\n        return np.random.rand(2)\n"
+                                  "smp = Sampler()\n", "a = smp.draw()\n"),
     "generator": ("rng = np.random.default_rng(0)\n", "b = rng.normal(size=3)\n"),
     "random_state": ("rs = np.random.RandomState(0)\n", "c = rs.rand(2)\n"),
     "generator_in_dict": ("cfg = {'rng': np.random.default_rng(1)}\n", "d = cfg['rng'].integers(0, 9, 3)\n"),

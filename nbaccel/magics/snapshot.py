@@ -4,8 +4,8 @@ A compiled attempt that fails inside nbaccel may already have changed state that
 re-run reads. :func:`take` records, before the attempt, what a cell can change besides the
 input arrays (those are undone by the compiler: ``CompiledFunction.last_undo``):
 
-* the global ``np.random`` state, when the cell may draw from it (its source mentions random
-  numbers, or it calls a function or class defined in the notebook), and every
+* the global ``np.random`` state, when the cell may draw from it (its source, or the code of a
+  notebook function, class or object it reads, mentions random numbers), and every
   ``np.random.Generator`` / ``RandomState`` among its inputs (also inside lists and dicts);
 * NumPy's print options and floating-point error handling (``np.set_printoptions``,
   ``np.seterr``, an ``errstate`` left open);
@@ -132,13 +132,45 @@ def _walk(value, snap, depth=0):
         snap.generators.append((value, value.get_state()))
 
 
+_code_draws: dict = {}       # code object -> whether its names mention random numbers
+
+
+def _draws(fn, depth=0):
+    """Whether a notebook function (or class) may draw random numbers: a name in its code, or
+    in the code of notebook functions it reads (two calls down), mentions them."""
+    if isinstance(fn, type):
+        return any(_draws(getattr(m, "__func__", m), depth) for m in vars(fn).values()
+                   if isinstance(getattr(m, "__func__", m), types.FunctionType))
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    known = _code_draws.get(code)
+    if known is None:
+        names, stack = set(), [code]
+        while stack:
+            c = stack.pop()
+            names.update(c.co_names)
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        known = _code_draws[code] = (any(_DRAWS.search(n) for n in names), tuple(sorted(names)))
+    if known[0]:
+        return True
+    if depth >= 2:
+        return False
+    g = fn.__globals__
+    return any(isinstance(g.get(n), (types.FunctionType, type)) and getattr(g[n], "__module__", None) == "__main__"
+               and g[n] is not fn and _draws(g[n], depth + 1) for n in known[1])
+
+
 def _may_draw(src, ns, loads):
     if _DRAWS.search(src):
         return True
     for n in loads:
         v = ns.get(n)
-        if isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == "__main__":
+        if isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == "__main__" \
+                and _draws(v):
             return True
+        if v is not None and type(v).__module__ == "__main__" and _draws(type(v)):
+            return True         # a notebook object whose methods may draw (model.sample())
     return False
 
 
