@@ -1,5 +1,6 @@
 """Differential fuzzing of the Dask bridge: random small programs (elementwise chains with
-broadcasting, reductions over random axes, a reduction fed back into elementwise work) on random
+broadcasting, reductions over random axes, a reduction fed back into elementwise work, Dask's
+own slicing, transposes, cumsum, matmul and concatenation between them) on random
 chunkings, compiled against plain Dask on the same arrays: same type, shape, dtype and chunks,
 same values when computed. ``make test`` runs CI_PROGRAMS programs; ``make fuzz`` runs
 ``NBACCEL_FUZZ_EXAMPLES`` (from seed ``NBACCEL_FUZZ_SEED``). A failure prints its program."""
@@ -20,6 +21,8 @@ UNARY = ["np.tanh({})", "np.abs({})", "np.sqrt(np.abs({}))", "-{}", "np.sin({})"
 BINARY = ["({} + {})", "({} - {})", "({} * {})", "np.maximum({}, {})", "np.minimum({}, {})",
           "np.where({} > {}, 1.5, -0.5)"]
 REDUCE = ["sum", "max", "min", "mean", "std", "var", "prod", "argmax", "argmin", "any", "all"]
+MOVEMENT = ["({})[::2]", "({}).T", "np.cumsum({}, axis=0)", "({})[1:, ::-1]", "(({}) @ x.T)",
+            "np.concatenate([{0}, {0}], axis=1)"]
 DTYPES = [np.float64, np.float32, np.float32, np.int32, np.bool_]
 
 
@@ -52,6 +55,9 @@ def program(seed):
     body = _expr(rng, names, rng.randint(1, 3))
     if dtype is np.bool_ and rng.random() < 0.7:
         body = f"np.logical_xor({names[0]}, {names[-1]})" if rng.random() < 0.5 else f"({names[0]} | {names[-1]})"
+    if rng.random() < 0.25:      # Dask's own ops between the compiled stages
+        body = rng.choice(MOVEMENT).format(body)
+        body = _expr(rng, [body], 1) if rng.random() < 0.5 else body
     form = rng.random()
     axis = rng.choice([0, 1, None, (0, 1)])
     red = rng.choice(REDUCE)

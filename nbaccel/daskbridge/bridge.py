@@ -160,9 +160,10 @@ def _compiled_call(cf, args, kwargs):
         if not isinstance(data, np.ndarray) or data.dtype.kind not in "biuf":
             raise NotChunkWork("the function reads a constant that is not a NumPy array")
         inputs.append(da.asarray(data))
-    plan = Plan(g, [a.chunks for a in inputs])
     from .lower import Lowering
+    plan = Plan(g, [a.chunks for a in inputs])
     lowering = Lowering(plan, inputs, _backend(cf))
+    plan.build(lowering.between)
     by_id = {}
     for t, leaf in zip(holder["tensors"], tr.leaves):
         node = leaf["node"]

@@ -35,11 +35,26 @@ class Lowering:
         if arr is None:
             if node.is_placeholder:
                 arr = self.inputs[node.index]
+            elif node in self.plan.foreign:
+                arr = self.plan.foreign[node]
             elif node in self.plan.cross:
                 arr = self._reduction(node)
             else:
                 arr = self._blockwise(node)
             self.memo[node] = arr
+        return arr
+
+    def between(self, node):
+        """A node that is not chunk work, as Dask's own op on the stages before it."""
+        from .twins import dask_twin
+        args = [self.value(a) if _is_node(a) else a for a in node.args]
+        try:
+            arr = dask_twin(node, args)
+        except NotChunkWork:
+            raise
+        except Exception as e:   # noqa: BLE001 - Dask refuses it: the plain run raises it to the user
+            raise NotChunkWork(f"Dask's own {node.op.name} refused it ({type(e).__name__})") from None
+        self.stages.append({"kind": "dask", "ops": [node.op.name], "key": "", "source": ""})
         return arr
 
     # -- stages ---------------------------------------------------------------------------------
@@ -50,7 +65,7 @@ class Lowering:
             if n in seen:
                 continue
             seen.add(n)
-            if n.is_placeholder or (n in self.plan.cross and n is not root):
+            if n.is_placeholder or n in self.plan.foreign or (n in self.plan.cross and n is not root):
                 inputs.append(n)
                 continue
             body.append(n)

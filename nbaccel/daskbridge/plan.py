@@ -28,11 +28,15 @@ class NotChunkWork(Exception):
 
 
 class _Classes:
+    """Union-find over dims; each class root keeps the most blocks any input has along it."""
+
     def __init__(self):
         self.parent = []
+        self.blocks = {}
 
-    def fresh(self):
+    def fresh(self, blocks=1):
         self.parent.append(len(self.parent))
+        self.blocks[len(self.parent) - 1] = blocks
         return len(self.parent) - 1
 
     def find(self, i):
@@ -44,7 +48,9 @@ class _Classes:
     def union(self, a, b):
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
+            keep, gone = min(ra, rb), max(ra, rb)
+            self.parent[gone] = keep
+            self.blocks[keep] = max(self.blocks[keep], self.blocks.pop(gone))
 
 
 def reduced_axes(node):
@@ -59,30 +65,45 @@ def reduced_axes(node):
 
 
 class Plan:
-    """Index classes of a graph's values and the reductions that cross chunks.
+    """Index classes of a graph's values, the reductions that cross chunks, and the nodes that
+    run as Dask's own between the compiled stages (``foreign``).
 
     ``input_chunks``: for each placeholder, its chunks (a tuple of tuples), as Dask gives them.
+    ``between(node)`` gives Dask's own result for a node that is not chunk work (or raises
+    NotChunkWork); the plan is built in graph order, so it may lower the nodes before it.
     """
 
     def __init__(self, graph, input_chunks):
         self.graph = graph
         self.classes = _Classes()
         self.dims = {}                       # node -> [class id per dim]
-        for p in graph.placeholders:
-            self.dims[p] = [self.classes.fresh() for _ in p.shape]
-        for n in graph.nodes:
-            self.dims[n] = self._dims_of(n)
-        self.blocks = {}                     # class root -> most blocks along it among the inputs
+        self.cross = set()
+        self.foreign = {}                    # node -> its Dask array (Dask's own implementation)
         for p, chunks in zip(graph.placeholders, input_chunks):
-            for d, c in enumerate(chunks):
-                if p.shape[d] != 1:
-                    r = self.classes.find(self.dims[p][d])
-                    self.blocks[r] = max(self.blocks.get(r, 1), len(c))
-        self.cross = {n for n in graph.nodes if n.op.name in REDUCTIONS and self._crosses(n)}
-        for n in graph.nodes:
+            self.dims[p] = [self.classes.fresh(len(c) if p.shape[d] != 1 else 1)
+                            for d, c in enumerate(chunks)]
+
+    def build(self, between=None):
+        from .twins import BETWEEN_STAGES
+        for n in self.graph.nodes:
+            try:
+                self.dims[n] = self._dims_of(n)
+            except NotChunkWork:
+                if between is None or n.op.name not in BETWEEN_STAGES:
+                    raise
+                arr = between(n)
+                self.foreign[n] = arr
+                self.dims[n] = [self.classes.fresh(len(c) if n.shape[d] != 1 else 1)
+                                for d, c in enumerate(arr.chunks)]
+                continue
+            # decided in graph order: a later broadcast may chunk a class that was one chunk here;
+            # the stage that reduces it then still has that class in one chunk among its inputs
+            if n.op.name in REDUCTIONS and self._crosses(n):
+                self.cross.add(n)
             if n.op.name in AXIS_OPS and self._crosses(n):
                 raise NotChunkWork(f"{n.op.name} over an axis split into several chunks "
                                    f"({_where(n)}): rechunk that axis into one chunk to compile it")
+        return self
 
     def letter(self, dim_id):
         return f"i{self.classes.find(dim_id)}"
@@ -91,7 +112,7 @@ class Plan:
         return tuple(self.letter(d) for d in self.dims[node])
 
     def chunked(self, dim_id):
-        return self.blocks.get(self.classes.find(dim_id), 1) > 1
+        return self.classes.blocks[self.classes.find(dim_id)] > 1
 
     def _crosses(self, n):
         operand = n.args[0]

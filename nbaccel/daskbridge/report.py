@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 
 from ..compiler.report import CompileReport
 
@@ -26,43 +25,12 @@ def task_count(arrays) -> int:
     return len(keys)
 
 
-_NUMPY_NAMES = {"amax": "max", "amin": "min", "asin": "arcsin", "acos": "arccos", "atan": "arctan",
-                "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2",
-                "bitwise_invert": "invert", "bitwise_left_shift": "left_shift",
-                "bitwise_right_shift": "right_shift", "pow": "power"}
-
-
 def plain_outputs(graph, inputs, nodes):
-    """The plain Dask arrays for ``nodes`` (None when an op has no NumPy twin here)."""
-    vals = {}
-    for p in graph.placeholders:
-        vals[p] = inputs[p.index]
-
-    def get(a):
-        return vals[a] if hasattr(a, "graph") and hasattr(a, "op") else a
-
+    """The plain Dask arrays for ``nodes``: the graph op by op with Dask's own NumPy calls."""
+    from .twins import dask_twin
+    vals = {p: inputs[p.index] for p in graph.placeholders}
     for n in graph.nodes:
-        name = n.op.name
-        args = [get(a) for a in n.args]
-        params = {k: (v.np if hasattr(v, "np") and k == "dtype" else v) for k, v in n.params.items()
-                  if k != "device"}
-        if name == "astype":
-            vals[n] = args[0].astype(params["dtype"]) if hasattr(args[0], "astype") else np.asarray(args[0])
-            continue
-        if name in ("var", "std"):
-            params["ddof"] = params.pop("correction", 0.0)
-        if name in ("softmax", "log_softmax"):
-            x, ax = args[0], params["axis"]
-            s = x - x.max(axis=ax, keepdims=True)
-            lse = np.log(np.exp(s).sum(axis=ax, keepdims=True))
-            vals[n] = np.exp(s - lse) if name == "softmax" else s - lse
-            continue
-        fn = getattr(np, _NUMPY_NAMES.get(name, name), None)
-        if fn is None:
-            return None
-        if name in ("argmax", "argmin") and isinstance(params.get("axis"), tuple):
-            params["axis"] = params["axis"][0]
-        vals[n] = fn(*args, **params)
+        vals[n] = dask_twin(n, [vals[a] if hasattr(a, "graph") and hasattr(a, "op") else a for a in n.args])
     return [vals[n] for n in nodes]
 
 
@@ -85,7 +53,7 @@ class DaskReport(CompileReport):
         if pending is not None:
             outs, plain = pending
             self.dask = {"tasks": task_count(outs), "plain_tasks": _plain_count(plain),
-                         "stages": len(self.kernels),
+                         "stages": sum(k["kind"] != _KINDS["dask"] for k in self.kernels),
                          "chunks": [[list(c) for c in a.chunks] for a in outs if hasattr(a, "chunks")],
                          "dashboard": _dashboard()}
             self.path_reason = _reason_text(self.dask)
@@ -97,18 +65,22 @@ class DaskReport(CompileReport):
         return d
 
 
+_KINDS = {"blockwise": "blockwise", "reduction": "reduction (partial per chunk, combine, aggregate)",
+          "dask": "Dask's own, between compiled stages"}
+
+
 def dask_report(cf, plan, lowering, inputs, outs, seconds):
     rep = DaskReport(name=cf.name, backend=cf.backend, mode=cf.mode, tier="dask", path="dask")
     rep.graphs = len(lowering.stages)
     rep.graph = str(plan.graph)
     rep.code = "\n".join(s["source"] for s in lowering.stages)
-    kinds = {"blockwise": "blockwise", "reduction": "reduction (partial per chunk, combine, aggregate)"}
-    rep.kernels = [{"name": f"stage{i}", "ops": s["ops"], "device": "dask", "backend": _backend(cf),
-                    "kind": kinds[s["kind"]], "key": s["key"]} for i, s in enumerate(lowering.stages)]
+    rep.kernels = [{"name": f"stage{i}", "ops": s["ops"], "device": "dask",
+                    "backend": "dask" if s["kind"] == "dask" else _backend(cf),
+                    "kind": _KINDS[s["kind"]], "key": s["key"]} for i, s in enumerate(lowering.stages)]
     rep.compile_seconds = seconds
     rep.call_seconds = seconds
     rep.first_call_seconds = seconds
-    rep.path_reason = f"Dask: {len(rep.kernels)} compiled stages"
+    rep.path_reason = "Dask"
     rep._dask_pending = (outs, (plan.graph, inputs, _output_nodes(plan, lowering, outs)))
     rep.stats = dict(cf.stats)
     return rep
