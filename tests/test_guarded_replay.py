@@ -350,3 +350,52 @@ def test_a_local_boolean_mask_write_stays_one_replayed_graph():
     for _ in range(5):
         np.testing.assert_array_equal(cf(Z), life(Z))
     assert cf.report.graph_breaks == [] and cf.stats.get("replays", 0) >= 3
+
+
+def test_a_compiled_module_sees_new_parameters_and_modes():
+    model = nb.nn.Sequential(nb.nn.Linear(6, 8), nb.nn.Dropout(0.5), nb.nn.Linear(8, 2))
+    model.eval()
+    cm = nb.compile(model, backend="numpy")
+    x = nb.randn(4, 6)
+    with nb.no_grad():
+        for _ in range(4):
+            cm(x)
+        assert cm.stats.get("replays", 0) >= 2
+        model[0].weight.mul_(2.0)                         # in place: read live
+        np.testing.assert_allclose(cm(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+        model[0].weight = nb.nn.Parameter(nb.randn(8, 6))   # rebound: the module guard fails
+        np.testing.assert_allclose(cm(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+        assert "module" in cm.report.replay["last_guard_failure"]
+        model.train()                                     # dropout now draws: never replayed
+        a, b = cm(x).numpy(), cm(x).numpy()
+        assert not np.array_equal(a, b)
+
+
+def test_a_c_method_of_a_global_array_is_guarded_by_its_owner(x):
+    global W
+    def f(t):
+        return t + W.sum()
+
+    cf = nb.compile(f, backend="numpy")
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) >= 2, cf.report.replay
+    old = W
+    try:
+        W = np.full((4, 4), 2.0, np.float32)
+        check(cf, f, x)
+    finally:
+        W = old
+
+
+def test_a_global_array_used_outside_the_graph_is_guarded_by_its_values(x):
+    def f(t):
+        return t * np.tanh(W).sum()      # computed from the concrete array: a graph constant
+
+    cf = nb.compile(f, backend="numpy")
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) >= 2, cf.report.replay
+    W[1, 1] = -3.0
+    try:
+        check(cf, f, x)
+    finally:
+        W[1, 1] = 1.0

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import autograd
 from ..tensor import Tensor
-from .readset import ReadRecorder, Unguardable, analyse, describe
+from .readset import ReadRecorder, Unguardable, analyse, describe, guard_array_values
 
 PROBES = 3              # timings of each side before plain-or-compiled is decided
 MAX_ENTRIES = 32        # replay entries kept per function (one per argument signature)
@@ -73,10 +73,12 @@ def call_key(args, kwargs):
 class ReplayEntry:
     """One recorded program with its guards, and the plain-or-compiled measurement."""
 
-    def __init__(self, replay, reads, snapshot_key, numpy_io):
+    def __init__(self, replay, reads, snapshot, numpy_io):
         self.replay = replay
         self.reads = reads
-        self.snapshot_key = snapshot_key        # nn.Modules / Optimizers reached (train_step.Snapshot)
+        # the nn.Modules / Optimizers reached (train_step.Snapshot): the objects are fixed (the
+        # read guards hold them), their parameters, buffers and flags are keyed on every call
+        self.snapshot = snapshot
         self.numpy_io = numpy_io                # NumPy in, NumPy out: the plain function is comparable
         self.plain: list[float] = []
         self.compiled: list[float] = []
@@ -89,10 +91,8 @@ class ReplayEntry:
         g = self.reads.failing()
         if g is not None:
             return f"guard failed: `{g.desc}` is now {describe(g.value())}"
-        if self.snapshot_key is not None:
-            from .train_step import Snapshot
-            if Snapshot(fn).key != self.snapshot_key:
-                return "guard failed: a module's parameters, buffers or training flag changed"
+        if self.snapshot is not None and self.snapshot.state_key() != self.snapshot.key:
+            return "guard failed: a module's parameters, buffers or training flag changed"
         return None
 
     def run(self, cf, args, kwargs, leaves):
@@ -209,6 +209,11 @@ class GuardedReplays:
         if rp is not None:
             try:
                 reads = analyse(self.cf.fn, recorder)
+                buffers = set()
+                for src in session.last_run[2].sources:
+                    a = getattr(src, "_data", None)
+                    buffers.update((id(a), id(getattr(a, "base", None))))
+                guard_array_values(reads, buffers, recorder.array_calls)
             except Unguardable as e:
                 why, rp = str(e), None
         if rp is None:
@@ -218,7 +223,7 @@ class GuardedReplays:
         snap = None
         if reads.modules:
             from .train_step import Snapshot
-            snap = Snapshot(self.cf.fn).key
+            snap = Snapshot(self.cf.fn)
         if len(self.entries) >= MAX_ENTRIES:
             self.entries.pop(next(iter(self.entries)))
         self.entries[key] = ReplayEntry(rp, reads, snap, numpy_out is True)

@@ -135,6 +135,7 @@ class ReadRecorder:
     def __init__(self):
         self.codes: set = set()
         self.refusal: str | None = None
+        self.array_calls: set = set()       # ids of arrays whose C methods user code called
         self._prev = None
 
     def __enter__(self):
@@ -162,8 +163,11 @@ class ReadRecorder:
             owner = getattr(arg, "__self__", None)
             if owner is not None and not isinstance(owner, types.ModuleType) and _random_state(owner):
                 self.refusal = "draws random numbers (each call must draw new ones)"
-            elif _is_user(frame.f_code) and not _pure_c_call(arg):
-                self.refusal = f"calls `{_c_name(arg)}`, which may have side effects"
+            elif _is_user(frame.f_code):
+                if not _pure_c_call(arg):
+                    self.refusal = f"calls `{_c_name(arg)}`, which may have side effects"
+                elif isinstance(owner, np.ndarray):
+                    self.array_calls.add(id(owner))
         elif event == "call":
             code = frame.f_code
             kind = code_kind(code.co_filename)
@@ -263,10 +267,16 @@ def _matches(v, spec):
         return type(v) is spec[1] and (v == spec[2] or (v != v and spec[2] != spec[2]))
     if kind == "array":
         return v is spec[1] and v.shape == spec[2] and v.dtype == spec[3] and v.strides == spec[4]
+    if kind == "array-values":
+        return v is spec[1] and v.shape == spec[2] and v.dtype == spec[3] and \
+            np.array_equal(v, spec[4], equal_nan=v.dtype.kind in "fc")
     if kind == "tensor":
         return v is spec[1] and v.shape == spec[2] and v.dtype is spec[3] and v.requires_grad == spec[4]
     if kind == "method":
         return type(v) is types.MethodType and v.__func__ is spec[1] and v.__self__ is spec[2]
+    if kind == "bmethod":
+        owner = getattr(v, "__self__", None)
+        return owner is spec[1] and getattr(v, "__name__", None) == spec[2] and _matches(owner, spec[3])
     if kind == "tuple":
         return v is spec[1] and all(_matches(x, s) for x, s in zip(v, spec[2]))
     if kind == "raises":
@@ -300,13 +310,29 @@ class ReadSet:
         return None
 
 
+VALUE_GUARD_ELEMENTS = 1 << 16      # a global array read outside the graph: guard its values up to this size
+
+
+def guard_array_values(rs, graph_buffers, called):
+    """A global array the code used outside the compiled graph (``W.sum()``, ``np.tanh(W)`` on
+    the concrete array) went into the graph as a constant computed from its values: guard the
+    values (a copy, for small arrays) or refuse. Arrays that are graph inputs are read live."""
+    for g in rs.guards:
+        spec = g.expect
+        if spec[0] != "array" or (id(spec[1]) in graph_buffers and id(spec[1]) not in called):
+            continue
+        if spec[1].size > VALUE_GUARD_ELEMENTS:
+            raise Unguardable(f"computes with the global array `{g.desc}` outside the compiled graph")
+        g.expect = ("array-values",) + spec[1:4] + (spec[1].copy(),)
+
+
 def analyse(fn, recorder: ReadRecorder | None = None) -> ReadSet:
     """The guards for ``fn`` (raises :class:`Unguardable` with the reason when there are none)."""
     rs = ReadSet()
     while isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.MethodType):
         fn = fn.__func__
     if isinstance(fn, types.MethodType):
-        _walk_function(rs, fn.__func__, fn.__self__)
+        _spec(rs, fn, getattr(fn, "__qualname__", "the method"))    # its self: a module, or walked
     elif isinstance(fn, types.FunctionType):
         _walk_function(rs, fn, None)
     else:
@@ -423,11 +449,26 @@ def _spec(rs, v, desc, depth=0):
         _walk_function(rs, v, None)
         return ("is", v)
     if isinstance(v, types.MethodType):
+        owner = v.__self__
+        if isinstance(owner, (Module, Optimizer)):
+            _add_module(rs, owner)          # its parameters, buffers and flags: Snapshot's key
+        elif isinstance(owner, type):
+            _walk_class(rs, owner)          # a classmethod
+        elif not (isinstance(v.__func__, types.FunctionType) and _is_user(v.__func__.__code__)):
+            raise Unguardable(f"calls `{desc}`, a method of a {type(owner).__name__} whose state "
+                              "nbaccel does not follow")
         if isinstance(v.__func__, types.FunctionType):
-            _walk_function(rs, v.__func__, v.__self__)
-        if isinstance(v.__self__, (Module, Optimizer)):
-            _add_module(rs, v.__self__)
-        return ("method", v.__func__, v.__self__)
+            _walk_function(rs, v.__func__, owner)
+        return ("method", v.__func__, owner)
+    if isinstance(v, types.BuiltinMethodType) and not isinstance(v.__self__, types.ModuleType) \
+            and v.__self__ is not None:
+        owner = v.__self__                  # a C method bound to an object: a new one per access
+        if isinstance(owner, np.ndarray):
+            return ("bmethod", owner, v.__name__, _spec(rs, owner, desc, depth + 1))
+        if isinstance(owner, (type, np.ufunc, str, bytes, int, float, tuple, frozenset)):
+            return ("bmethod", owner, v.__name__, ("is", owner))
+        raise Unguardable(f"reads `{desc}`, a method of a {type(owner).__name__}, which cannot be "
+                          "guarded cheaply")
     if isinstance(v, type):
         _walk_class(rs, v)
         return ("is", v)
