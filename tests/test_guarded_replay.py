@@ -399,3 +399,21 @@ def test_a_global_array_used_outside_the_graph_is_guarded_by_its_values(x):
         check(cf, f, x)
     finally:
         W[1, 1] = 1.0
+
+
+def test_a_compiled_helper_called_inside_is_walked(x):
+    global SCALE
+    inner = nb.compile(lambda t: t * SCALE)
+
+    def outer(t):
+        return inner(t) + 1
+
+    cf = nb.compile(outer, backend="numpy")
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) >= 2, cf.report.replay
+    old = SCALE
+    try:
+        SCALE = -4.0
+        check(cf, outer, x)
+    finally:
+        SCALE = old

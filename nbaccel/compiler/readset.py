@@ -477,6 +477,10 @@ def _spec(rs, v, desc, depth=0):
         return ("is", v)
     if isinstance(v, types.ModuleType) or _library_object(v):
         return ("is", v)
+    inner = _compiled_target(v)
+    if inner is not None:               # another nb.compile'd function: traced inline, walked too
+        _spec(rs, inner, desc, depth + 1)
+        return ("is", v)
     raise Unguardable(f"reads `{desc}` (a {type(v).__name__}), which cannot be guarded cheaply")
 
 
@@ -488,6 +492,16 @@ def _library_object(v) -> bool:
         return True
     mod = getattr(type(v), "__module__", "") or ""
     return (mod.startswith("numpy") and callable(v)) or mod == "nbaccel.dtypes"
+
+
+def _compiled_target(v):
+    """The function an ``nb.compile`` result wraps (a CompiledFunction or CompiledModule)."""
+    from .api import CompiledFunction, CompiledModule
+    if isinstance(v, CompiledFunction):
+        return v.fn
+    if isinstance(v, CompiledModule):
+        return v._compiled.fn
+    return None
 
 
 def _walk_class(rs, cls):
