@@ -100,6 +100,8 @@ def run_one(seed):
             nb.compile(f, backend="numpy")(*args).compute()
         except type(e):
             return None
+        if "zero-size array to reduction" in str(e):
+            return None   # known: Dask's own max of an empty chunk raises where NumPy does not
         return f"plain raised {type(e).__name__}: {e}; compiled did not"
     cf = nb.compile(f, backend="numpy")
     got = cf(*args)
@@ -111,7 +113,8 @@ def run_one(seed):
     if type(value) is not type(plain) or np.asarray(value).dtype != np.asarray(plain).dtype:
         return f"computed {type(value).__name__} {np.asarray(value).dtype} != {type(plain).__name__}"
     if plain.dtype.kind == "f":
-        ok = np.allclose(value, plain, rtol=2e-4, atol=1e-5, equal_nan=True)
+        tol = 2e-3 if plain.dtype == np.float16 else 2e-4   # (bool inputs of tanh give float16)
+        ok = np.allclose(value, plain, rtol=tol, atol=tol / 20, equal_nan=True)
     else:
         ok = np.array_equal(value, plain)
     return None if ok else f"values differ:\n{value}\n{plain}"
