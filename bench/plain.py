@@ -203,7 +203,8 @@ def markdown(res: dict) -> str:
     for name, r in (("Batch-1 decoding", d), (f"Batch-{g['batch']} GEMM", g)):
         lines += [f"{name}, `model(x)` through {r['layers']} layer(s) of {r['dim']}×{r['dim']} "
                   "(median, min–max over rounds):", "",
-                  "| weights | ms | speedup vs float32 | read bandwidth (same bytes) | share of it | rel. error |",
+                  "| weights | ms | speedup vs float32 | read bandwidth (same bytes) | share of it "
+                  "| rel. error |",
                   "|---|---|---|---|---|---|"]
         for k in r["read_fraction"]:
             sp = "1" if k == "float32" else _fmt(r["speedup_vs_float32"][k], unit="×")

@@ -14,9 +14,9 @@ What nbaccel sets up, so that users need no environment variables (``docs/thread
   parallel launch, which is after ``import nbaccel`` since numba loads on first use).
 * ``NUMBA_THREADING_LAYER_PRIORITY="omp tbb workqueue"``: the OpenMP layer (whose wait policy
   is the one above) where it is installed, instead of TBB's, whose workers spin.
-* Dynamic scheduling in the kernels (``nbaccel_kernels._parallel.dynamic_chunks``): a parallel loop hands out small
-  chunks of rows, so a worker that is slow to wake (or whose core a spinning BLAS thread holds)
-  costs at most one chunk: the other threads take the rest. With static halves the kernel
+* Dynamic scheduling in the kernels (``nbaccel_kernels._parallel.dynamic_chunks``): a
+  parallel loop hands out small chunks of rows, so a worker that is slow to wake (or whose core
+  a spinning BLAS thread holds) costs at most one chunk: the other threads take the rest. With static halves the kernel
   waited for its slowest thread (11 ms or 85 ms for the same kernel, bimodally).
 
 A value the user has set is kept. ``configure`` is idempotent.

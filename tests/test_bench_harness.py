@@ -267,3 +267,21 @@ def test_render_appends_suites_and_skips():
     res["suites"] = {"step": {"skipped": "bench/step.py is not in this checkout"}}
     md = run.render(res)
     assert md.startswith(report.markdown(res)) and "## step" in md and "skipped: bench/step.py" in md
+
+
+
+def test_plain_process_column_has_no_thread_settings_and_reads_the_model_bytes(monkeypatch):
+    from bench import plain
+    from nbaccel.quant import model_bytes
+    # (no NUMBA_NUM_THREADS here: numba re-reads its variables and refuses a change once running)
+    for k in ("OMP_WAIT_POLICY", "NUMBA_DISABLE_PERFORMANCE_WARNINGS", "OPENBLAS_NUM_THREADS",
+              "MKL_NUM_THREADS"):
+        monkeypatch.setenv(k, "1")
+    env = plain.plain_env()
+    assert not [k for k in env if k.startswith(plain.SCRUBBED)] and plain.ROOT in env["PYTHONPATH"]
+    # the bandwidth line reads exactly the bytes the model's layers hold
+    for kind in ("float32", "int8", "int4", "2:4", "int8-dynamic"):
+        m = plain._convert(plain._models(2, 256, 0), kind)
+        assert type(m[0]).__name__ == {"float32": "Linear", "2:4": "SparseSemiStructuredLinear"}.get(
+            kind, "QuantizedLinear"), kind
+        assert sum(a.nbytes for a in plain._weights(m)) == model_bytes(m), kind

@@ -27,7 +27,8 @@ def _fresh(code: str) -> dict:
 
 
 def _loaded(names) -> str:
-    return f"[m for m in {tuple(names)!r} if m in sys.modules or any(k.startswith(m + '.') for k in sys.modules)]"
+    return (f"[m for m in {tuple(names)!r} "
+            "if m in sys.modules or any(k.startswith(m + '.') for k in sys.modules)]")
 
 
 def test_import_nbaccel_loads_no_heavy_package():
