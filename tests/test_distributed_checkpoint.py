@@ -474,3 +474,12 @@ def test_importing_nbaccel_imports_neither_zarr_nor_dask():
             "print(sorted(m for m in ('zarr', 'dask', 'distributed') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("module", ["nbaccel.distributed.sharded", "nbaccel.distributed.checkpoint",
+                                    "nbaccel.distributed.checkpoint.api"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted and not result.failed
