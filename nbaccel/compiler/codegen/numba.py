@@ -35,7 +35,7 @@ from __future__ import annotations
 from ..loops import Expr, Kernel
 from . import fastmath_text
 from .common import operand_dtype, small_power, weak_dtype
-from .numba_passes import _VECTOR_MAX, SUM_CHUNK, SUM_CHUNK_ROWS, ReductionPasses  # noqa: F401
+from .numba_passes import _VECTOR_MAX, SUM_CHUNK, SUM_CHUNK_ROWS, NumbaReductions  # noqa: F401
 from .numba_syntax import (BETTER, BOOL_SCALAR, COMPLEX_SCALAR, FOLD, PARTIAL_SUM, SCALAR,  # noqa: F401
                            _COMPLEX_UNSUPPORTED, _DTYPES, _NUMPY_ONLY, _float_lit, _np_type)
 
@@ -77,7 +77,7 @@ def unsupported_reason(k: Kernel):
     return None
 
 
-class _Renderer(ReductionPasses):
+class _Renderer(NumbaReductions):
     BLOCK = BLOCK   # the column block width, for the reduction passes (numba_passes.py)
 
     def __init__(self, k: Kernel, parallel: bool):

@@ -1,6 +1,6 @@
 """The numba tier's reduction passes, kept apart from the loop-nest renderer (``numba.py``).
 
-``ReductionPasses`` is a mixin of ``numba._Renderer``: it spells the reduction plan that
+``NumbaReductions`` is a mixin of ``numba._Renderer``: it spells the reduction plan that
 ``kernel_passes.py`` makes for the kernel (which reductions share an accumulator, which pairs
 run as one pass, which values are invariant along the reduced rows) as numba loops.
 
@@ -32,7 +32,7 @@ SUM_CHUNK = 1024               # elements of a float32 partial sum along a reduc
 SUM_CHUNK_ROWS = 64            # rows of a float32 partial column sum (per column of the block)
 
 
-class ReductionPasses:
+class NumbaReductions:
     """Reduction passes of the numba renderer (a mixin; see the module docstring)."""
 
     def reduction_passes(self, var, pad, accs, block):

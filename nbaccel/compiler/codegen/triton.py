@@ -29,7 +29,7 @@ from ..loops import Expr, Kernel
 from . import triton_syntax as S
 from .common import operand_dtype, small_power, weak_dtype
 from ..kernel_passes import duplicates, merge_dims, phases
-from .triton_reduce import ReductionPasses
+from .triton_reduce import TritonReductions
 from .triton_syntax import buf, const_text, float_text, fits, half_round, reg, sqrt_fn
 
 ELEMS_GPU = 1024          # elements per program of an elementwise kernel (4 warps × 8 per thread)
@@ -96,7 +96,7 @@ def _is_cast(e):
     return e.op.name == "astype"
 
 
-class _Renderer(ReductionPasses):
+class _Renderer(TritonReductions):
     def __init__(self, k: Kernel, interpret: bool):
         self.k = k
         self.interpret = interpret

@@ -1,5 +1,5 @@
 """The Triton renderer's reductions: one block in registers, or a loop over blocks of the
-reduction range with an accumulator per lane (the mixin :class:`ReductionPasses` of the
+reduction range with an accumulator per lane (the mixin :class:`TritonReductions` of the
 renderer in ``triton.py``).
 
 What a reduction means comes from its op's rule (``ops/registry.py``: ``ReduceRule``): its
@@ -17,7 +17,7 @@ from .triton_syntax import (BETTER, BLOCK_FOLD, LOOP_FOLD, SELECT_BLOCK, SELECT_
                             TRUTH_FOLD, const_text, float_text, reg)
 
 
-class ReductionPasses:
+class TritonReductions:
     """Rendering of a kernel's reductions (needs the renderer's expr/cvt/emit/name)."""
 
     # one block: the whole reduction range in registers
