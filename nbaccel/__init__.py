@@ -67,3 +67,7 @@ def __getattr__(name):
         value = globals()[name] = getattr(compiler, name)
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():      # tab completion lists the lazily loaded names too
+    return sorted(set(globals()) | set(_FROM_COMPILER))

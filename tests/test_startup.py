@@ -80,6 +80,7 @@ def test_the_compiler_loads_on_first_use():
 
 def test_unknown_attribute_is_an_attribute_error():
     import nbaccel
+    assert {"compile", "explain", "mark_dynamic", "config"} <= set(dir(nbaccel))   # tab completion
     with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
         nbaccel.no_such_thing  # noqa: B018
     with pytest.raises(AttributeError):
