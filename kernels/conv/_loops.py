@@ -1,5 +1,5 @@
-"""The numba loops of the CPU convolution: im2col / col2im around BLAS, and direct loops for
-convolutions with little work per output (depthwise, where a GEMM would be tiny).
+"""The numba loops of the CPU convolution: direct loops for convolutions with little work per
+output (depthwise, where a GEMM would be tiny); the others go through im2col and BLAS.
 
 Every loop is parallel over planes that no other iteration writes ((image, channel) or
 (output channel, input channel)), so there are no races and no atomics. Column ranges whose
@@ -19,50 +19,6 @@ def _span(j, dw, pl, sw, width, out_w):
     lo = max(0, -((j * dw - pl) // sw))
     hi = min(out_w, -((j * dw - pl - width) // sw))
     return lo, max(lo, hi)
-
-
-@njit(**_JIT)
-def im2col(x, cols, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
-    """cols[n, (c*kh + i)*kw + j, r*out_w + q] = x[n, c, r*sh - pt + i*dh, q*sw - pl + j*dw] (0 outside)."""
-    n_img, n_ch, height, width = x.shape
-    zero = cols.dtype.type(0)
-    for nc in prange(n_img * n_ch):
-        n, c = nc // n_ch, nc % n_ch
-        for i in range(kh):
-            for j in range(kw):
-                row = (c * kh + i) * kw + j
-                lo, hi = _span(j, dw, pl, sw, width, out_w)
-                for r in range(out_h):
-                    ih = r * sh - pt + i * dh
-                    base = r * out_w
-                    if ih < 0 or ih >= height:
-                        for q in range(out_w):
-                            cols[n, row, base + q] = zero
-                        continue
-                    for q in range(lo):
-                        cols[n, row, base + q] = zero
-                    for q in range(lo, hi):
-                        cols[n, row, base + q] = x[n, c, ih, q * sw - pl + j * dw]
-                    for q in range(hi, out_w):
-                        cols[n, row, base + q] = zero
-
-
-@njit(**_JIT)
-def col2im(cols, gx, kh, kw, sh, sw, pt, pl, dh, dw, out_h, out_w):
-    """The adjoint of im2col: gx[n, c, ...] += every column entry that read that pixel."""
-    n_img, n_ch, height, width = gx.shape
-    for nc in prange(n_img * n_ch):
-        n, c = nc // n_ch, nc % n_ch
-        for i in range(kh):
-            for j in range(kw):
-                row = (c * kh + i) * kw + j
-                lo, hi = _span(j, dw, pl, sw, width, out_w)
-                for r in range(out_h):
-                    ih = r * sh - pt + i * dh
-                    if 0 <= ih < height:
-                        base = r * out_w
-                        for q in range(lo, hi):
-                            gx[n, c, ih, q * sw - pl + j * dw] += cols[n, row, base + q]
 
 
 @njit(**_JIT)
