@@ -34,10 +34,11 @@ from __future__ import annotations
 
 from ..loops import Expr, Kernel
 from . import fastmath_text
-from .common import operand_dtype, small_power, weak_dtype
+from .common import operand_dtype, weak_dtype
 from .numba_passes import _VECTOR_MAX, SUM_CHUNK, SUM_CHUNK_ROWS, NumbaReductions  # noqa: F401
 from .numba_syntax import (BETTER, BOOL_SCALAR, COMPLEX_SCALAR, FOLD, PARTIAL_SUM, SCALAR,  # noqa: F401
-                           _COMPLEX_UNSUPPORTED, _DTYPES, _NUMPY_ONLY, _float_lit, _np_type)
+                           _NUMPY_ONLY, _casts_inputs, _float_lit, _is_cast, _np_type, _product_power,
+                           unsupported_reason)
 
 PARALLEL_MIN_ELEMS = 1 << 20   # below this, threads cost more than they save on 2 cores
 BLOCK = 256                    # kept-last-axis block of a column reduction (accumulators in L1)
@@ -51,30 +52,6 @@ from numba import njit
 from nbaccel.compiler.codegen.fastmath import SAFE_FASTMATH, fexp, flog, ftanh, fsigmoid, ferf, flog1p, fexpm1
 from nbaccel.compiler.codegen.numba_reduce import fmaximum, fminimum
 """
-
-
-def unsupported_reason(k: Kernel):
-    """Why numba cannot run this kernel (it then stays on the NumPy tier), or None."""
-    for b in k.inputs + k.outputs:
-        if b.dtype.name not in _DTYPES:
-            return f"numba has no {b.dtype.name}"
-    for e in k.ops():
-        if e.dtype.name not in _DTYPES:
-            return f"numba has no {e.dtype.name}"
-        name = e.op.name
-        if name in _NUMPY_ONLY:
-            return f"{name} differs in numba for large shift counts"
-        if name not in SCALAR and not _is_cast(e):
-            return f"{name} has no numba rendering"
-        if e.params and not _is_cast(e):
-            return f"{name} with parameters has no numba rendering"
-        if any(a.dtype is not None and a.dtype.kind == "c" for a in e.args) or e.dtype.kind == "c":
-            if name in _COMPLEX_UNSUPPORTED:
-                return f"numba orders or rounds complex {name} differently"
-    for r in k.reductions:
-        if (r.dtype.kind == "c" or r.src.dtype.kind == "c") and r.rule.selects:
-            return "numba has no complex max/min"
-    return None
 
 
 class _Renderer(NumbaReductions):
@@ -490,24 +467,6 @@ class _Renderer(NumbaReductions):
                 "    for t in range(part * total // parts, (part + 1) * total // parts):"]
         src += self.lines
         return "\n".join(src) + "\n"
-
-
-def _is_cast(e):
-    """astype: a cast, spelled by the renderer itself (its dtype is a parameter)."""
-    return e.op.name == "astype"
-
-
-def _casts_inputs(e):
-    """Operands are converted to the computation dtype first, as NumPy's loops do (numba's
-    scalar rules are NumPy 1's: uint64 + int64 would wrap instead of giving float64): every
-    binary and ternary op except those whose operands keep their own dtype."""
-    return e.op.kind != "unary" and e.op.operands in ("result", "common", "select")
-
-
-def _product_power(e):
-    """x ** 2 and x ** 3 of the base's own dtype as multiplications (a pow call does not
-    vectorise), as NumPy's own fast path does."""
-    return small_power(e) in (2, 3) and e.dtype.kind in "iuf" and e.args[0].dtype is e.dtype
 
 
 def _keys(e):

@@ -1,8 +1,11 @@
 """The numba renderer's syntax: how each primitive is spelled in a numba loop body, and the
 spellings of the reductions by their combine op. The dtype rules scalar code needs spelled out
 (NumPy's loops convert operands; numba's scalar rules are NumPy 1's) come from the op table's
-operand classes through ``common.py``. ``numba.py`` builds the loop nests with these."""
+operand classes through ``common.py``. ``unsupported_reason`` says what numba cannot spell (the
+kernel then stays on the NumPy tier). ``numba.py`` builds the loop nests with these."""
 from __future__ import annotations
+
+from .common import small_power
 
 SCALAR = {
     "add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
@@ -65,3 +68,45 @@ def _np_type(dtype):
 
 def _float_lit(v):
     return repr(float(v)) if v == v and abs(v) != float("inf") else f"float('{v}')"
+
+
+def unsupported_reason(k):
+    """Why numba cannot run this kernel (it then stays on the NumPy tier), or None."""
+    for b in k.inputs + k.outputs:
+        if b.dtype.name not in _DTYPES:
+            return f"numba has no {b.dtype.name}"
+    for e in k.ops():
+        if e.dtype.name not in _DTYPES:
+            return f"numba has no {e.dtype.name}"
+        name = e.op.name
+        if name in _NUMPY_ONLY:
+            return f"{name} differs in numba for large shift counts"
+        if name not in SCALAR and not _is_cast(e):
+            return f"{name} has no numba rendering"
+        if e.params and not _is_cast(e):
+            return f"{name} with parameters has no numba rendering"
+        if any(a.dtype is not None and a.dtype.kind == "c" for a in e.args) or e.dtype.kind == "c":
+            if name in _COMPLEX_UNSUPPORTED:
+                return f"numba orders or rounds complex {name} differently"
+    for r in k.reductions:
+        if (r.dtype.kind == "c" or r.src.dtype.kind == "c") and r.rule.selects:
+            return "numba has no complex max/min"
+    return None
+
+
+def _is_cast(e):
+    """astype: a cast, spelled by the renderer itself (its dtype is a parameter)."""
+    return e.op.name == "astype"
+
+
+def _casts_inputs(e):
+    """Operands are converted to the computation dtype first, as NumPy's loops do (numba's
+    scalar rules are NumPy 1's: uint64 + int64 would wrap instead of giving float64): every
+    binary and ternary op except those whose operands keep their own dtype."""
+    return e.op.kind != "unary" and e.op.operands in ("result", "common", "select")
+
+
+def _product_power(e):
+    """x ** 2 and x ** 3 of the base's own dtype as multiplications (a pow call does not
+    vectorise), as NumPy's own fast path does."""
+    return small_power(e) in (2, 3) and e.dtype.kind in "iuf" and e.args[0].dtype is e.dtype
