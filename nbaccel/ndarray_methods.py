@@ -166,6 +166,30 @@ def _nonzero(self):
     return _wrap(np.nonzero(_concrete(self, "nonzero")))
 
 
+def _through_namespace(name, tensor_fn_name=None):
+    """A method that NumPy spells with ``order=`` / ``dtype=`` / ``out=``: the Tensor's own when
+    it takes the call as NumPy means it, else NumPy's ``np.<name>`` through nbaccel.numpy (which
+    runs NumPy on the value where the op does not take the arguments)."""
+    def method(self, *args, **kwargs):
+        from . import numpy_api
+        order = kwargs.get("order", args[0] if name in ("ravel", "flatten", "copy") and args
+                           and isinstance(args[0], str) else None)
+        if order not in (None, "C"):
+            return _numpy_method(self, name)(*args, **kwargs)
+        if kwargs.get("dtype") is not None or kwargs.get("out") is not None:
+            fn = getattr(numpy_api, name, None)
+            if fn is not None and name not in ("copy", "flatten"):
+                return fn(self, *args, **kwargs)
+            return _numpy_method(self, name)(*args, **kwargs)
+        return _TENSOR_METHODS[name](self, *args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+_ORDER_OR_DTYPE = ("ravel", "flatten", "copy", "reshape", "sum", "prod", "mean", "cumsum", "cumprod",
+                   "std", "var", "trace")
+_TENSOR_METHODS: dict = {}
+
 _NUMPY_MEANING = {"sort": _sort, "fill": _fill, "repeat": _repeat, "item": _item, "view": _view,
                   "nonzero": _nonzero}
 
@@ -205,4 +229,11 @@ def install(tensor_cls):
         if getattr(current, "__nbaccel_either__", False):
             continue
         setattr(tensor_cls, name, _either(name, fn, current))
+    for name in _ORDER_OR_DTYPE:
+        current = tensor_cls.__dict__.get(name)
+        if current is None or getattr(current, "__nbaccel_either__", False):
+            continue
+        _TENSOR_METHODS[name] = current
+        numpy_fn = _through_namespace(name)
+        setattr(tensor_cls, name, _either(name, lambda self, *a, _f=numpy_fn, **k: _f(self, *a, **k), current))
     tensor_cls.__getattr__ = _getattr

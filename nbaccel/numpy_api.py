@@ -26,7 +26,7 @@ import numpy as _np
 
 from . import dtypes as D
 from .ops.registry import NUMPY_FUNCS, OPS
-from .tensor import Tensor, _flat_args, asarray as _asarray
+from .tensor import Tensor, _flat_args, active_trace, asarray as _asarray
 
 _PY_SCALARS = (bool, int, float, complex)
 # functions whose first argument is a sequence of arrays
@@ -86,9 +86,25 @@ def _convert_args(name, kind, args):
     return args
 
 
+def settle_pending_readers(t, reason):
+    """Before an input's own buffer is handed to NumPy or other code (which may write into it:
+    ``np.cumsum(a, out=a)``, ``np.copyto(a, v)``, ``np.random.shuffle(a)``), compute the pending
+    graph if it reads that input, so what it computes sees the value from before the write."""
+    node = t._node
+    if node is None or not node.is_placeholder or t._data is None:
+        return
+    session = getattr(active_trace(), "session", None)
+    if session is None or node.graph is not session.graph:
+        return
+    if builtins.any(a is node for n in session.graph.nodes for a in n.args):
+        session._break(reason)
+        session.flush()
+
+
 def _concrete(x, reason):
     """A NumPy value for ``x`` (tensors, also inside lists/tuples/dicts)."""
     if isinstance(x, Tensor):
+        settle_pending_readers(x, reason)
         a = x._value(reason)
         if not isinstance(a, _np.ndarray):        # a GPU array
             a = a.get()
@@ -160,6 +176,9 @@ def _has_tensor(args, kwargs):
     return builtins.any(isinstance(v, Tensor) for v in _flat(list(args) + list(kwargs.values())))
 
 
+# reductions whose dtype= sets the result (and accumulator) dtype
+_DTYPE_ACCUMULATORS = {"sum", "prod", "cumsum", "cumprod", "nansum", "nanprod", "nancumsum", "nancumprod",
+                       "mean", "nanmean", "std", "var", "nanstd", "nanvar", "trace"}
 # answers about memory that concrete copies of tensors would give wrongly
 _MEMORY_QUERIES = {"shares_memory", "may_share_memory", "byte_bounds"}
 
@@ -200,12 +219,22 @@ def routed(front, name, kind, numpy_func):
     def call(*args, **kwargs):
         if _untraced_input(args, kwargs):
             return numpy_func(*args, **kwargs)
+        if slow is not None and kwargs.get("order") not in (None, "C"):
+            return slow(*args, **kwargs)   # Fortran or memory order: NumPy's own
         try:
             out = front(*_convert_args(name, kind, args), **kwargs)
         except (TypeError, NotImplementedError):
             if slow is None:
                 raise
             return slow(*args, **kwargs)
+        want = kwargs.get("dtype")
+        if slow is not None and want is not None and isinstance(out, Tensor) and short in _DTYPE_ACCUMULATORS:
+            try:
+                wrong = out.dtype.np != _np.dtype(want)
+            except TypeError:
+                wrong = True
+            if wrong:                      # the op's front did not honour dtype=: NumPy's own
+                return slow(*args, **kwargs)
         if short in _LIST_RESULTS and isinstance(out, tuple):
             return list(out)               # NumPy's split family returns lists
         return mark_array_result(short, out)

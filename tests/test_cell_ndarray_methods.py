@@ -145,3 +145,27 @@ def test_regression_in_place_on_a_cell_made_array_then_read(shell, src):
     comp = harness.run(shell, cell, compiled=True)
     assert harness.differences(plain, comp) == []
     assert comp.fallback is None, comp.fallback
+
+
+@pytest.mark.parametrize("src", ["s = A * 2\nnp.cumsum(A, axis=1, out=A)\n",
+                                 "s = A.cumsum(axis=0)\nA.cumsum(axis=1, out=A)\n",
+                                 "s = Z * 2\nnp.random.shuffle(Z)\nt = Z + 0\n",
+                                 "s = Z * 2\nnp.copyto(Z, 1.5)\nt = Z + 0\n",
+                                 "s = Z + 1\nnp.put(Z, [0], [9.0])\n",
+                                 "s = A.sum(dtype=np.int32)\nr = A.ravel('F')\nq = np.ravel(A, order='F')\n"])
+def test_regression_writes_through_numpy_after_pending_reads(shell, src):
+    # NumPy writing into an input's own buffer must not change what was computed before it
+    # (a pending read of the input saw the write: a silent wrong answer)
+    cell = catalogue.Cell("alias", src, setup=SETUP + "A = np.arange(12.0).reshape(3, 4)\nnp.random.seed(0)\n")
+    plain = harness.run(shell, cell, compiled=False)
+    comp = harness.run(shell, cell, compiled=True)
+    assert harness.differences(plain, comp) == []
+
+
+@pytest.mark.parametrize("src", ["r = (M / 3).round(1, out=None)\n", "r = M.sum(axis=0, out=None)\n",
+                                 "r = M.cumsum(axis=1, dtype=None, out=None)\n", "r = M.max(axis=0, initial=-9)\n"])
+def test_numpy_keywords_a_tensor_method_lacks_never_show_an_error(shell, src):
+    cell = catalogue.Cell("kw", src, setup=SETUP)
+    plain = harness.run(shell, cell, compiled=False)
+    comp = harness.run(shell, cell, compiled=True)
+    assert harness.differences(plain, comp) == []

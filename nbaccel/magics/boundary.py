@@ -65,6 +65,14 @@ def keeps_traced(f) -> bool:
     return _user_or_nbaccel(f)
 
 
+def _is_nbaccel_method(f) -> bool:
+    """A Tensor method or an nbaccel function (not a function of the user's)."""
+    if isinstance(getattr(f, "__self__", None), Tensor):
+        return True
+    mod = getattr(f, "__module__", None) or ""
+    return mod == "nbaccel" or mod.startswith("nbaccel.")
+
+
 def _user_or_nbaccel(f) -> bool:
     mod = getattr(f, "__module__", None) or getattr(type(f), "__module__", None) or ""
     if mod == "__main__":
@@ -128,8 +136,18 @@ def call(f, /, *args, **kwargs):
     if not args and not kwargs:
         return f()
     if not (_has_tensor(args) or _has_tensor(kwargs.values())) or keeps_traced(f):
-        return f(*args, **kwargs)
+        try:
+            return f(*args, **kwargs)
+        except TypeError as e:
+            if e.__traceback__.tb_next is None and _is_nbaccel_method(f):
+                # the call did not bind: nbaccel's method lacks a parameter NumPy's has
+                raise TypeError(f"nbaccel's {_name(f)} does not take these arguments ({e})") from None
+            raise
     reason = f"{_name(f)} is outside NumPy's namespace: it receives NumPy values"
+    from ..numpy_api import settle_pending_readers
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, Tensor):               # it may write into an input's own buffer
+            settle_pending_readers(a, reason)
     args = [to_numpy(a, reason) for a in args]
     kwargs = {k: to_numpy(v, reason) for k, v in kwargs.items()}
     snapshot.guard(args + list(kwargs.values()))     # it may write into them (np.random.shuffle)

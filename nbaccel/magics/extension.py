@@ -108,6 +108,9 @@ def _swap_out(value):
         return value._ufunc
     if isinstance(value, D.DType) and getattr(value, "np", None) is not None:
         return np.dtype(value.np)                   # `d = x.dtype` holds NumPy's dtype
+    if type(value).__name__ == "Device" and getattr(value, "type", None) == "cpu" \
+            and type(value).__module__ == "nbaccel.devices":
+        return "cpu"                                # NumPy's ndarray.device
     if callable(value) and getattr(value, "__module__", None) == numpy_api.__name__:
         return getattr(value, "__wrapped__", None) or getattr(np, getattr(value, "__name__", ""), value)
     return value
