@@ -124,3 +124,17 @@ def test_compiled_cell_on_the_cluster(client, ip):
     y = ip.user_ns["y"]
     assert isinstance(y, da.Array)
     np.testing.assert_allclose(y.compute(), np.tanh(a * 2 + 1).sum(axis=0), rtol=1e-9)
+
+
+def test_a_worker_without_nbaccel_gives_one_clear_error(client):
+    workers = sorted(client.scheduler_info()["workers"])
+    hide = "import sys; sys._nbaccel_saved = sys.modules['nbaccel']; sys.modules['nbaccel'] = None"
+    client.run(exec, hide, workers=workers[:1])       # that worker can no longer import nbaccel
+    nbcluster._checked.clear()
+    try:
+        _, x = _array((20, 4), (5, 4))
+        with pytest.raises(nbcluster.ClusterError, match=f"Dask worker {workers[0]}: .*pip install"):
+            nb.compile(lambda x: (x * 2).sum(axis=0), backend="numpy")(x)
+    finally:
+        client.run(exec, "import sys; sys.modules['nbaccel'] = sys._nbaccel_saved", workers=workers[:1])
+        nbcluster._checked.clear()
