@@ -99,20 +99,26 @@ def resharded_reads(quick: bool):
     import zarr.storage
     import nbaccel as nb
     from nbaccel.distributed import ShardedTensor, checkpoint
+    from nbaccel.distributed.checkpoint import rowchunks
     rows = 1024 if quick else 8192
     w = nb.asarray(np.random.default_rng(0).standard_normal((rows, 2048), dtype=np.float32))
     got = []
-    real_get = zarr.storage.LocalStore.get
+    real_get, real_open = zarr.storage.LocalStore.get, rowchunks.open_chunk
 
-    async def counting_get(self, key, prototype=None, byte_range=None):
+    async def counting_get(self, key, prototype=None, byte_range=None):     # reads through zarr
         buf = await real_get(self, key, prototype, byte_range)
         if buf is not None and not key.endswith("zarr.json"):
             got.append(len(buf))
         return buf
+
+    def counting_open(path, mode):                                          # direct chunk reads
+        if "r" in mode:
+            got.append(os.path.getsize(path))
+        return real_open(path, mode)
     base = tempfile.mkdtemp(prefix="nbaccel-reshard-bench-")
     try:
         checkpoint.save({"w": ShardedTensor.split(w, 4)}, checkpoint_id=base)
-        zarr.storage.LocalStore.get = counting_get
+        zarr.storage.LocalStore.get, rowchunks.open_chunk = counting_get, counting_open
         per_reader = []
         for s in ShardedTensor.zeros(tuple(w.shape), 3).local_shards():
             got.clear()
@@ -121,7 +127,7 @@ def resharded_reads(quick: bool):
             per_reader.append({"rows": s.sizes[0], "read_bytes": sum(got), "share_bytes": share,
                                "ratio": sum(got) / share})
     finally:
-        zarr.storage.LocalStore.get = real_get
+        zarr.storage.LocalStore.get, rowchunks.open_chunk = real_get, real_open
         shutil.rmtree(base, ignore_errors=True)
     return {"shape": list(w.shape), "readers": per_reader, "max_ratio": max(r["ratio"] for r in per_reader)}
 

@@ -44,15 +44,24 @@ def _values(dtype, shape, seed=0):
 
 @pytest.fixture
 def count_reads(monkeypatch):
-    """The chunk keys zarr's LocalStore really reads (data chunks only, not zarr.json)."""
+    """The chunk files really read, as (array directory, chunk key): through zarr's LocalStore
+    (any layout) or straight from the file (row-block chunks, see checkpoint/rowchunks.py)."""
+    from nbaccel.distributed.checkpoint import rowchunks
     reads = []
-    real_get = zarr.storage.LocalStore.get
+    real_get, real_open = zarr.storage.LocalStore.get, rowchunks.open_chunk
 
     async def get(self, key, prototype=None, byte_range=None):
-        if "/c/" in "/" + key or key.startswith("c/") or key == "c":
+        if "/c/" in "/" + key or key == "c":
             reads.append((str(self.root), key))
         return await real_get(self, key, prototype, byte_range)
+
+    def open_chunk(path, mode):
+        if "r" in mode:
+            array_dir, key = path.rsplit(os.sep + "c" + os.sep, 1)
+            reads.append((array_dir, "c/" + key.replace(os.sep, "/")))
+        return real_open(path, mode)
     monkeypatch.setattr(zarr.storage.LocalStore, "get", get)
+    monkeypatch.setattr(rowchunks, "open_chunk", open_chunk)
     return reads
 
 
@@ -433,20 +442,41 @@ def test_half_written_checkpoint_is_refused(tmp_path, monkeypatch):
         checkpoint.load({"w": nb.zeros(64, 8)}, checkpoint_id=tmp_path)
 
 
-def test_full_disk_fails_clearly_and_keeps_previous(tmp_path, monkeypatch):
+@pytest.mark.parametrize("layout", ["row shards (written directly)", "column shards (written by zarr)"])
+def test_full_disk_fails_clearly_and_keeps_previous(tmp_path, monkeypatch, layout):
+    from nbaccel.distributed.checkpoint import rowchunks
     checkpoint.save({"w": nb.ones(64, 8)}, checkpoint_id=tmp_path)
-    real_set = zarr.storage.LocalStore.set
-    calls = []
+    writes = []
+
+    def full(n):
+        writes.append(n)
+        if len(writes) > 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+    real_set, real_open = zarr.storage.LocalStore.set, rowchunks.open_chunk
 
     async def set_(self, key, value):
-        calls.append(key)
-        if len(calls) > 3:
-            raise OSError(errno.ENOSPC, "No space left on device")
+        full(key)
         return await real_set(self, key, value)
+
+    class FullFile:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, data):
+            full(len(data))
+            return self.f.write(data)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
     monkeypatch.setattr(zarr.storage.LocalStore, "set", set_)
+    monkeypatch.setattr(rowchunks, "open_chunk", lambda path, mode: FullFile(real_open(path, mode)))
+    value = ShardedTensor.split(nb.ones(64, 8) * 3, 8, dim=0 if layout.startswith("row") else 1)
     with pytest.raises(CheckpointError, match=r"failed: .*No space left on device.*previous checkpoint "
                                               r"there \(if any\) is unchanged"):
-        checkpoint.save({"w": ShardedTensor.split(nb.ones(64, 8) * 3, 8)}, checkpoint_id=tmp_path)
+        checkpoint.save({"w": value}, checkpoint_id=tmp_path)
     monkeypatch.undo()
     _ok(tmp_path, 1)
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("data-")]) == 1
@@ -483,3 +513,22 @@ def test_docstring_examples(module):
     import importlib
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted and not result.failed
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
+def test_chunks_written_directly_are_what_zarr_writes_and_reads(tmp_path, dtype):
+    w = _values(dtype, (10, 3))                      # 3 shards of 4, 4, 2 rows: a partial edge chunk
+    checkpoint.save({"w": ShardedTensor.split(w, 3)}, checkpoint_id=tmp_path / "direct")
+    doc = json.loads((tmp_path / "direct" / ".metadata.json").read_text())
+    arr = zarr.open_array(str(tmp_path / "direct" / doc["data"] / "w"), mode="r")
+    stored = _np(w).view("u2") if dtype == "bfloat16" else _np(w)          # bfloat16: its bits
+    assert arr.chunks == (4, 3) and (arr[:] == stored).all()
+    # byte for byte what zarr itself writes for the same array
+    ref = zarr.create_array(store=str(tmp_path / "ref"), shape=(10, 3), chunks=(4, 3), dtype=arr.dtype,
+                            compressors=[zarr.codecs.Crc32cCodec()], filters=None, fill_value=0)
+    ref[:] = arr[:]
+    for i in range(3):
+        assert (tmp_path / "ref" / "c" / str(i) / "0").read_bytes() == \
+            (tmp_path / "direct" / doc["data"] / "w" / "c" / str(i) / "0").read_bytes()
+    got = checkpoint.load_slice(tmp_path / "direct", "w", (slice(3, 10),))
+    assert _same(got, w[3:10])

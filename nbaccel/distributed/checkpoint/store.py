@@ -22,6 +22,7 @@ import uuid
 
 import numpy as np
 
+from . import rowchunks
 from .layout import chunks_of_region
 
 FORMAT = "nbaccel.distributed.checkpoint"
@@ -65,13 +66,21 @@ def create_array(data_dir: str, path: str, shape, dtype_name: str, chunks) -> No
 def write_region(data_dir: str, path: str, offsets, array: np.ndarray) -> None:
     """Write ``array`` at ``offsets`` into the array ``path`` (whole chunks: no read-back).
     Runs wherever the data is: a thread, a process or a Dask worker."""
-    # every chunk is written, even one that equals the fill value: a missing chunk file then
-    # always means damage (zarr would otherwise read it silently as zeros)
-    arr = _zarr().open_array(store=os.path.join(data_dir, path), mode="r+").with_config(
-        {"write_empty_chunks": True})
     array = np.asarray(array, order="C")     # (ascontiguousarray would make 0-d 1-d)
     if array.dtype.kind == "V":
         array = array.view(f"u{array.dtype.itemsize}")       # bfloat16 (ml_dtypes): its raw bits
+    array_dir = os.path.join(data_dir, path)
+    with open(os.path.join(array_dir, "zarr.json")) as f:
+        meta = json.load(f)
+    shape = tuple(meta["shape"])
+    chunks = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
+    if rowchunks.applies(shape, chunks) and array.dtype.byteorder in "=<|" \
+            and tuple(array.shape[1:]) == shape[1:] and not any(offsets[1:]):
+        rowchunks.write_rows(array_dir, shape, chunks, offsets[0], array)
+        return
+    # every chunk is written, even one that equals the fill value: a missing chunk file then
+    # always means damage (zarr would otherwise read it silently as zeros)
+    arr = _zarr().open_array(store=array_dir, mode="r+").with_config({"write_empty_chunks": True})
     if array.ndim == 0:
         arr[...] = array
     else:
@@ -191,7 +200,7 @@ class ArrayReader:
         self.shape, self.chunks = tuple(spec["shape"]), tuple(spec["chunks"])
         self.dtype_name = spec["dtype"]
         self._check_zarr_json()
-        self._array = _zarr().open_array(store=self.dir, mode="r")
+        self._opened = None          # zarr opens the array only for a layout rowchunks cannot read
         self.chunk_reads = 0
 
     def _check_zarr_json(self):
@@ -218,12 +227,40 @@ class ArrayReader:
                                   f"manifest or is not one nbaccel writes ({', '.join(problems)}); "
                                   "refusing to read it")
 
+    @property
+    def _array(self):
+        if self._opened is None:
+            self._opened = _zarr().open_array(store=self.dir, mode="r")
+        return self._opened
+
     def _chunk_file(self, coords):
         return os.path.join(self.dir, "c", *map(str, coords)) if coords else os.path.join(self.dir, "c")
 
     def read(self, region) -> np.ndarray:
         """The stored values in ``region`` (``(start, stop)`` per dim) as NumPy, in the
         nbaccel dtype (bfloat16 as ml_dtypes)."""
+        if rowchunks.applies(self.shape, self.chunks) and \
+                all((lo, hi) == (0, n) for (lo, hi), n in zip(region[1:], self.shape[1:])):
+            out = self._read_rows(region)
+        else:
+            out = self._read_zarr(region)
+        if self.dtype_name == "bfloat16":
+            from ... import dtypes as D
+            out = out.view(D.dtype("bfloat16").np)
+        return out
+
+    def _read_rows(self, region):
+        lo, hi = region[0]
+        out = np.empty((hi - lo,) + self.shape[1:], dtype=np.dtype(STORED[self.dtype_name]))
+        if hi > lo:
+            try:
+                self.chunk_reads += rowchunks.read_rows(self.dir, self.shape, self.chunks, lo, hi, out)
+            except rowchunks.ChunkError as e:
+                raise CheckpointError(f"checkpoint: chunk {e.coords} of {self.key!r} is {e.what}; "
+                                      f"file {e.path}") from None
+        return out
+
+    def _read_zarr(self, region):
         needed = chunks_of_region(region, self.chunks) if self.shape else [()]
         for c in needed:
             if not os.path.isfile(self._chunk_file(c)):
@@ -236,11 +273,7 @@ class ArrayReader:
         except Exception:
             self._name_bad_chunk(needed)
             raise
-        out = np.asarray(out)
-        if self.dtype_name == "bfloat16":
-            from ... import dtypes as D
-            out = out.view(D.dtype("bfloat16").np)
-        return out
+        return np.asarray(out)
 
     def _name_bad_chunk(self, needed):
         grid = self.chunks
