@@ -19,6 +19,10 @@ __all__ = ["Node", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabl
 _state = threading.local()
 
 
+class ConsumedGraphError(RuntimeError):
+    """backward() through a tape that an earlier backward() freed (PyTorch's RuntimeError)."""
+
+
 def is_grad_enabled() -> bool:
     return getattr(_state, "enabled", True)
 
@@ -188,7 +192,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
             if g is None:
                 continue
             if node.out is False:
-                raise RuntimeError("Trying to backward through the graph a second time (or directly "
+                raise ConsumedGraphError("Trying to backward through the graph a second time (or directly "
                                    "access saved tensors after they have already been freed). "
                                    "Specify retain_graph=True on the first backward call.")
             grads = node.apply(g)

@@ -73,6 +73,11 @@ def derive_backward(session, graph, live) -> list[BackwardSpec]:
         try:
             reached = autograd._run([t], [gin], retain_graph=True, create_graph=False,
                                     targets=[phs[i]._origin for i in targets])
+        except autograd.ConsumedGraphError:
+            # an output that backward() inside the trace did not reach, over a tape it freed
+            # (an unused LSTM state, a view of a backpropagated tensor): eagerly, its own
+            # backward would raise the same error, so it gets no backward graph
+            continue
         finally:
             session.redirect = None
         grads = [reached.get(id(phs[i]._origin), (None, None))[1] for i in targets]
