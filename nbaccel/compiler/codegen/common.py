@@ -92,6 +92,11 @@ def weak_dtype(e, value):
     return base
 
 
+def is_cast(e):
+    """astype: a conversion whose dtype is a parameter; every renderer spells it itself."""
+    return e.op.name == "astype"
+
+
 def small_power(e):
     """The exponent c of ``x ** c`` when NumPy computes it exactly another way, else None: 2 and
     3 are products, 0 and 1 trivial, and for floats -1 and 0.5 are a reciprocal and a square

@@ -5,7 +5,7 @@ operand classes through ``common.py``. ``unsupported_reason`` says what numba ca
 kernel then stays on the NumPy tier). ``numba.py`` builds the loop nests with these."""
 from __future__ import annotations
 
-from .common import small_power
+from .common import is_cast as _is_cast, small_power
 
 SCALAR = {
     "add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
@@ -92,11 +92,6 @@ def unsupported_reason(k):
         if (r.dtype.kind == "c" or r.src.dtype.kind == "c") and r.rule.selects:
             return "numba has no complex max/min"
     return None
-
-
-def _is_cast(e):
-    """astype: a cast, spelled by the renderer itself (its dtype is a parameter)."""
-    return e.op.name == "astype"
 
 
 def _casts_inputs(e):

@@ -27,7 +27,7 @@ import math
 from ... import dtypes as D
 from ..loops import Expr, Kernel
 from . import triton_syntax as S
-from .common import operand_dtype, small_power, weak_dtype
+from .common import is_cast as _is_cast, operand_dtype, small_power, weak_dtype
 from ..kernel_passes import duplicates, merge_dims, phases
 from .triton_reduce import TritonReductions
 from .triton_syntax import buf, const_text, float_text, fits, half_round, reg, sqrt_fn
@@ -55,7 +55,7 @@ def unsupported_reason(k: Kernel, interpret: bool) -> str | None:
         for d in [e.dtype] + [a.dtype for a in e.args if a.dtype is not None]:
             if d.name not in S.DTYPES:
                 return f"triton has no {d.name}"
-        if e.params and name != "astype":
+        if e.params and not _is_cast(e):
             return f"{name} with parameters has no triton rendering"
         if _is_cast(e) or small_power(e) is not None:
             continue
@@ -89,11 +89,6 @@ def _table(dt):
     else:
         t.update(S.BOOL)
     return t
-
-
-def _is_cast(e):
-    """astype: a conversion, spelled by ``cvt`` (its dtype is a parameter)."""
-    return e.op.name == "astype"
 
 
 class _Renderer(TritonReductions):
