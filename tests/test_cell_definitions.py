@@ -191,3 +191,14 @@ def test_magics_reading_the_namespace_see_the_cells_values(shell):
     ns = shell.user_ns
     assert ns["has"] is True and ns["val"] == 2.0
     assert type(ns["a1"]) is np.ndarray
+
+
+def test_notebook_objects_get_numpy_attributes_but_keep_their_tensors(shell):
+    import nbaccel as nb
+    harness._fresh(shell, "import numpy as np\nimport nbaccel as nb\nx = np.arange(4.0)\n"
+                          "class Net:\n    def __init__(self):\n        self.w = nb.tensor(np.ones(4))\n"
+                          "    def fit(self, v):\n        self.mu = v.mean()\n        return self\nnet = Net()\n")
+    _cell(shell, "net.fit(x * 2)\n", compiled=True)
+    net = shell.user_ns["net"]
+    assert type(net.mu) is np.float64 and net.mu == 3.0       # as the plain cell sets it
+    assert isinstance(net.w, nb.Tensor)                        # a Tensor it held before stays one

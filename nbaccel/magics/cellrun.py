@@ -37,7 +37,7 @@ def _swap_out(value):
 class CellRuns:
     """Mixed into NbaccelMagics (which provides ``shell``, ``by_count``, ``last``, ``_show``)."""
 
-    def _settle(self, entry, ns, env):
+    def _settle(self, entry, ns, env, keep=frozenset()):
         """After a run: shared (global) names hold NumPy values, functions and classes defined in
         the cell carry their plain names, and containers the cell filled hold no tensors."""
         for k in entry.outputs:
@@ -53,7 +53,7 @@ class CellRuns:
         for k in _names(entry):               # containers the cell reads as globals (lst.append(t))
             v = ns.get(k)
             if type(v) in (list, dict) or type(v).__module__ == "__main__":
-                _fix_containers(v)
+                _fix_containers(v, keep=keep)       # (tensors it held before the cell stay)
 
     def _write_partial(self, exc, entry, ns):
         """A user exception: the names the cell had bound when it raised are written back, as
@@ -213,7 +213,7 @@ def _settled(v):
         return v
 
 
-def _fix_containers(v, depth=0, prefix=None):
+def _fix_containers(v, depth=0, prefix=None, keep=frozenset()):
     """Lists and dicts the cell filled with tensors (``res.append(t)``), and attributes of
     notebook objects it set (``self.mu = v.mean()``), hold NumPy values, in place (other
     references see the same change); functions inside them carry their plain names."""
@@ -223,24 +223,24 @@ def _fix_containers(v, depth=0, prefix=None):
         _fix_qualname(v, prefix)
         return
     if type(v).__module__ == "__main__" and not isinstance(v, type) and type(getattr(v, "__dict__", None)) is dict:
-        _fix_containers(v.__dict__, depth + 1, prefix)
+        _fix_containers(v.__dict__, depth + 1, prefix, keep)
         return
     if type(v) is list:
         for i, item in enumerate(v):
-            if isinstance(item, Tensor) and item._np and item._node is None:
+            if isinstance(item, Tensor) and item._np and item._node is None and id(item) not in keep:
                 v[i] = boundary.to_numpy(item)
             elif _swap_out(item) is not item:          # nbaccel.numpy's abs -> NumPy's
                 v[i] = _swap_out(item)
             else:
-                _fix_containers(item, depth + 1, prefix)
+                _fix_containers(item, depth + 1, prefix, keep)
     elif type(v) is dict:
         for k, item in list(v.items()):
-            if isinstance(item, Tensor) and item._np and item._node is None:
+            if isinstance(item, Tensor) and item._np and item._node is None and id(item) not in keep:
                 v[k] = boundary.to_numpy(item)
             elif _swap_out(item) is not item:
                 v[k] = _swap_out(item)
             else:
-                _fix_containers(item, depth + 1, prefix)
+                _fix_containers(item, depth + 1, prefix, keep)
 
 
 def _fix_qualname(obj, prefix, depth=0):

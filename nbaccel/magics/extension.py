@@ -250,7 +250,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         shown = None if entry.quiet else boundary.to_numpy(_swap_out(self._from_device(value, place.device,
                                                                                      traced_vals)))
         t_out = time.perf_counter() - t_out
-        self._settle(entry, ns, env)
+        self._settle(entry, ns, env, before.tensors)
         entry.calls += 1
         # (the report's eager baseline is measured when it is shown or stored, never otherwise)
         report = getattr(entry.cf, "_report", None)

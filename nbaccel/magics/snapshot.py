@@ -9,8 +9,9 @@ input arrays (those are undone by the compiler: ``CompiledFunction.last_undo``):
   ``np.random.Generator`` / ``RandomState`` among its inputs (also inside lists and dicts);
 * NumPy's print options and floating-point error handling (``np.set_printoptions``,
   ``np.seterr``, an ``errstate`` left open);
-* the lists, dicts and sets among its inputs, nested ones included, and the NumPy arrays they
-  hold or that are inputs but not traced (object, string, datetime arrays, ...);
+* the lists, dicts and sets among its inputs, nested ones included, the attributes of notebook
+  objects among them, and the NumPy arrays they hold or that are inputs but not traced
+  (object, string, datetime arrays, ...);
 * the matplotlib figures open before the attempt (figures the attempt opened are closed);
 * a traced input's own buffer when the boundary hands it to code outside NumPy's namespace
   (:func:`guard`: ``np.random.shuffle(x)`` shuffles it in place).
@@ -26,6 +27,8 @@ import sys
 import types
 
 import numpy as np
+
+from ..tensor import Tensor
 
 _DRAWS = re.compile(r"rand|seed|shuffle|choice|permutation|normal|uniform|default_rng")
 _MAX_ITEMS = 100_000            # larger containers are not copied (the re-run sees them as left)
@@ -60,7 +63,7 @@ def _root(a):
 
 class Snapshot:
     __slots__ = ("global_random", "generators", "printopts", "errstate", "containers", "arrays",
-                 "figures", "current_figure", "seen", "budget", "inputs")
+                 "figures", "current_figure", "seen", "budget", "inputs", "tensors")
 
     @contextlib.contextmanager
     def watching(self):
@@ -124,6 +127,12 @@ def _walk(value, snap, depth=0):
             seen.add(id(value))
             snap.budget -= value.nbytes
             snap.arrays.append((value, value.copy()))
+    elif isinstance(value, Tensor):
+        snap.tensors.add(id(value))       # made before the cell: write-back leaves it a Tensor
+    elif type(value).__module__ == "__main__" and not isinstance(value, type) \
+            and type(getattr(value, "__dict__", None)) is dict:
+        seen.add(id(value))
+        _walk(value.__dict__, snap, depth + 1)      # a notebook object's attributes
     elif isinstance(value, np.random.Generator):
         seen.add(id(value))
         snap.generators.append((value, value.bit_generator.state))
@@ -181,7 +190,7 @@ def take(src, ns, loads, traced) -> Snapshot:
     snap.generators, snap.containers, snap.arrays = [], [], []
     snap.printopts = np.get_printoptions()
     snap.errstate = np.geterr()
-    snap.seen, snap.budget = set(), _MAX_ARRAY_BYTES
+    snap.seen, snap.budget, snap.tensors = set(), _MAX_ARRAY_BYTES, set()
     snap.inputs = {id(_root(ns[n])) for n in traced if isinstance(ns.get(n), np.ndarray)}
     for n in loads:
         if n in traced or n not in ns:
