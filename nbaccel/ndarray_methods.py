@@ -22,8 +22,9 @@ import contextlib
 import numpy as np
 
 
-class NumPyOnly(NotImplementedError):
-    """The operation needs a real ndarray: the caller runs the code with NumPy instead."""
+class NumPyOnly(NotImplementedError, AttributeError):
+    """The operation needs a real ndarray: the caller runs the code with NumPy instead. (Also an
+    AttributeError, so ``hasattr(tracer, "strides")`` in other code is False, not an error.)"""
 
 
 # they change the ndarray object itself (shape, flags), not only its contents
