@@ -133,7 +133,6 @@ class Lowering:
         elif name in MOMENTS:
             return self._moment(node, v, axes, keepdims, body, inputs, src, vr, v_ind, args, have, places)
         elif name in ARGS:
-            pick = name
             extreme = "amax" if name == "argmax" else "amin"
             if len(axes) == 1:
                 rets = [src.line("e", extreme, [vr], {"axis": axes, "keepdims": True}),
@@ -146,8 +145,8 @@ class Lowering:
             pdtype = np.dtype([("v", v.dtype.np), ("i", "i8")])
             for a in axes:                  # each block's offset along the reduced dims
                 args += [da.arange(v.shape[a], chunks=max(v.shape[a], 1)), (v_ind[a],)]
-            combine = functools.partial(worker.arg_combine, pick)
-            aggregate = functools.partial(worker.arg_aggregate, pick)
+            combine = functools.partial(worker.arg_combine, name)
+            aggregate = functools.partial(worker.arg_aggregate, name)
         else:   # pragma: no cover - plan.py lets only these through
             raise NotChunkWork(f"{name} over chunks")
         source = src.text(rets)
@@ -160,7 +159,6 @@ class Lowering:
                             dtype=out_dtype, combine=combine, concatenate=True,
                             meta=np.empty((0,) * out_nd, out_dtype), name=f"nbaccel-{name}-{key[:10]}",
                             output_size=1)
-
 
     def _moment(self, node, v, axes, keepdims, body, inputs, src, vr, v_ind, args, have, places):
         """mean, var and std of one operand over the same axes share one pass: the combined
