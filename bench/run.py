@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # name here.
 SUITES = ("attention", "quant", "sparse", "cells", "cache_reliability",
           "step", "small_cells", "export", "func", "gpu_check", "plain", "conv", "sweep", "dask_cluster",
-          "distributed_ckpt")
+          "distributed_ckpt", "rnn")
 DEFAULT_ONLY = "abcdefghi," + ",".join(SUITES)
 
 
