@@ -29,6 +29,7 @@ from .array_api import (__array_api_version__, __array_namespace_info__, e, pi, 
 globals().update({k: v for k, v in _ops.namespace().items() if k not in globals()})
 _install_methods()
 from . import linalg  # noqa: E402,F401  (the Array API linalg extension)
+from . import fft  # noqa: E402,F401  (the Array API fft extension)
 
 bool = bool_  # noqa: A001  (Array API name; the builtin stays reachable as builtins.bool)
 __version__ = "0.1.0"
