@@ -52,6 +52,26 @@ def single_process(steps, x, y, lr=1e-2):
     return model, losses
 
 
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_compiled_replica_gradients_equal_eager_ones_step_after_step(mode):
+    # in this process, no cluster: the replica's compiled forward + backward against eager, with
+    # the same averaged gradient applied to both after every step
+    from nbaccel.distributed.replica import Replica
+    x, y = data(64)
+    eager, compiled = (Replica((m, nb.optim.AdamW(m.parameters(), lr=1e-2)), c)
+                       for m, c in ((make_model(), None), (make_model(), mode)))
+    for r in (eager, compiled):
+        r.set_loss_fn(F.mse_loss)
+    for _ in range(4):
+        (le, ge, _), (lc, gc, _) = eager.grads(x, y), compiled.grads(x, y)
+        np.testing.assert_allclose(lc, le, rtol=1e-5)
+        np.testing.assert_allclose(gc, ge, rtol=1e-4, atol=1e-6)
+        assert np.abs(ge).max() > 0
+        eager.apply(ge)
+        compiled.apply(ge)
+    assert eager.fingerprint()[0] == compiled.fingerprint()[0]
+
+
 @pytest.fixture(scope="module")
 def trained(client):
     model = make_model()

@@ -28,11 +28,15 @@ class Replica:
         self.loss_fn = loss_fn
         model, opt = self.model, self.optimizer
 
+        params = self.params
+
         def forward_backward(inputs, targets):
             loss = loss_fn(model(inputs), targets)
             opt.zero_grad()
             loss.backward()
-            return loss
+            # the gradients are outputs of the compiled graph, not only its side effects on
+            # p.grad (a replayed graph did not write a p.grad that was None before the call)
+            return (loss,) + tuple(p.grad for p in params)
         self._step = forward_backward if self.compile_mode is None else \
             self.nb.compile(forward_backward, mode=self.compile_mode)
         return True
@@ -41,9 +45,13 @@ class Replica:
         """(loss, flat float gradients, seconds computing) for this worker's shard."""
         t0 = time.perf_counter()
         nb = self.nb
-        loss = self._step(nb.asarray(inputs), nb.asarray(targets))
-        flat = np.concatenate([np.zeros(p.shape, p.dtype.np).ravel() if p.grad is None
-                               else np.asarray(p.grad.numpy(force=True)).ravel() for p in self.params]) \
+        for p in self.params:
+            # the averaged gradient that ``apply`` left in p.grad is spent: the step starts from
+            # no gradient, as the traced step did (a compiled step given a stale grad adds to it)
+            p.grad = None
+        loss, *grads = self._step(nb.asarray(inputs), nb.asarray(targets))
+        flat = np.concatenate([np.zeros(p.shape, p.dtype.np).ravel() if g is None
+                               else np.asarray(g.numpy(force=True)).ravel() for p, g in zip(self.params, grads)]) \
             if self.params else np.zeros(0, np.float32)
         return float(loss), flat, time.perf_counter() - t0
 
