@@ -55,13 +55,13 @@ def bandwidth(quick: bool, rounds: int):
     base = tempfile.mkdtemp(prefix="nbaccel-ckpt-bench-", dir=os.environ.get("NBACCEL_BENCH_DISK_DIR"))
     t = {k: [] for k in ("dd_write", "dd_read", "save", "load", "np_save", "np_load")}
     try:
-        for _ in range(rounds):
+        def run_dd():
             f = os.path.join(base, "dd.bin")
-            mib = nbytes >> 20
-            t["dd_write"].append(_dd([f"if=/dev/zero", f"of={f}", "bs=1M", f"count={mib}", "conv=fsync"]))
+            t["dd_write"].append(_dd(["if=/dev/zero", f"of={f}", "bs=1M", f"count={nbytes >> 20}", "conv=fsync"]))
             t["dd_read"].append(_dd([f"if={f}", "of=/dev/null", "bs=1M"]))
             os.remove(f)
 
+        def run_checkpoint():
             ck = os.path.join(base, "ck")
             s = time.perf_counter()
             checkpoint.save(sd, checkpoint_id=ck)
@@ -71,6 +71,7 @@ def bandwidth(quick: bool, rounds: int):
             t["load"].append(time.perf_counter() - s)
             shutil.rmtree(ck)
 
+        def run_numpy():
             npdir = os.path.join(base, "npy")
             os.makedirs(npdir)
             s = time.perf_counter()
@@ -84,6 +85,10 @@ def bandwidth(quick: bool, rounds: int):
                 np.load(os.path.join(npdir, f"{i}.npy"))
             t["np_load"].append(time.perf_counter() - s)
             shutil.rmtree(npdir)
+        order = [run_dd, run_checkpoint, run_numpy]
+        for r in range(rounds):                  # interleaved, the order rotated every round
+            for fn in order[r % 3:] + order[:r % 3]:
+                fn()
         ok = all((np.asarray(target[k]) == arrays[i]).all() for i, k in enumerate(sd))
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -532,3 +532,16 @@ def test_chunks_written_directly_are_what_zarr_writes_and_reads(tmp_path, dtype)
             (tmp_path / "direct" / doc["data"] / "w" / "c" / str(i) / "0").read_bytes()
     got = checkpoint.load_slice(tmp_path / "direct", "w", (slice(3, 10),))
     assert _same(got, w[3:10])
+
+
+def test_load_in_place_is_seen_by_a_replayed_compiled_function(tmp_path):
+    m = nb.nn.Linear(4, 3)
+    x = nb.randn(2, 4)
+    f = nb.compile(lambda x: m(x), mode="reduce-overhead", backend="numpy")
+    f(x), f(x)                                         # traced, then replayed
+    other = nb.nn.Linear(4, 3)
+    checkpoint.save(other.state_dict(), checkpoint_id=tmp_path)
+    version = m.weight._version[0]
+    checkpoint.load(m.state_dict(), checkpoint_id=tmp_path)     # straight into m's memory
+    assert m.weight._version[0] > version
+    np.testing.assert_allclose(np.asarray(f(x)), np.asarray(other(x)), rtol=1e-6)

@@ -203,11 +203,29 @@ def _into_tensor(key, target, reader):
         _expect(key, "the shape", shape, tuple(target.shape))
         _expect(key, "the dtype", dtype_name, target.dtype.name)
         for s in target.local_shards():
-            _copy(s.tensor, reader.read([(o, o + n) for o, n in zip(s.offsets, s.sizes)]))
+            _fill(s.tensor, reader, [(o, o + n) for o, n in zip(s.offsets, s.sizes)])
         return
     _expect(key, "the shape", shape, tuple(target.shape))
     _expect(key, "the dtype", dtype_name, _dtype_name(target))
-    _copy(target, reader.read(_full(shape)))
+    _fill(target, reader, _full(shape))
+
+
+def _fill(target, reader, region):
+    """Read ``region`` into ``target``: straight into its memory when that is a C-contiguous
+    host buffer (a CPU tensor's ``.numpy()`` shares it, as in PyTorch), else by ``copy_``."""
+    dest = target if isinstance(target, np.ndarray) else None
+    if dest is None and target.device.type == "cpu":
+        try:
+            dest = target.detach().numpy()
+        except Exception:            # a tensor without a concrete value (inside a trace)
+            dest = None
+    if isinstance(dest, np.ndarray) and dest.flags.c_contiguous and dest.flags.writeable \
+            and dest.shape == tuple(hi - lo for lo, hi in region):
+        reader.read(region, out=dest)
+        if not isinstance(target, np.ndarray):
+            target._version[0] += 1      # an in-place write, as copy_ counts it (replays see it)
+    else:
+        _copy(target, reader.read(region))
 
 
 def _copy(target, data: np.ndarray):

@@ -236,22 +236,30 @@ class ArrayReader:
     def _chunk_file(self, coords):
         return os.path.join(self.dir, "c", *map(str, coords)) if coords else os.path.join(self.dir, "c")
 
-    def read(self, region) -> np.ndarray:
+    def read(self, region, out: np.ndarray | None = None) -> np.ndarray:
         """The stored values in ``region`` (``(start, stop)`` per dim) as NumPy, in the
-        nbaccel dtype (bfloat16 as ml_dtypes)."""
+        nbaccel dtype (bfloat16 as ml_dtypes); into ``out`` (C-contiguous, the region's shape
+        and dtype) when given, which row-block chunks are read straight into."""
+        stored = np.dtype(STORED[self.dtype_name])
+        buf = None if out is None else out.view(stored)
         if rowchunks.applies(self.shape, self.chunks) and \
                 all((lo, hi) == (0, n) for (lo, hi), n in zip(region[1:], self.shape[1:])):
-            out = self._read_rows(region)
+            buf = self._read_rows(region, buf)
+        elif buf is None:
+            buf = self._read_zarr(region)
         else:
-            out = self._read_zarr(region)
+            buf[...] = self._read_zarr(region)
+        if out is not None:
+            return out
         if self.dtype_name == "bfloat16":
             from ... import dtypes as D
-            out = out.view(D.dtype("bfloat16").np)
-        return out
+            buf = buf.view(D.dtype("bfloat16").np)
+        return buf
 
-    def _read_rows(self, region):
+    def _read_rows(self, region, out=None):
         lo, hi = region[0]
-        out = np.empty((hi - lo,) + self.shape[1:], dtype=np.dtype(STORED[self.dtype_name]))
+        if out is None:
+            out = np.empty((hi - lo,) + self.shape[1:], dtype=np.dtype(STORED[self.dtype_name]))
         if hi > lo:
             try:
                 self.chunk_reads += rowchunks.read_rows(self.dir, self.shape, self.chunks, lo, hi, out)
