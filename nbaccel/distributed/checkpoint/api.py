@@ -46,6 +46,17 @@ def _root(checkpoint_id, io, cls, who):
     return cls(checkpoint_id)
 
 
+def _no_torch_only_args(who, planner, process_group):
+    # torch's signature, so calls written for it read the same; no_dist is accepted (there are no
+    # process groups here: many writers are threads or Dask workers)
+    if process_group is not None:
+        raise NotImplementedError(f"checkpoint.{who}: nbaccel has no process groups; shards written by "
+                                  "Dask workers come from DataParallel.state_dict()")
+    if planner is not None:
+        raise NotImplementedError(f"checkpoint.{who}: custom planners are not supported (for a "
+                                  "partial load pass allow_partial_load=True)")
+
+
 def _host(t) -> np.ndarray:
     return np.asarray(t.detach().numpy(force=True) if isinstance(t, Tensor) else t, order="C")
 
@@ -118,7 +129,7 @@ def _plan(state_dict):
 
 
 def save(state_dict: dict, *, checkpoint_id=None, storage_writer: FileSystemWriter | None = None,
-         **_ignored) -> dict:
+         planner=None, process_group=None, no_dist: bool = True) -> dict:
     """Write ``state_dict`` to the directory ``checkpoint_id``: one zarr v3 array per tensor,
     whose chunks are the shards that hold it, written by parallel threads (or, for a
     DataParallel's state_dict, by the Dask workers holding the replicas); then the JSON
@@ -134,6 +145,7 @@ def save(state_dict: dict, *, checkpoint_id=None, storage_writer: FileSystemWrit
     >>> sd["w"].tolist(), sd["step"]
     ([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], 7)
     """
+    _no_torch_only_args("save", planner, process_group)
     writer = _root(checkpoint_id, storage_writer, FileSystemWriter, "checkpoint.save")
     arrays, entries = _plan(state_dict)
     root = writer.path
@@ -281,7 +293,7 @@ def _load_entry(entry, target, readers):
 
 
 def load(state_dict: dict, *, checkpoint_id=None, storage_reader: FileSystemReader | None = None,
-         allow_partial_load: bool = False, **_ignored) -> None:
+         allow_partial_load: bool = False, planner=None, process_group=None, no_dist: bool = True) -> None:
     """Fill ``state_dict`` in place from the checkpoint at ``checkpoint_id`` (PyTorch's
     in-place load): tensors are copied into, ShardedTensors get each local shard's region
     (reading only the chunks that region meets: this is resharding), JSON values are replaced,
@@ -289,6 +301,7 @@ def load(state_dict: dict, *, checkpoint_id=None, storage_reader: FileSystemRead
     its first step). Keys of the checkpoint that the state_dict lacks are not read; a key of
     the state_dict that the checkpoint lacks is an error unless ``allow_partial_load=True``
     (torch's ``DefaultLoadPlanner(allow_partial_load=True)``). Shapes and dtypes must match."""
+    _no_torch_only_args("load", planner, process_group)
     reader = _root(checkpoint_id, storage_reader, FileSystemReader, "checkpoint.load")
     if not isinstance(state_dict, dict):
         raise TypeError(f"checkpoint.load: state_dict must be a dict, got {type(state_dict).__name__}")
