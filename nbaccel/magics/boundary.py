@@ -105,6 +105,8 @@ def to_numpy(value, reason="a NumPy value is needed"):
         return a[()] if a.ndim == 0 else a
     if type(value) is _Size:
         return int(value)
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):
+        return _numpy_result(value, reason)
     if type(value) in (list, tuple):
         new = [to_numpy(v, reason) for v in value]
         if any(a is not b for a, b in zip(new, value)):
@@ -116,6 +118,26 @@ def to_numpy(value, reason="a NumPy value is needed"):
             return new
         return value
     return value
+
+
+_NUMPY_RESULTS: dict = {}
+
+
+def _numpy_result(value, reason):
+    """A named result (``QRResult``, ``UniqueAllResult``, ...) as NumPy's own class holding
+    NumPy values (nbaccel's namedtuple of the same name otherwise stays its own)."""
+    fields = [to_numpy(v, reason) for v in value]
+    cls = type(value)
+    if (cls.__module__ or "").startswith("nbaccel"):
+        if not _NUMPY_RESULTS:
+            a = np.eye(2)
+            for r in (np.linalg.qr(a), np.linalg.svd(a), np.linalg.eigh(a), np.linalg.slogdet(a),
+                      np.unique_all(a), np.unique_counts(a), np.unique_inverse(a)):
+                _NUMPY_RESULTS[type(r).__name__] = type(r)
+        cls = _NUMPY_RESULTS.get(cls.__name__, cls)
+    if cls is type(value) and all(a is b for a, b in zip(fields, value)):
+        return value
+    return cls(*fields)
 
 
 def _has_tensor(values, depth=0):
