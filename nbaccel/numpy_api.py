@@ -200,7 +200,7 @@ def fallback(func, qualname):
 
 
 # NumPy functions whose 0-d results are 0-d arrays (ufuncs and reductions give scalars)
-_ARRAY_RESULTS = {"where", "copy", "asarray", "array", "ascontiguousarray", "asanyarray"}
+_ARRAY_RESULTS = {"where", "copy", "asarray", "array", "ascontiguousarray", "asanyarray", "tensordot"}
 
 
 def mark_array_result(name, out):

@@ -1,6 +1,6 @@
-"""The NumPy namespace, measured on one array (issue 21, item 2; second part): every public
-function of numpy, numpy.linalg and numpy.fft that takes a single 2-D float64 array plainly is
-called that way plainly and under %%compile; names, values, types, dtypes, output and exception
+"""The NumPy namespace, measured (issue 21, item 2; second part): every public function of
+numpy, numpy.linalg and numpy.fft that takes one (or two) 2-D float64 arrays plainly is called
+that way plainly and under %%compile; names, values, types, dtypes, output and exception
 must match (compiled, or in a plain run with its reason). Functions that read or write files,
 change global state or return uninitialised memory are left out."""
 import contextlib
@@ -16,15 +16,18 @@ pytest.importorskip("IPython")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tests.cells import catalogue, harness  # noqa: E402
 
-SETUP = "import numpy as np\nA = np.arange(1.0, 13.0).reshape(3, 4) / 7\n"
+SETUP = ("import numpy as np\nA = np.arange(1.0, 13.0).reshape(3, 4) / 7\n"
+         "B = np.arange(12.0, 0.0, -1).reshape(3, 4) / 5\n")
 LEFT_OUT = {"save", "savez", "savez_compressed", "savetxt", "load", "loadtxt", "genfromtxt", "fromfile",
             "memmap", "info", "show_config", "show_runtime", "test", "get_include", "seterr", "seterrcall",
             "setbufsize", "set_printoptions", "printoptions", "errstate", "lookfor", "source", "who",
             "from_dlpack", "frompyfunc", "vectorize", "fromregex", "empty_like", "empty"}
 
 
-def _unary_names():
+def _names(arity):
+    """The public functions that take ``arity`` (3, 4) float64 arrays plainly."""
     out = []
+    args = [np.arange(1.0, 13.0).reshape(3, 4) / 7, np.arange(12.0, 0.0, -1).reshape(3, 4) / 5][:arity]
     for mod, prefix in ((np, ""), (np.linalg, "linalg."), (np.fft, "fft.")):
         for n in sorted(dir(mod)):
             f = getattr(mod, n)
@@ -33,14 +36,15 @@ def _unary_names():
             try:
                 with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                     warnings.simplefilter("ignore")
-                    f(np.arange(1.0, 13.0).reshape(3, 4) / 7)
+                    f(*[a.copy() for a in args])
             except Exception:
                 continue
             out.append(prefix + n)
     return out
 
 
-NAMES = _unary_names()
+NAMES = _names(1)
+BINARY = _names(2)
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +55,24 @@ def shell():
 
 
 def test_the_measured_surface_is_broad():
-    assert len(NAMES) >= 150, len(NAMES)
+    assert len(NAMES) >= 150 and len(BINARY) >= 100, (len(NAMES), len(BINARY))
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_numpy_function_same_or_plain_with_reason(shell, name):
     cell = catalogue.Cell(name, f"r = np.{name}(A)\n", setup=SETUP)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = harness.run(shell, cell, compiled=False)
+        comp = harness.run(shell, cell, compiled=True)
+    assert harness.differences(plain, comp) == []
+    if comp.fallback is not None:
+        assert "plainly" in comp.fallback, comp.fallback
+
+
+@pytest.mark.parametrize("name", BINARY)
+def test_numpy_function_of_two_arrays_same_or_plain_with_reason(shell, name):
+    cell = catalogue.Cell(name, f"r = np.{name}(A, B)\n", setup=SETUP)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = harness.run(shell, cell, compiled=False)
