@@ -417,3 +417,16 @@ def test_a_compiled_helper_called_inside_is_walked(x):
         check(cf, outer, x)
     finally:
         SCALE = old
+
+
+def test_reduce_overhead_guards_a_pure_functions_reads_too(x):
+    global SCALE
+    cf = nb.compile(f_global, mode="reduce-overhead", backend="numpy")
+    run_calls(cf, x)
+    assert cf.stats.get("replays", 0) >= 2
+    old = SCALE
+    try:
+        SCALE = 7.0
+        check(cf, f_global, x)
+    finally:
+        SCALE = old

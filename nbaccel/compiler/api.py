@@ -25,6 +25,7 @@ from .capture import TooManyGraphBreaks, TraceSession
 from .views import numpy_gives_array as _numpy_gives_array
 from .entries import GraphCache
 from .guarded import GuardedReplays, call_key
+from .readset import ReadRecorder
 from . import cache, cheap_path
 from .report import CompileReport
 
@@ -168,10 +169,17 @@ class CompiledFunction:
         if self.mode == "reduce-overhead":
             replay_key, leaves, snap = self._replay_key(args, kwargs)
             rp = self._replays.get(replay_key) if replay_key is not None else None
-            if rp is not None:
+            reads = getattr(rp, "reads", None)         # (training steps keep their own guard)
+            failed = reads.failing() if reads is not None else None
+            if failed is not None:      # a pure function's read changed: trace it again
+                del self._replays[replay_key]
+                self._guarded.last_guard_failure = f"guard failed: `{failed.desc}` changed"
+            elif rp is not None:
                 self.stats["cache_hits"] += 1
                 self.stats["replays"] = self.stats.get("replays", 0) + 1
                 return rp.run(leaves)
+            if replay_key is not None:
+                recorder = ReadRecorder()
         session = TraceSession(self, self.fullgraph)
         session.max_breaks = None if self.fullgraph else config["max_graph_breaks"]
         session.t_start = t0
@@ -228,6 +236,8 @@ class CompiledFunction:
             if rp is None:       # a training step (in-place updates, backward inside)
                 from .train_step import record_step
                 rp = record_step(self, session, leaf_index, out, numpy_out, replay_key, snap)
+            else:                # a pure function: guards on its reads where they can be had
+                rp.reads = self._guarded.reads_of(recorder, session)
             if rp is not None:
                 self._replays[replay_key] = rp
         if guard_key is not None:

@@ -166,6 +166,25 @@ class GuardedReplays:
             return None
         return entry
 
+    def _analyse(self, recorder, session):
+        reads = analyse(self.cf.fn, recorder)
+        buffers = set()
+        for src in session.last_run[2].sources:
+            a = getattr(src, "_data", None)
+            buffers.update((id(a), id(getattr(a, "base", None))))
+        guard_array_values(reads, buffers, recorder.array_calls)
+        return reads
+
+    def reads_of(self, recorder, session):
+        """``mode="reduce-overhead"``: the guards of a pure function's reads, or None where its
+        reads cannot be guarded (it then replays on input metadata alone, as declared)."""
+        if recorder is None or getattr(session, "last_run", None) is None:
+            return None
+        try:
+            return self._analyse(recorder, session)
+        except Unguardable:
+            return None
+
     def state(self, entry=None) -> dict:
         """What the report shows about replay: its state and why."""
         if entry is not None:
@@ -208,12 +227,7 @@ class GuardedReplays:
                 why = "its result cannot be rebuilt from the compiled program's outputs"
         if rp is not None:
             try:
-                reads = analyse(self.cf.fn, recorder)
-                buffers = set()
-                for src in session.last_run[2].sources:
-                    a = getattr(src, "_data", None)
-                    buffers.update((id(a), id(getattr(a, "base", None))))
-                guard_array_values(reads, buffers, recorder.array_calls)
+                reads = self._analyse(recorder, session)
             except Unguardable as e:
                 why, rp = str(e), None
         if rp is None:

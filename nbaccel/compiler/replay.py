@@ -51,6 +51,7 @@ class Replay:
         self.outs = outs          # per output leaf: ("out", i) | ("arg", i) | ("value", v)
         self.out_tree = out_tree
         self.numpy_out = numpy_out
+        self.reads = None         # mode="reduce-overhead": guards on the function's reads, if any
 
     def run(self, leaves):
         inputs = [np.asarray(leaves[i]._data if isinstance(leaves[i], Tensor) else leaves[i])
