@@ -102,10 +102,11 @@ def before(ext, entry, opts):
 class _CompiledWins:
     """Measured once: the compiled run beat the plain cell for inputs of this kind."""
 
-    __slots__ = ("signature",)
+    __slots__ = ("signature", "plain")
 
-    def __init__(self, signature):
+    def __init__(self, signature, plain=None):
         self.signature = signature
+        self.plain = plain          # the plain cell's measured best (the headline's baseline)
 
 
 PROBE_REASON = "ran plainly once to compare with the compiled run (cheap path)"
@@ -123,6 +124,8 @@ def after(ext, line, cell, entry, opts, report, pre, seconds=None):
     store, key = _store(ext), _key(ext, line, cell)
     known = store.get(key)
     if isinstance(known, _CompiledWins) and known.signature == sig:
+        if known.plain and seconds:     # the headline: this run against the measured plain cell
+            report.set_plain(known.plain, seconds, 0.0, "compiled")
         return
     est = report.eager_estimate_seconds
     if est is None and report.graphs == 0:
@@ -157,7 +160,7 @@ def _settle_probe(ext, pc, plain_seconds):
                   f"types and shapes")
         ext.cheap_cells[key] = PlainCell(pc.entry, pc.opts, reason, pc.names, pc.signature)
     else:
-        ext.cheap_cells[key] = _CompiledWins(pc.signature)
+        ext.cheap_cells[key] = _CompiledWins(pc.signature, plain_seconds)
 
 
 def lookup(ext, line, cell):
