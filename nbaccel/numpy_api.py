@@ -285,13 +285,30 @@ def _op_kind(front):
     return op.kind if op is not None and op.front is front else "other"
 
 
+# NumPy's result order is its own (unique_values is hash-ordered in NumPy 2.3+)
+_NUMPY_ORDER = {"unique_values"}
+
+
+def _numpy_pinv(front):
+    """np.linalg.pinv's default cut-off is rcond=1e-15 (the Array API's is max(M, N) * eps)."""
+    def pinv(a, rcond=None, hermitian=False, *, rtol=None):
+        if hermitian:
+            raise NotImplementedError("pinv(hermitian=True)")
+        if rcond is None and rtol is None:
+            rcond = 1e-15
+        return front(a, rtol, rcond=rcond)
+    return pinv
+
+
 def _make(name, module=_np):
     """The nbaccel.numpy function for ``numpy.<name>`` (``name`` may be ``linalg.inv``)."""
     short = name.rsplit(".", 1)[-1]
     numpy_func = getattr(module, short, None)
     front = NUMPY_FUNCS.get(name)
-    if front is None:
+    if front is None or name in _NUMPY_ORDER:
         return fallback(numpy_func, name) if callable(numpy_func) else numpy_func
+    if name == "linalg.pinv":
+        front = _numpy_pinv(front)
     call = routed(front, name, _op_kind(front), numpy_func if callable(numpy_func) else None)
     if isinstance(numpy_func, _np.ufunc):
         return _UFunc(call, numpy_func)

@@ -114,6 +114,8 @@ def _array_diff(a, b, where):
         a, b = a.filled(0) if a.dtype.kind in "fciub" else a.data, b.filled(0) if b.dtype.kind in "fciub" else b.data
     if a.dtype.kind in "fc":
         tol = 2e-5 if a.dtype.itemsize <= 4 or a.dtype.kind == "c" and a.dtype.itemsize <= 8 else 1e-9
+        if a.dtype.itemsize == 2:
+            tol = 1e-3                       # float16: one unit in the last place
         ok = np.allclose(a, b, rtol=tol, atol=tol, equal_nan=True)
     elif a.dtype.kind in "biuMm":
         ok = np.array_equal(a, b)
