@@ -58,6 +58,13 @@ class _Caster:
         return a
 
 
+def float32_input(x):
+    """``x`` as autocast gives it to an op of its float32 list, for functions that are
+    compositions rather than ops (``F.nll_loss``): cast to float32 inside autocast."""
+    caster = dispatch.AUTOCAST
+    return caster._cast(x, D.float32) if caster is not None else x
+
+
 def is_autocast_available(device_type: str) -> bool:
     return device_type in ("cpu", "cuda")
 

@@ -236,7 +236,16 @@ def test_autocast_runs_matmuls_in_bfloat16_like_torch():
     np.testing.assert_allclose(y.float().detach().numpy(), ty.float().detach().numpy(), atol=2e-2)
     np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-2)
     np.testing.assert_allclose(lin.weight.grad.numpy(), tl.weight.grad.numpy(), atol=2e-2)
-    assert not nb.amp.is_autocast_enabled() and nb.ones(2, 2) @ nb.ones(2, 2) is not None
+    with nb.autocast("cpu"):       # dtypes op by op as torch's CPU autocast gives them
+        z = lin(xt)
+        got = [z.dtype, nb.log_softmax(z, 1).dtype, nb.nn.functional.nll_loss(nb.log_softmax(z, 1), nb.tensor([0, 1, 2, 3])).dtype,
+               (z + 1).dtype, nb.nn.functional.mse_loss(z, z).dtype]
+    with torch.autocast("cpu"):
+        tz = tl(tx)
+        want = [tz.dtype, torch.log_softmax(tz, 1).dtype, torch.nn.functional.nll_loss(torch.log_softmax(tz, 1), torch.tensor([0, 1, 2, 3])).dtype,
+                (tz + 1).dtype, torch.nn.functional.mse_loss(tz, tz).dtype]
+    assert [str(d) for d in got] == [str(d).replace("torch.", "") for d in want]
+    assert not nb.amp.is_autocast_enabled() and (nb.ones(2, 2) @ nb.ones(2, 2)).dtype is nb.float32
     with nb.autocast("cpu", enabled=False):
         assert lin(nb.ones(1, 16)).dtype is nb.float32
 

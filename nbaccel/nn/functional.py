@@ -59,6 +59,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
     """Negative log likelihood of log-probabilities ``input`` (class axis 1) at class indices
     ``target``; weighted mean as PyTorch."""
     from .. import ops
+    from ..amp import float32_input
+    input = float32_input(input)           # (autocast runs the losses in float32)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"nll_loss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     x = input
