@@ -111,6 +111,9 @@ def test_report(trained):
     assert r["workers"] == dp.workers and r["steps"] == dp.steps
     assert r["steps_per_s"] > 0 and 0 <= r["communication_share"] <= 1
     assert "2 workers" in repr(dp) and "communication" in repr(dp)
+    # every worker ran the compiled step: traced once, then hits of that graph, never eagerly
+    for stats in r["compiled_step"]:
+        assert stats["compiles"] >= 1 and stats["cache_hits"] >= 1 and stats["eager_fallbacks"] == 0
 
 
 def test_uneven_batch_matches_single_process(client):

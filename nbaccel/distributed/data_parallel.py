@@ -223,7 +223,8 @@ class DataParallel:
         wall = sum(t for t, _, _ in times)
         compute = sum(c for _, c, _ in times)
         samples = sum(s for _, _, s in times)
-        return {"workers": list(self.workers), "steps": self.steps,
+        compiled = self._all(lambda r: r.compile_stats()) if self.replicas else []
+        return {"workers": list(self.workers), "steps": self.steps, "compiled_step": compiled,
                 "steps_per_s": len(times) / wall if wall else 0.0,
                 "samples_per_s": samples / wall if wall else 0.0,
                 "compute_s": compute, "communication_s": max(wall - compute, 0.0),

@@ -67,6 +67,12 @@ class Replica:
         self.optimizer.step()
         return time.perf_counter() - t0
 
+    def compile_stats(self):
+        """The compiled step's counters (calls, compiles, cache hits, replays, eager fallbacks,
+        graph breaks), or None when it runs eagerly."""
+        stats = getattr(self._step, "stats", None)
+        return dict(stats) if stats is not None else None
+
     # -- state ------------------------------------------------------------------------------------
     def state(self):
         return {"model": self.model.state_dict(), "optim": self.optimizer.state_dict()}
