@@ -115,7 +115,11 @@ def _getattr(self, name):
     if callable(attr):
         return _numpy_method(self, name)
     if self._node is not None and name in ("strides", "base", "flags", "ctypes", "data"):
-        # a tracer's memory layout is the compiler's business: NumPy's answer needs NumPy's array
+        node = self._node
+        if node.is_placeholder and isinstance(self._data, np.ndarray) and self._version[0] == 0:
+            return getattr(self._data, name)      # an input as it came in: its own array answers
+        # a computed tracer's memory layout is the compiler's business: NumPy's answer needs
+        # NumPy's array
         raise NumPyOnly(f"ndarray.{name} describes an ndarray's memory")
     return _wrap(getattr(_concrete(self, name), name))
 

@@ -80,7 +80,7 @@ CASES = {
 
 # these need a real ndarray (they change the array object, or alias memory under another
 # dtype): the compiled attempt stops and the cell runs plainly, with the reason in the report
-PLAIN = {"resize": "resize", "setflags": "setflags", "strides": "strides", "view_dtype": "view(dtype)",
+PLAIN = {"resize": "resize", "setflags": "setflags", "view_dtype": "view(dtype)",
          "view_i32": "view(dtype)", "clip_out": "out="}
 
 
@@ -169,3 +169,15 @@ def test_numpy_keywords_a_tensor_method_lacks_never_show_an_error(shell, src):
     plain = harness.run(shell, cell, compiled=False)
     comp = harness.run(shell, cell, compiled=True)
     assert harness.differences(plain, comp) == []
+
+
+@pytest.mark.parametrize("src,plain", [("s = A.strides\nf = A.flags['C_CONTIGUOUS']\n", False),
+                                       ("s = A.T.strides\n", True), ("A += 1\ns = A.strides\n", True),
+                                       ("s = A[:, ::2].strides\n", True)])
+def test_strides_of_an_input_as_it_came_in_are_its_own(shell, src, plain):
+    # an unmodified input answers from its own array; a computed view's layout needs NumPy
+    cell = catalogue.Cell("strides", src, setup="import numpy as np\nA = np.arange(12.0).reshape(3, 4)\n")
+    p = harness.run(shell, cell, compiled=False)
+    comp = harness.run(shell, cell, compiled=True)
+    assert harness.differences(p, comp) == []
+    assert (comp.fallback is not None) == plain, comp.fallback
