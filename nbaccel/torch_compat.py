@@ -52,8 +52,8 @@ class _Unsupported:
     def __repr__(self):
         return f"<unsupported dtype {self.name}>"
 
-    def __getattr__(self, attr):
-        raise TypeError(f"nbaccel has no dtype {self.name}: {self.hint}")
+    def __getattr__(self, attr):       # (AttributeError, so that hasattr() still works)
+        raise AttributeError(f"nbaccel has no dtype {self.name}: {self.hint}")
 
 
 complex32 = chalf = _Unsupported("complex32", "use nbaccel.complex64 (cfloat)")

@@ -213,3 +213,40 @@ def test_encoder_compiles_like_eager():
     mask = nb.nn.Transformer.generate_square_subsequent_mask(6)
     f = lambda x: enc(x, mask=mask).sum(-1)   # noqa: E731
     np.testing.assert_allclose(nb.compile(f)(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("enforce_sorted", [False, True])
+def test_packed_sequences_equal_torch(cls, enforce_sorted):
+    from nbaccel.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
+    TU = torch.nn.utils.rnn
+    rng = np.random.default_rng(0)
+    lens = [5, 3, 2] if enforce_sorted else [2, 5, 3]
+    seqs = [rng.standard_normal((n, 4)).astype(np.float32) for n in lens]
+    t = getattr(torch.nn, cls)(4, 6, num_layers=2, bidirectional=True)
+    n = getattr(nb.nn, cls)(4, 6, num_layers=2, bidirectional=True)
+    _copy(n, t)
+    ns = [nb.tensor(s, requires_grad=True) for s in seqs]
+    ts = [torch.tensor(s, requires_grad=True) for s in seqs]
+    npk = pack_padded_sequence(pad_sequence(ns, batch_first=True), lens, batch_first=True,
+                               enforce_sorted=enforce_sorted)
+    tpk = TU.pack_padded_sequence(TU.pad_sequence(ts, batch_first=True), lens, batch_first=True,
+                                  enforce_sorted=enforce_sorted)
+    assert npk.batch_sizes.tolist() == tpk.batch_sizes.tolist()
+    if not enforce_sorted:
+        assert npk.sorted_indices.tolist() == tpk.sorted_indices.tolist()
+    _close(npk.data, tpk.data)
+    a, ah = n(npk)
+    b, bh = t(tpk)
+    _close(a.data, b.data)
+    ah, bh = (ah if isinstance(ah, tuple) else (ah,)), (bh if isinstance(bh, tuple) else (bh,))
+    for p, q in zip(ah, bh):
+        _close(p, q)
+    pa, la = pad_packed_sequence(a, batch_first=True)
+    pb, lb = TU.pad_packed_sequence(b, batch_first=True)
+    _close(pa, pb)
+    assert la.tolist() == lb.tolist() == lens
+    (pa.sum() + sum(p.sum() for p in ah)).backward()
+    (pb.sum() + sum(q.sum() for q in bh)).backward()
+    for x, y in zip(ns, ts):
+        _close(x.grad, y.grad, 1e-4)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from .. import ops
+from ..convert import tensor as _tensor
 from . import functional as F
 from . import init
 from .module import Module
@@ -147,9 +148,11 @@ class RNNBase(Module):
             raise RuntimeError(f"Expected hidden size {want}, got {tuple(hx.shape)}")
         return hx
 
-    def _run(self, x, states):
+    def _run(self, x, states, mask=None):
         """The layer loop over (L, N, H_in) ``x``; ``states`` is a list per state kind
-        (h, and c for LSTM) of (D*layers, N, H) tensors. Returns (output, final states)."""
+        (h, and c for LSTM) of (D*layers, N, H) tensors. Returns (output, final states).
+        ``mask`` (L, N, 1) bool, for packed input: where False the state is kept and the
+        output is 0."""
         dirs = 2 if self.bidirectional else 1
         finals = [[] for _ in states]
         for layer in range(self.num_layers):
@@ -162,8 +165,13 @@ class RNNBase(Module):
                 seq = [None] * x.shape[0]
                 steps = range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])
                 for t in steps:
-                    cur = self._cell(xw[t], cur, w_hh, b_hh)
-                    seq[t] = cur[0]
+                    new = self._cell(xw[t], cur, w_hh, b_hh)
+                    if mask is not None:
+                        new = [ops.where(mask[t], a, b) for a, b in zip(new, cur)]
+                        seq[t] = ops.where(mask[t], new[0], 0.0)
+                    else:
+                        seq[t] = new[0]
+                    cur = new
                 outs.append(ops.stack(seq, 0) if seq else
                             ops.zeros((0,) + tuple(cur[0].shape), dtype=x.dtype, device=x.device))
                 for f, c in zip(finals, cur):
@@ -178,7 +186,27 @@ class RNNBase(Module):
             return out.squeeze(1)
         return out.transpose(0, 1) if self.batch_first else out
 
+    def _packed(self, packed, hx, n_states):
+        """Run a PackedSequence: (output PackedSequence, final states in the caller's order)."""
+        from .rnn_utils import PackedSequence, _unpack
+        x, lens = _unpack(packed)
+        mask = ops.arange(x.shape[0]).reshape((-1, 1, 1)) < _tensor(lens).reshape((1, -1, 1))
+        order = packed.sorted_indices
+        hs = [None] * n_states if hx is None else list(hx if n_states > 1 else (hx,))
+        hs = [self._state(h if h is None or order is None else h[:, order.numpy()], True, x.shape[1], x)
+              for h in hs]
+        out, finals = RNNBase._run(self, x, hs, mask)
+        data = ops.cat([out[t, :b] for t, b in enumerate(packed.batch_sizes.tolist())], 0)
+        if packed.unsorted_indices is not None:
+            finals = [f[:, packed.unsorted_indices.numpy()] for f in finals]
+        return PackedSequence(data, packed.batch_sizes, packed.sorted_indices,
+                              packed.unsorted_indices), finals
+
     def forward(self, input, hx=None):
+        from .rnn_utils import PackedSequence
+        if isinstance(input, PackedSequence):
+            out, (hn,) = self._packed(input, hx, 1)
+            return out, hn
         x, batched = self._layout(input, hx)
         h0 = self._state(hx, batched, x.shape[1], x)
         out, (hn,) = self._run(x, [h0])
@@ -241,9 +269,9 @@ class LSTM(RNNBase):
         last = y[0] if d else y[-1]
         return y[..., :n], last[..., :n], last[..., n:2 * n]
 
-    def _run(self, x, states):
-        if x.shape[0] == 0:
-            return super()._run(x, states)
+    def _run(self, x, states, mask=None):
+        if x.shape[0] == 0 or mask is not None:
+            return super()._run(x, states, mask)
         dirs = 2 if self.bidirectional else 1
         hs, cs = [], []
         for layer in range(self.num_layers):
@@ -263,6 +291,10 @@ class LSTM(RNNBase):
         return list(_lstm_step(xw, cur[0], cur[1], w_hh, b_hh))
 
     def forward(self, input, hx=None):
+        from .rnn_utils import PackedSequence
+        if isinstance(input, PackedSequence):    # (masked: the composed loop, not lstm_scan)
+            out, (hn, cn) = self._packed(input, hx, 2)
+            return out, (hn, cn)
         x, batched = self._layout(input, hx)
         if hx is not None and not isinstance(hx, (tuple, list)):
             raise RuntimeError("LSTM expects hx as a tuple (h_0, c_0)")

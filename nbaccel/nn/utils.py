@@ -16,7 +16,7 @@ from .. import autograd, ops
 from ..tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
-           "parameters_to_vector", "vector_to_parameters"]
+           "parameters_to_vector", "vector_to_parameters", "rnn"]
 
 
 def _grads(parameters):
@@ -95,3 +95,8 @@ def vector_to_parameters(vec, parameters):
             n = p.numel()
             p.copy_(vec[start:start + n].reshape(tuple(p.shape)))
             start += n
+
+
+from . import rnn_utils as rnn  # noqa: E402,F401  (nn.utils.rnn: pad / pack sequences)
+import sys as _sys  # noqa: E402
+_sys.modules.setdefault(__name__ + ".rnn", rnn)
