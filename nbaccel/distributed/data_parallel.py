@@ -212,7 +212,10 @@ class DataParallel:
                 per_worker[i].append((array_path, remote.path, off, size))
         jobs = iter(per_worker)
         self._all(lambda r: r.write_shards(data_dir, next(jobs)))
-        self._last_checkpoint = (os.path.dirname(os.fspath(data_dir)), getattr(self, "_pending_step", self.steps))
+
+    def checkpoint_published(self, root):
+        """Called by ``checkpoint.save`` once the manifest is published: resume from here."""
+        self._last_checkpoint = (os.fspath(root), getattr(self, "_pending_step", self.steps))
 
     # -- report -------------------------------------------------------------------------------------
     def report(self) -> dict:

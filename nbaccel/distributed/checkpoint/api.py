@@ -172,6 +172,8 @@ def save(state_dict: dict, *, checkpoint_id=None, storage_writer: FileSystemWrit
             for f in pending:
                 f.result()
         store.publish(root, data_name, specs, entries)
+        for remote_writer, _ in remote.values():     # e.g. a DataParallel: resume from here
+            remote_writer.checkpoint_published(root)
     except BaseException as e:
         store.discard(root, data_name)
         if isinstance(e, OSError):
