@@ -161,7 +161,10 @@ def _view(self, *args, dtype=None, type=None):
     if dtype is None and type is None:
         return self[...]
     if self._node is not None:
-        raise NumPyOnly("ndarray.view(dtype) of a traced array shares its memory under another dtype")
+        if not (self._node.is_placeholder and isinstance(self._data, np.ndarray) and self._version[0] == 0):
+            raise NumPyOnly("ndarray.view(dtype) of a computed array shares its memory under another dtype")
+        from .numpy_api import settle_pending_readers        # (it may be written through the view)
+        settle_pending_readers(self, "ndarray.view(dtype) shares the input's memory")
     return self._data.view(*(x for x in (dtype, type) if x is not None))   # an alias, as in NumPy
 
 
