@@ -20,7 +20,7 @@ import types
 
 from . import autograd
 from . import dtypes as D
-from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
+from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .devices import cuda_available, device as _device
 
 __all__ = ["long", "float", "double", "half", "int", "short", "cfloat", "cdouble",

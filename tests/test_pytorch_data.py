@@ -61,7 +61,7 @@ def test_default_collate_matches_torch():
     P = collections.namedtuple("P", "a b")
     nt = default_collate([P(nb.ones(2), 1), P(nb.zeros(2), 2)])
     assert isinstance(nt, P) and nt.a.shape == (2, 2) and nt.b.tolist() == [1, 2]
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from torch.utils.data import default_collate as tcollate
     t = tcollate(batch)
     for k in ("x", "y", "w"):
