@@ -22,6 +22,11 @@ import contextlib
 import numpy as np
 
 
+# called with the arrays whose memory is handed out as a raw ndarray (``%%compile`` registers
+# its safety net here, so a failed attempt can undo writes through them)
+ALIAS_HOOKS: list = []
+
+
 class NumPyOnly(NotImplementedError, AttributeError):
     """The operation needs a real ndarray: the caller runs the code with NumPy instead. (Also an
     AttributeError, so ``hasattr(tracer, "strides")`` in other code is False, not an error.)"""
@@ -165,6 +170,8 @@ def _view(self, *args, dtype=None, type=None):
             raise NumPyOnly("ndarray.view(dtype) of a computed array shares its memory under another dtype")
         from .numpy_api import settle_pending_readers        # (it may be written through the view)
         settle_pending_readers(self, "ndarray.view(dtype) shares the input's memory")
+        for hook in ALIAS_HOOKS:                             # the %%compile safety net copies it
+            hook([self._data])
     return self._data.view(*(x for x in (dtype, type) if x is not None))   # an alias, as in NumPy
 
 

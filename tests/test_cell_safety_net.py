@@ -38,6 +38,7 @@ CASES = {
     "nested_list": ("nest = [[1], {'k': []}]\n", "nest[0].append(2)\nnest[1]['k'].append(len(nest[1]['k']))\n"),
     "object_attribute": ("class Box:\n    pass\nbx = Box()\nbx.n = 0\nbx.items = []\n",
                          "bx.n += 1\nbx.items.append(bx.n)\n"),
+    "write_through_view": ("", "b = x.view(np.int64)\nb[1] += 1\n"),
     "set_add": ("seen = set()\n", "seen.add(len(seen))\n"),
     "array_in_dict": ("box = {'a': np.zeros(3)}\n", "box['a'][0] += 1\ntotal = box['a'].sum()\n"),
     "object_array": ("objs = np.array([1, 'a', None], dtype=object)\n", "objs[0] = objs[0] + 1\n"),
