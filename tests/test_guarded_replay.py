@@ -430,3 +430,23 @@ def test_reduce_overhead_guards_a_pure_functions_reads_too(x):
         check(cf, f_global, x)
     finally:
         SCALE = old
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_a_step_that_calls_backward_sets_fresh_gradients_every_call(mode):
+    model = nb.nn.Linear(4, 2)
+
+    def step(x, y):
+        model.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    cf = nb.compile(step, mode=mode, backend="numpy")
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        x, y = nb.asarray(rng.standard_normal((8, 4))), nb.asarray(rng.standard_normal((8, 2)))
+        cf(x, y)
+        got = model.weight.grad.numpy().copy()
+        step(x, y)
+        np.testing.assert_allclose(got, model.weight.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -218,7 +218,8 @@ class GuardedReplays:
         elif getattr(session, "writes", None) or session.concrete_targets or \
                 any(id(t) in input_tracers for t in session.assigned.values()):
             why = "it updates an input, a global or a closure's array in place"
-        elif getattr(session, "had_backward", False) or session.grad_escapes:
+        elif getattr(session, "had_backward", False) or session.grad_escapes or \
+                getattr(session, "grad_writes", None):
             why = "it records autograd history (use mode='reduce-overhead' for a training step)"
         else:
             rp = record(session, leaf_index, out, numpy_out, key, local_writes_ok=True,

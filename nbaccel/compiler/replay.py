@@ -78,7 +78,9 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, pr
     functional graph already holds their final values). ``prune(graph, outputs)`` compiles the
     graph for fewer outputs, (program, constants), or None."""
     last = getattr(session, "last_run", None)
+    # (grad_writes: backward() ran inside and set .grad — a training step, train_step.py)
     if last is None or session.segment_index != 1 or session.breaks or session.grad_escapes \
+            or getattr(session, "grad_writes", None) \
             or (getattr(session, "mutated", False) and not local_writes_ok) \
             or getattr(session, "had_backward", False):
         return None
