@@ -11,7 +11,7 @@ plain cell would have put them.
 from __future__ import annotations
 
 from . import boundary
-from .cellfunc import LOCAL
+from .cellnames import LOCAL
 
 _MISSING = object()
 _RUNNER = compile("__nbaccel_method__(*__nbaccel_args__, **__nbaccel_kwargs__)", "<nbaccel ipython call>",
