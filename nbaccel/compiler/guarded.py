@@ -35,6 +35,11 @@ class NotReplayable(Exception):
 
 def call_key(args, kwargs):
     """(key, array leaves) of a call, or None when an argument is not plain data."""
+    if not kwargs and all(type(a) is np.ndarray for a in args):
+        # the common call, NumPy arrays only: a cheaper key of the same facts
+        if len(set(map(id, args))) != len(args):
+            return None
+        return (autograd.is_grad_enabled(),) + tuple([(a.shape, a.dtype, a.strides) for a in args]), list(args)
     leaves, parts = [], [autograd.is_grad_enabled()]
 
     def walk(o):
