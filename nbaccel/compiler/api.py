@@ -146,15 +146,18 @@ class CompiledFunction:
         self.stats["calls"] += 1
         if self.backend == "eager" or self.eager_only:
             return self.fn(*args, **kwargs)
-        guard_key = recorder = None
-        if self.mode == "default" and config["guarded_replay"] and not self._in_cell and active_trace() is None:
-            ck = call_key(args, kwargs)       # None for tracers, foreign arrays and objects
+        guard_key = recorder = env = None
+        if self.mode == "default" and config["guarded_replay"] and active_trace() is None:
+            # a %%compile cell's function takes its other inputs last, in one object (magics)
+            env = args[-1] if self._in_cell and args else None
+            ck = call_key(args[:-1] if env is not None else args, kwargs)   # None: tracers, objects
             if ck is not None:
                 guard_key, gleaves = ck
-                entry = self._guarded.lookup(guard_key)
+                entry = self._guarded.lookup(guard_key, env)
                 if entry is not None:         # the guards hold: run the program, no tracing
                     self.stats["cache_hits"] += 1
                     self.stats["replays"] = self.stats.get("replays", 0) + 1
+                    self.last_undo = None
                     out = entry.run(self, args, kwargs, gleaves)
                     if entry.reported is None or entry.reported != entry.choice:
                         self._note_replay(entry)
@@ -242,7 +245,7 @@ class CompiledFunction:
                 self._replays[replay_key] = rp
         if guard_key is not None:
             self._guarded.record(guard_key, recorder, session, leaf_index, out, numpy_out,
-                                 {id(t) for t in leaves.values()})
+                                 {id(t) for t in leaves.values()}, env)
         result = _map(out, lambda t: _to_output(session, t, numpy_out))
         session.close()
         self._finish_report(session, time.perf_counter() - t0)

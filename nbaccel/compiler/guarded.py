@@ -92,8 +92,8 @@ class ReplayEntry:
         self.runs = 0
         self.reported = None                    # the choice the report last showed
 
-    def failing_guard(self, fn):
-        g = self.reads.failing()
+    def failing_guard(self, fn, env=None):
+        g = self.reads.failing(env)
         if g is not None:
             return f"guard failed: `{g.desc}` is now {describe(g.value())}"
         if self.snapshot is not None and self.snapshot.state_key() != self.snapshot.key:
@@ -159,20 +159,21 @@ class GuardedReplays:
     def active(self) -> bool:
         return self.failures < ATTEMPTS
 
-    def lookup(self, key):
-        """The entry to replay for this call, or None (then the call traces)."""
+    def lookup(self, key, env=None):
+        """The entry to replay for this call, or None (then the call traces). ``env``: a
+        %%compile cell's inputs object (its values are guarded too)."""
         entry = self.entries.get(key)
         if entry is None or entry.choice == "plain":    # running plainly is right whatever changed
             return entry
-        why = entry.failing_guard(self.cf.fn)
+        why = entry.failing_guard(self.cf.fn, env)
         if why is not None:
             del self.entries[key]
             self.last_guard_failure = why
             return None
         return entry
 
-    def _analyse(self, recorder, session):
-        reads = analyse(self.cf.fn, recorder)
+    def _analyse(self, recorder, session, env=None):
+        reads = analyse(self.cf.fn, recorder, env)
         buffers = set()
         for src in session.last_run[2].sources:
             a = getattr(src, "_data", None)
@@ -210,7 +211,7 @@ class GuardedReplays:
     def recorder(self):
         return ReadRecorder() if self.active else None
 
-    def record(self, key, recorder, session, leaf_index, out, numpy_out, input_tracers=()):
+    def record(self, key, recorder, session, leaf_index, out, numpy_out, input_tracers=(), env=None):
         """After a traced call: keep its program for replay, or say why it cannot replay."""
         from .entries import compile_for_outputs
         from .replay import record
@@ -233,7 +234,7 @@ class GuardedReplays:
                 why = "its result cannot be rebuilt from the compiled program's outputs"
         if rp is not None:
             try:
-                reads = self._analyse(recorder, session)
+                reads = self._analyse(recorder, session, env)
             except Unguardable as e:
                 why, rp = str(e), None
         if rp is None:
@@ -246,6 +247,7 @@ class GuardedReplays:
             snap = Snapshot(self.cf.fn)
         if len(self.entries) >= MAX_ENTRIES:
             self.entries.pop(next(iter(self.entries)))
-        self.entries[key] = ReplayEntry(rp, reads, snap, numpy_out is True)
+        # a cell's plain run is the magic's business (cheap_cells.py): no plain probes here
+        self.entries[key] = ReplayEntry(rp, reads, snap, numpy_out is True and env is None)
         self.refusal = None
         self.failures = 0

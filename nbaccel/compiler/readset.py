@@ -48,7 +48,7 @@ _PURE_STDLIB = {"functools", "operator", "contextlib", "abc", "typing", "enum", 
 
 _PURE_BUILTINS = {"len", "isinstance", "issubclass", "abs", "min", "max", "sum", "round", "divmod",
                   "pow", "hash", "callable", "any", "all", "sorted", "hasattr", "format", "chr",
-                  "ord", "bin", "hex", "oct", "repr", "ascii", "iter", "id"}
+                  "ord", "bin", "hex", "oct", "repr", "ascii", "iter", "id", "locals"}
 # NumPy's C functions that write into an argument or global state
 _NUMPY_WRITERS = {"copyto", "put", "place", "putmask", "seterr", "seterrcall", "set_printoptions",
                   "setbufsize", "save", "savez", "savetxt", "tofile", "fromfile", "load", "_set_promotion_state"}
@@ -96,6 +96,22 @@ def code_kind(filename: str) -> str:
 
 def _is_user(code) -> bool:
     return code_kind(code.co_filename) == "user"
+
+
+def _calls_as_user(code) -> bool:
+    """Whether the calls this code makes are the user's own (user code, or a wrapper making
+    them on its behalf)."""
+    return code in _ON_BEHALF or code_kind(code.co_filename) == "user"
+
+
+_ON_BEHALF: set = set()     # code of wrappers that make the user's calls for it
+
+
+def calls_for_the_user(fn):
+    """Register ``fn`` as making calls on the user's behalf (the %%compile cell's call
+    wrapper): what it calls is judged as if the user's frame called it. Returns ``fn``."""
+    _ON_BEHALF.add(fn.__code__)
+    return fn
 
 
 def _random_state(obj) -> bool:
@@ -163,7 +179,7 @@ class ReadRecorder:
             owner = getattr(arg, "__self__", None)
             if owner is not None and not isinstance(owner, types.ModuleType) and _random_state(owner):
                 self.refusal = "draws random numbers (each call must draw new ones)"
-            elif _is_user(frame.f_code):
+            elif _calls_as_user(frame.f_code):
                 if not _pure_c_call(arg):
                     self.refusal = f"calls `{_c_name(arg)}`, which may have side effects"
                 elif isinstance(owner, np.ndarray):
@@ -175,7 +191,7 @@ class ReadRecorder:
                 self.codes.add(code)
                 return
             caller = frame.f_back
-            if caller is None or not _is_user(caller.f_code):
+            if caller is None or not _calls_as_user(caller.f_code):
                 return
             if kind in ("nbaccel", "numpy") or kind.split(":")[-1] in _PURE_STDLIB:
                 return
@@ -246,6 +262,8 @@ class Guard:
                 v = self.root.cell_contents
             except ValueError:
                 return _RAISES
+        elif self.where == "env":           # a %%compile cell's inputs object, new on every run
+            v = self.root[0]
         else:
             v = self.root
         try:
@@ -301,9 +319,12 @@ class ReadSet:
         self.codes: set = set()
         self.modules: list = []         # nn.Modules / Optimizers reached (their own key guards them)
         self._seen: set = set()
+        self.env = [None]               # a cell's inputs object for this call (ENV_ARG)
 
-    def failing(self):
-        """The first guard whose value changed, or None (all hold)."""
+    def failing(self, env=None):
+        """The first guard whose value changed, or None (all hold). ``env``: the inputs object
+        a %%compile cell's function got on this call."""
+        self.env[0] = env
         for g in self.guards:
             if not g.check():
                 return g
@@ -326,9 +347,11 @@ def guard_array_values(rs, graph_buffers, called):
         g.expect = ("array-values",) + spec[1:4] + (spec[1].copy(),)
 
 
-def analyse(fn, recorder: ReadRecorder | None = None) -> ReadSet:
-    """The guards for ``fn`` (raises :class:`Unguardable` with the reason when there are none)."""
+def analyse(fn, recorder: ReadRecorder | None = None, env=None) -> ReadSet:
+    """The guards for ``fn`` (raises :class:`Unguardable` with the reason when there are none).
+    ``env``: the inputs object of the traced call, for a %%compile cell's function."""
     rs = ReadSet()
+    rs.env[0] = env
     while isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.MethodType):
         fn = fn.__func__
     if isinstance(fn, types.MethodType):
@@ -364,6 +387,9 @@ def _walk_function(rs, fn, self_obj):
     _walk_code(rs, code, fn.__globals__, cells, self_obj)
 
 
+ENV_ARG = "__nbaccel_env__"      # (magics/cellfunc.ENV) the argument holding a cell's other inputs
+
+
 def _walk_code(rs, code, globs, cells, self_obj, self_name=None):
     rs.codes.add(code)
     if self_name is None and self_obj is not None and code.co_argcount:
@@ -373,6 +399,27 @@ def _walk_code(rs, code, globs, cells, self_obj, self_name=None):
     while i < n:
         op, arg = ins[i]
         root = None
+        if op == "LOAD_FAST" and arg == ENV_ARG and ENV_ARG in code.co_varnames[:code.co_argcount]:
+            # a cell's inputs: `env.values["name"]` is guarded on this call's object; its other
+            # attributes (collect, outputs) are the same for every run of the entry
+            if i + 3 < n and ins[i + 1] == ("LOAD_ATTR", "values") and ins[i + 2][0] == "LOAD_CONST" \
+                    and ins[i + 3][0] == "BINARY_SUBSCR":
+                key = ins[i + 2][1]
+                g = Guard("env", rs.env, (("attr", "values"), ("item", key)), str(key))
+                i += 4
+                if i < n and ins[i] == ("STORE_FAST", key) and _dead_store(code, ins, i, key):
+                    i += 1          # the value a cell output had before: overwritten unread
+                    continue
+                steps = []
+                while i < n and ins[i][0] in ("LOAD_ATTR", "LOAD_METHOD"):
+                    steps.append(("attr", ins[i][1]))
+                    i += 1
+                g.steps += tuple(steps)
+                g.desc = str(key) + "".join(f".{k}" for _, k in steps)
+                _guard(rs, g)
+                continue
+            i += 1
+            continue
         if op in ("LOAD_GLOBAL", "LOAD_NAME"):
             root, desc = Guard("global", (globs, arg), (), arg), arg
         elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF") and arg in cells:
@@ -414,6 +461,51 @@ def _walk_code(rs, code, globs, cells, self_obj, self_name=None):
         _guard(rs, root)
 
 
+_UNCONDITIONAL = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP"}
+_ENDS = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"}
+_JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
+
+
+def _dead_store(code, ins, i, name) -> bool:
+    """Whether the value stored into the local ``name`` at ``ins[i]`` is never read: on every
+    path from there (jumps followed, loops once) ``name`` is stored again before any load. A
+    function with exception handlers is not analysed (a handler may read it)."""
+    if code.co_exceptiontable:
+        return False
+    full = _full_instructions(code)
+    at = {x.offset: k for k, x in enumerate(full)}
+    start = full[i].offset
+    todo, seen = [at[start] + 1], set()
+    while todo:
+        k = todo.pop()
+        while k < len(full) and k not in seen:
+            seen.add(k)
+            x = full[k]
+            if x.argval == name and x.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST",
+                                                  "LOAD_CLOSURE", "LOAD_DEREF"):
+                return False
+            if x.argval == name and x.opname == "STORE_FAST":
+                break                                   # this path overwrote it unread
+            if x.opname in _ENDS:
+                break
+            if x.opcode in _JUMPS:                      # (FOR_ITER too: the loop may end at once)
+                target = at.get(x.argval)
+                if target is not None:
+                    todo.append(target)
+                if x.opname in _UNCONDITIONAL:
+                    break
+            k += 1
+    return True
+
+
+def _full_instructions(code):
+    full = _FULL.get(code)
+    if full is None:
+        full = _FULL[code] = list(dis.get_instructions(code))
+    return full
+
+
+_FULL: dict = {}
 _INSTR: dict = {}
 
 

@@ -63,11 +63,11 @@ class Replay:
                 values.append(v)
                 continue
             a = arrays[v] if kind == "out" else inputs[v]
-            if self.numpy_out:
-                values.append(a[()] if a.ndim == 0 and not meta[2] else a)
+            dtype, device, keep_array, np_flag = meta
+            if self.numpy_out or (self.numpy_out is None and np_flag):   # as the trace gave it
+                values.append(a[()] if a.ndim == 0 and not keep_array else a)
             else:
-                dtype, device, _ = meta
-                values.append(Tensor._wrap(a, dtype, device, False))
+                values.append(Tensor._wrap(a, dtype, device, np_flag))
         it = iter(values)
         return self.out_tree(it)
 
@@ -101,9 +101,10 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, pr
         if n.is_placeholder:
             if id(graph.sources[n.index]) not in leaves_by_id:
                 raise LookupError
-            return ("arg", n.index, (n.dtype, o.device, True))
-        # a 0-d result is a NumPy scalar or a 0-d array as NumPy's op would give it
-        return ("out", out_index[id(n)], (n.dtype, o.device, numpy_gives_array(n)))
+            return ("arg", n.index, (n.dtype, o.device, True, o._np))
+        # a 0-d result is a NumPy scalar or a 0-d array as NumPy's op would give it; ``_np``:
+        # a value that came from NumPy data goes back as NumPy data (numpy_out None)
+        return ("out", out_index[id(n)], (n.dtype, o.device, numpy_gives_array(n), o._np))
     tree = output_tree(out, tensor_leaf, outs)
     if tree is None:
         return None

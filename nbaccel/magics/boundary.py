@@ -22,6 +22,7 @@ import types
 import numpy as np
 
 from . import snapshot
+from ..compiler.readset import calls_for_the_user
 from ..tensor import Tensor, _Size, active_trace
 
 # builtins that only pass references along or read metadata: no value is needed
@@ -151,6 +152,7 @@ def _has_tensor(values, depth=0):
     return False
 
 
+@calls_for_the_user        # (a print or list.append it makes stops the cell from replaying)
 def call(f, /, *args, **kwargs):
     """``f(*args, **kwargs)``, with tensors realised when ``f`` is outside NumPy's namespace
     (``f`` is positional-only: a user's keyword named ``f`` goes to the user's function)."""

@@ -177,7 +177,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             return cheap_cells.run(self, plain)
         opts = self._parse(line)
         ns = self.shell.user_ns
-        src = self.shell.transform_cell(cell).rstrip() + "\n"
+        src = self._transformed(cell)
         count = self._cell_number()
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
         entry, traced_vals, env = self._entry(src, opts, ns, count)
@@ -434,6 +434,18 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                 or nbaccel_ext.stable_output():     # stable output (tests) has no transient parts
             return None
         return nbaccel_ext.Progress(f"compiling In[{count}] with numba…")
+
+    def _transformed(self, cell):
+        """IPython's transform of the cell text (``!cmd``, ``%magic`` lines): a function of the
+        text alone, remembered, since tokenising it again cost as much as a replayed run."""
+        memo = self.__dict__.setdefault("_transform_memo", {})
+        src = memo.get(cell)
+        if src is None:
+            src = self.shell.transform_cell(cell).rstrip() + "\n"
+            if len(memo) > 256:
+                memo.clear()
+            memo[cell] = src
+        return src
 
     def _show(self, report, how, entry, progress=None):
         if how == "none":
