@@ -80,9 +80,12 @@ def _itemsize(n) -> int:
 
 
 def overhead_seconds(report) -> float:
-    """What a compiled run of a cell costs beyond its kernels: the call, plus tracing — the
-    measured capture time, but never more than the per-op model (a background compile holding
-    the GIL inflates a measurement; the model does not move with the machine's load)."""
+    """What a compiled run of a cell costs beyond its kernels: the call, plus tracing unless
+    the cell replays — the measured capture time, but never more than the per-op model (a
+    background compile holding the GIL inflates a measurement; the model does not move with
+    the machine's load)."""
+    if (getattr(report, "replay", None) or {}).get("state") in ("traced", "replayed"):
+        return SETTINGS["call_seconds"]     # later runs replay on guards: no tracing (guarded.py)
     capture = float(report.compile_breakdown.get("capture", 0.0))
     ops = sum(len(k.get("ops") or ()) for k in report.kernels) or len(report.kernels)
     return SETTINGS["call_seconds"] + min(capture, TRACE_OP_SECONDS * max(ops, 1) + 50e-6)
