@@ -1,6 +1,7 @@
 """nb.distributed.DataParallel on a real distributed.LocalCluster of worker processes (2 workers,
 1 thread each, started once for this module): bit-identical replicas, the single-process loss
 curve, checkpoints written by the workers and resharded, bad input, a killed worker."""
+import contextlib
 import json
 import os
 import signal
@@ -26,7 +27,8 @@ def client():
     c = distributed.Client(cl)
     yield c
     c.close()
-    cl.close()
+    with contextlib.suppress(KeyError, RuntimeError, OSError, TimeoutError):
+        cl.close()      # (distributed's close can race a worker a test killed: it is gone anyway)
 
 
 def make_model():
