@@ -25,7 +25,7 @@ from .capture import TooManyGraphBreaks, TraceSession
 from .views import numpy_gives_array as _numpy_gives_array
 from .entries import GraphCache
 from .guarded import GuardedReplays, call_key
-from .readset import ReadRecorder
+from .read_recorder import ReadRecorder
 from . import cache, cheap_path
 from .report import CompileReport
 

@@ -22,7 +22,8 @@ import numpy as np
 
 from .. import autograd
 from ..tensor import Tensor
-from .readset import ReadRecorder, Unguardable, analyse, describe, guard_array_values
+from .read_recorder import ReadRecorder
+from .readset import Unguardable, analyse, describe, guard_array_values
 
 PROBES = 3              # timings of each side before plain-or-compiled is decided
 MAX_ENTRIES = 32        # replay entries kept per function (one per argument signature)

@@ -22,7 +22,7 @@ import types
 import numpy as np
 
 from . import snapshot
-from ..compiler.readset import calls_for_the_user
+from ..compiler.read_recorder import calls_for_the_user
 from ..tensor import Tensor, _Size, active_trace
 
 # builtins that only pass references along or read metadata: no value is needed
