@@ -90,10 +90,9 @@ class ReplayEntry:
         self.compiled: list[float] = []
         self.choice = None if numpy_io else "compiled"   # None while measuring
         self.out_signature = None
-        self.runs = 0
         self.reported = None                    # the choice the report last showed
 
-    def failing_guard(self, fn, env=None):
+    def failing_guard(self, env=None):
         g = self.reads.failing(env)
         if g is not None:
             return f"guard failed: `{g.desc}` is now {describe(g.value())}"
@@ -102,7 +101,6 @@ class ReplayEntry:
         return None
 
     def run(self, cf, args, kwargs, leaves):
-        self.runs += 1
         if self.choice == "plain":
             return cf.fn(*args, **kwargs)
         if self.choice == "compiled":
@@ -166,7 +164,7 @@ class GuardedReplays:
         entry = self.entries.get(key)
         if entry is None or entry.choice == "plain":    # running plainly is right whatever changed
             return entry
-        why = entry.failing_guard(self.cf.fn, env)
+        why = entry.failing_guard(env)
         if why is not None:
             del self.entries[key]
             self.last_guard_failure = why
