@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[jupyter,test,bench,dask,distributed]'
+	@# PyTorch is the oracle, never a dependency: only the exact CPU release (a plain `torch`
+	@# would pull a CUDA build of several GB); without it the oracle tests skip
+	$(BIN)/python -m pip install -q torch==2.13.0 \
+	  || echo "note: torch 2.13.0 (CPU) is not available here; the PyTorch oracle tests will skip"
 	@rm -f $(VENV)/.installed-* && touch $@
 
 # Debian's Chromium for the browser test (Playwright drives it; no browser download).

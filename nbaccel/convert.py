@@ -133,10 +133,14 @@ def from_numpy(a: np.ndarray) -> Tensor:
     return asarray(a, _np=False)
 
 
-def from_dlpack(x) -> Tensor:
-    """Import any DLPack-capable array (NumPy, CuPy, PyTorch, JAX) without copying."""
+def from_dlpack(x, /, *, device=None, copy=None) -> Tensor:
+    """Import any DLPack-capable array (NumPy, CuPy, PyTorch, JAX) without copying
+    (``copy=True`` copies; ``device=`` moves, as the Array API's from_dlpack)."""
     dev_type = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
     if dev_type == 1:
-        return asarray(np.from_dlpack(x), _np=False)
-    xp = array_module(_device("cuda"))
-    return asarray(xp.from_dlpack(x), _np=False)
+        t = asarray(np.from_dlpack(x), _np=False)
+    else:
+        t = asarray(array_module(_device("cuda")).from_dlpack(x), _np=False)
+    if copy:
+        t = t.clone()
+    return t if device is None else t.to(device)

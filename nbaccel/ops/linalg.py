@@ -232,7 +232,9 @@ def _vecdot(x1, x2, axis=-1, *, dim=None):
                          f"axis {axis} ({n1} != {n2})")
     if x1.dtype.kind == "c":   # the standard (and NumPy 2): sum of conj(x1) * x2
         x1 = x1.conj()
-    return (x1 * x2).sum(axis=ax + nd)
+    prod = x1 * x2
+    # the standard: the promoted input dtype (a plain sum would widen small integers to int64)
+    return prod.sum(axis=ax + nd, dtype=prod.dtype if prod.dtype.kind in "iu" else None)
 
 
 def _matrix_transpose(x):

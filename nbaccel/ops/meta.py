@@ -149,8 +149,10 @@ def default_infer(kind: str, rule: str):
         def infer(args, params):
             x = args[0]
             shape = reduced_shape(x.shape, params.get("axis"), params.get("keepdims", False))
-            dt = params.get("dtype") or x.dtype
-            return shape, apply_dtype_rule(rule, D.dtype(dt), args)
+            dt = params.get("dtype")
+            if dt is not None and rule in ("sum", "float", "same"):
+                return shape, D.dtype(dt)   # an explicit accumulator dtype is the result's (NumPy)
+            return shape, apply_dtype_rule(rule, D.dtype(dt or x.dtype), args)
     else:
         infer = None  # these kinds must give their own
     return infer

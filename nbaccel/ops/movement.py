@@ -38,10 +38,17 @@ def _shape_arg(shape):
     return tuple(int(s) for s in shape)
 
 
-def _reshape_front(x, *shape, newshape=None):
+def _reshape_front(x, *shape, newshape=None, copy=None, **named):
     x = as_tensor(x)
-    shape = _shape_arg(shape) if newshape is None else _shape_arg((newshape,))
-    return apply(reshape, (x,), {"shape": shape})
+    # NumPy 2 and the Array API name the shape `shape`; NumPy 1 named it `newshape`
+    given = named.pop("shape", newshape)
+    if named:
+        raise TypeError(f"reshape() got an unexpected keyword argument {next(iter(named))!r}")
+    shape = _shape_arg(shape) if given is None else _shape_arg((given,))
+    out = apply(reshape, (x,), {"shape": shape})
+    if copy:   # copy=True: a new buffer (copy=None/False: a view where the layout allows)
+        out = out.clone()
+    return out
 
 
 def _reshape_batch(args, batched, params, size):
@@ -57,8 +64,13 @@ reshape = defop(
     front=_reshape_front, methods=("reshape", "view"), numpy="reshape")
 
 
-def _permute_front(x, *axes):
+def _permute_front(x, *axes, **named):
     x = as_tensor(x)
+    if named:   # permute_dims(x, axes=...) (Array API) and Tensor.permute(dims=...) (PyTorch)
+        key, = named
+        if key not in ("axes", "dims") or axes:
+            raise TypeError(f"permute() got an unexpected keyword argument {key!r}")
+        axes = (named[key],)
     axes = _shape_arg(axes) if axes and axes[0] is not None else tuple(reversed(range(x.ndim)))
     if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)):
         raise ValueError(f"axes {axes} don't match a tensor of dimension {x.ndim}")
@@ -83,8 +95,13 @@ permute = defop(
     front=_permute_front, methods="permute", numpy="permute_dims")
 
 
-def _broadcast_front(x, *shape):
+def _broadcast_front(x, *shape, **named):
     x = as_tensor(x)
+    if named:   # broadcast_to(x, shape=...) (NumPy, Array API) and expand(size=...) (PyTorch)
+        key, = named
+        if key not in ("shape", "size") or shape:
+            raise TypeError(f"broadcast_to() got an unexpected keyword argument {key!r}")
+        shape = (named[key],)
     shape = _shape_arg(shape)
     # PyTorch's expand: -1 keeps the size
     nd = len(shape) - x.ndim
@@ -114,8 +131,10 @@ broadcast_to = defop(
     front=_broadcast_front, methods=("broadcast_to", "expand"), numpy="broadcast_to")
 
 
-def _astype_front(x, dtype, copy=True):
+def _astype_front(x, dtype, copy=True, *, device=None):
     x = as_tensor(x)
+    if device is not None:   # the Array API's astype(x, dtype, device=...)
+        x = x.to(device)
     dt = D.dtype(dtype)
     if dt is x.dtype and not copy:
         return x

@@ -366,14 +366,20 @@ def _scan_impl(name):
 
 
 def _scan_front(name):
-    def front(x, axis=None, dtype=None, out=None, *, dim=None):
+    def front(x, axis=None, dtype=None, out=None, *, dim=None, include_initial=False):
         x = as_tensor(x)
         if out is not None:
             raise TypeError(f"{name}: out= is not supported")
         ax = dim if dim is not None else axis
         if ax is not None:
             ax = normalize_axis(int(ax), x.ndim)[0]
-        return apply(SCANS[name], (x,), {"axis": ax, "dtype": None if dtype is None else D.dtype(dtype)})
+        r = apply(SCANS[name], (x,), {"axis": ax, "dtype": None if dtype is None else D.dtype(dtype)})
+        if include_initial:   # the Array API's (and np.cumulative_*'s) leading identity
+            at = 0 if ax is None else ax
+            shape = tuple(1 if i == at else n for i, n in enumerate(r.shape))
+            start = _ops().full(shape, 0 if name == "cumsum" else 1, dtype=r.dtype)
+            r = _ops().concatenate((start, r), axis=at)
+        return r
     return front
 
 
