@@ -38,13 +38,20 @@ def _shape_arg(shape):
     return tuple(int(s) for s in shape)
 
 
-def _reshape_front(x, *shape, newshape=None, copy=None, **named):
+def _by_name(fname, positional, named, keys):
+    """A shape or axes given positionally (``*shape``) or by one of its names: NumPy's, the
+    Array API's and PyTorch's spellings differ (shape/newshape, axes/dims, shape/size)."""
+    if not named:
+        return positional
+    key = next(iter(named))
+    if len(named) > 1 or key not in keys or positional:
+        raise TypeError(f"{fname}() got an unexpected keyword argument {key!r}")
+    return (named[key],)
+
+
+def _reshape_front(x, *shape, copy=None, **named):
     x = as_tensor(x)
-    # NumPy 2 and the Array API name the shape `shape`; NumPy 1 named it `newshape`
-    given = named.pop("shape", newshape)
-    if named:
-        raise TypeError(f"reshape() got an unexpected keyword argument {next(iter(named))!r}")
-    shape = _shape_arg(shape) if given is None else _shape_arg((given,))
+    shape = _shape_arg(_by_name("reshape", shape, named, ("shape", "newshape")))
     out = apply(reshape, (x,), {"shape": shape})
     if copy:   # copy=True: a new buffer (copy=None/False: a view where the layout allows)
         out = out.clone()
@@ -66,11 +73,7 @@ reshape = defop(
 
 def _permute_front(x, *axes, **named):
     x = as_tensor(x)
-    if named:   # permute_dims(x, axes=...) (Array API) and Tensor.permute(dims=...) (PyTorch)
-        key, = named
-        if key not in ("axes", "dims") or axes:
-            raise TypeError(f"permute() got an unexpected keyword argument {key!r}")
-        axes = (named[key],)
+    axes = _by_name("permute", axes, named, ("axes", "dims"))
     axes = _shape_arg(axes) if axes and axes[0] is not None else tuple(reversed(range(x.ndim)))
     if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)):
         raise ValueError(f"axes {axes} don't match a tensor of dimension {x.ndim}")
@@ -97,12 +100,7 @@ permute = defop(
 
 def _broadcast_front(x, *shape, **named):
     x = as_tensor(x)
-    if named:   # broadcast_to(x, shape=...) (NumPy, Array API) and expand(size=...) (PyTorch)
-        key, = named
-        if key not in ("shape", "size") or shape:
-            raise TypeError(f"broadcast_to() got an unexpected keyword argument {key!r}")
-        shape = (named[key],)
-    shape = _shape_arg(shape)
+    shape = _shape_arg(_by_name("broadcast_to", shape, named, ("shape", "size")))
     # PyTorch's expand: -1 keeps the size
     nd = len(shape) - x.ndim
     if nd < 0:
