@@ -61,7 +61,46 @@ def render() -> str:
         lines.append("")
     lines += ["## Aliases", "", "Spellings that call the ops above (NumPy and PyTorch names):", "",
               ", ".join(f"`{a}`" for a in sorted(ALIASES)), ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _numpy_surface())
+
+
+# the tests that measure the NumPy surface under %%compile, and what each calls
+SURFACE_TESTS = [
+    ("tests/test_numpy_namespace_surface.py", "every public function of numpy, numpy.linalg and numpy.fft "
+     "that takes one or two float64 arrays, and each one-array function on int64, float32 and bool"),
+    ("tests/test_numpy_keyword_surface.py", "the same functions with each keyword they accept (axis=, "
+     "keepdims=, dtype=, ord=, n=, norm=, ...), every ufunc with out= and where= and through "
+     "reduce/accumulate/outer/at/reduceat, and calls of three and more arguments"),
+    ("tests/test_numpy_random_surface.py", "every draw of the legacy np.random state, of a RandomState and "
+     "of a Generator, seeded, including traced parameters, out= and in-place shuffles"),
+    ("tests/test_ndarray_surface.py", "every public attribute of np.ndarray, with its in-place forms"),
+]
+
+
+def _numpy_surface():
+    """The NumPy names a %%compile cell captures into its graph, and how the rest behave."""
+    from .ndarray_methods import _NUMPY_MEANING, _PLAIN_ONLY
+    from .ops.registry import NUMPY_FUNCS
+    groups = {"numpy": [], "numpy.linalg": [], "numpy.fft": []}
+    for name in NUMPY_FUNCS:
+        module, _, short = name.rpartition(".")
+        groups["numpy." + module if module else "numpy"].append(short)
+    lines = ["## The NumPy surface under `%%compile`", "",
+             "A name with an op is captured into the cell's graph; every other public function runs "
+             "as NumPy's own on concrete values (a graph break that names it), and `np.random` draws "
+             "with NumPy's own generators, so seeded draws match plain NumPy bit for bit. No call "
+             "may give a different result: each row below is run plainly and under `%%compile`, and "
+             "names, values, types, dtypes, output and exceptions must match.", "",
+             "| module | names captured by an op |", "|---|---|"]
+    lines += [f"| `{m}` | {len(v)}: {_cell(sorted(v))} |" if v else f"| `{m}` | none: NumPy's own, a graph break |"
+              for m, v in groups.items()]
+    lines += ["", f"ndarray methods whose NumPy meaning differs from PyTorch's follow NumPy in a cell: "
+              f"{_cell(sorted(_NUMPY_MEANING))}. Methods that change the array itself run the cell "
+              f"plainly: {_cell(sorted(_PLAIN_ONLY))}. Other in-place methods (`partition`, `put`, "
+              "`byteswap(inplace=True)`, ...) run on a copy whose contents are written back, as "
+              "`t[...] = v` is.", "", "Measured by:", ""]
+    lines += [f"- `{path}`: {what}." for path, what in SURFACE_TESTS]
+    return lines + [""]
 
 
 def main(argv=None):

@@ -237,7 +237,7 @@ def routed(front, name, kind, numpy_func):
                 return slow(*args, **kwargs)
         if short in _LIST_RESULTS and isinstance(out, tuple):
             return list(out)               # NumPy's split family returns lists
-        if short == "broadcast_arrays" and isinstance(out, list):
+        if short in ("broadcast_arrays", "meshgrid") and isinstance(out, list):
             return tuple(out)              # NumPy 2 returns a tuple
         return mark_array_result(short, out)
     short = name.rsplit(".", 1)[-1]
@@ -306,6 +306,8 @@ def _make(name, module=_np):
     numpy_func = getattr(module, short, None)
     front = NUMPY_FUNCS.get(name)
     if front is None or name in _NUMPY_ORDER:
+        if isinstance(numpy_func, _np.ufunc):    # no op, but .reduce/.outer/.at stay reachable
+            return _UFunc(fallback(numpy_func, name), numpy_func)
         return fallback(numpy_func, name) if callable(numpy_func) else numpy_func
     if name == "linalg.pinv":
         front = _numpy_pinv(front)
@@ -425,7 +427,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
                                    device=device))
     if retstep:
         div = (num - 1) if endpoint else num
-        step = (stop - start) / div if div > 0 else _np.nan
+        # NumPy's step is a scalar of the start/stop/num type, whatever dtype= the samples get
+        step = _np.result_type(start, stop, float(num)).type((stop - start) / div if div > 0 else _np.nan)
         return t, step
     return t
 
