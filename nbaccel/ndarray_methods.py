@@ -156,7 +156,8 @@ def _repeat(self, repeats, axis=None):
 
 
 def _item(self, *args):
-    return _concrete(self, "item").item(*args)
+    a = self._value("a Python scalar is needed (ndarray.item())")
+    return (a if isinstance(a, np.ndarray) else a.get()).item(*args)
 
 
 def _view(self, *args, dtype=None, type=None):

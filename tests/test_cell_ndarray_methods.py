@@ -196,3 +196,12 @@ def test_regression_view_dtype(shell, src, plain):
     comp = harness.run(shell, cell, compiled=True)
     assert harness.differences(p, comp) == []
     assert (comp.fallback is not None) == plain, comp.fallback
+
+
+def test_regression_item_break_says_a_python_number_is_needed(shell):
+    """.item() has an op-free meaning, not a missing op: its break reason says what it needs."""
+    shell.run_cell("import numpy as np\nx = np.linspace(0.0, 1.0, 12).reshape(3, 4)\n")
+    shell.run_cell("%%compile --backend numpy -o rep\nm = x.mean()\nv = round(m.item(), 4)\nz = np.tanh(x - m)\n")
+    reasons = [b["reason"] for b in shell.user_ns["rep"].graph_breaks]
+    assert reasons == ["a Python scalar is needed (ndarray.item())"], reasons
+    assert shell.user_ns["v"] == round(float(np.linspace(0.0, 1.0, 12).mean()), 4)
