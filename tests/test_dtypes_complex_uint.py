@@ -645,3 +645,34 @@ def test_dlpack_round_trip_with_torch():
         back = nb.from_dlpack(torch.from_numpy(a))
         assert back.dtype == getattr(nb, d)
         _same(back, a)
+
+
+def _same_parts(got, want, msg):
+    """Each part equal to NumPy's: NaN where NumPy has NaN, zeros with NumPy's sign."""
+    for part in ("real", "imag"):
+        g, w = getattr(np.asarray(got), part), getattr(np.asarray(want), part)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=f"{msg} {part} NaN")
+        ok = ~np.isnan(w)
+        np.testing.assert_allclose(g[ok], w[ok], rtol=_tol(w.dtype)[0], err_msg=f"{msg} {part}")
+        zero = ok & (w == 0)
+        np.testing.assert_array_equal(np.signbit(g[zero]), np.signbit(w[zero]), err_msg=f"{msg} {part} sign")
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("d", COMPLEX)
+@pytest.mark.parametrize("name", ["tanh", "expm1"])
+def test_compiled_complex_special_values_match_numpy(backend, d, name):
+    """Infinities, NaNs and signed zeros in either part (the Array API's special cases)."""
+    vals = [0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 800.0]
+    a = np.array([complex(x, y) for x in vals for y in vals], d)
+    want, err = _np_result(getattr(np, name), a)
+    assert err is None
+    fn = getattr(nb, name)
+    cf = nb.compile(lambda t: fn(t), backend=backend)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        got = cf(nb.asarray(a))
+    assert got.dtype.name == d and cf.report.kernels
+    _same_parts(got.numpy(), want, f"{name} {d} on {backend}")
+    if backend == "numba" and name == "tanh":
+        assert {k["backend"] for k in cf.report.kernels} == {"numba"}

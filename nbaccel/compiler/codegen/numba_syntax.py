@@ -40,7 +40,13 @@ _DTYPES = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64
 COMPLEX_SCALAR = {
     "exp": "cmath.exp({0})", "log": "cmath.log({0})", "sqrt": "cmath.sqrt({0})",
     "sin": "cmath.sin({0})", "cos": "cmath.cos({0})", "tan": "cmath.tan({0})",
-    "tanh": "cmath.tanh({0})", "asin": "cmath.asin({0})", "acos": "cmath.acos({0})",
+    # C99's special cases (as NumPy's npy_ctanh): a zero part stays exact; numba's cmath.tanh
+    # turns tanh(0+inf j) and tanh(nan+0j) into nan+nan j, and tanh(inf-inf j) into 1+0j
+    "tanh": "(complex({0}.real, math.tan({0}.imag)) if {0}.real == 0 else "
+            "complex(math.tanh({0}.real), {0}.imag) if {0}.imag == 0 else "
+            "complex(math.copysign(1.0, {0}.real), math.copysign(0.0, {0}.imag)) "
+            "if math.isinf({0}.real) and not math.isfinite({0}.imag) else cmath.tanh({0}))",
+    "asin": "cmath.asin({0})", "acos": "cmath.acos({0})",
     "atan": "cmath.atan({0})", "asinh": "cmath.asinh({0})", "acosh": "cmath.acosh({0})",
     "atanh": "cmath.atanh({0})",
 }
