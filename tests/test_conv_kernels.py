@@ -17,7 +17,14 @@ CASES = [
     ((1, 2, 2, 2), (3, 2, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),   # kernel > input
     ((2, 8, 6, 7), (4, 4, 3, 3), (3, 2), ((2, 1), (0, 2)), (2, 1), 2),
     ((1, 1, 1, 9), (2, 1, 1, 4), (1, 3), ((0, 0), (3, 0)), (1, 1), 1),   # a 1-D one
+    # stride 1 with >= 16 channels a group: shifted GEMMs (shifted.py)
+    ((2, 16, 7, 6), (5, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),
+    ((1, 32, 6, 9), (6, 16, 3, 2), (1, 1), ((2, 0), (0, 1)), (2, 3), 2),  # groups, dilation, asymmetric
+    ((2, 16, 5, 5), (3, 16, 2, 2), (1, 1), ((3, 2), (2, 3)), (1, 1), 1),  # padding past the kernel
+    ((1, 16, 4, 8), (4, 16, 1, 5), (1, 1), ((0, 0), (2, 2)), (1, 1), 1),  # 'same' along the width
+    ((3, 16, 3, 3), (2, 16, 3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), 1),  # one output pixel
 ]
+SHIFTED = CASES[8:]
 
 
 def _data(case, dtype, seed=0):
@@ -83,6 +90,26 @@ def test_cpu_batch_chunks(monkeypatch):
     np.testing.assert_allclose(cpu.conv2d_forward(x, w, *case[2:]), whole, rtol=1e-12)
     np.testing.assert_allclose(cpu.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]), gw_whole,
                                rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", SHIFTED)
+def test_shifted_cases_take_the_shifted_path(case, monkeypatch):
+    """The cases above really run shifted.py, and its NumPy fallback (no OpenBLAS) agrees."""
+    from nbaccel_kernels import _openblas
+    from nbaccel_kernels.conv import shifted
+    x, w = _data(case, np.float64)
+    g = Conv2dGeometry(x.shape, w.shape, *case[2:])
+    assert cpu._shifted(g)
+    calls = []
+    real = shifted.forward
+    monkeypatch.setattr(shifted, "forward", lambda *a: calls.append(1) or real(*a))
+    y = cpu.conv2d_forward(x, w, *case[2:])
+    assert calls
+    monkeypatch.setattr(_openblas, "_cblas", lambda dtype: None)
+    np.testing.assert_allclose(cpu.conv2d_forward(x, w, *case[2:]), y, rtol=1e-12, atol=1e-12)
+    gy = np.random.default_rng(4).standard_normal(y.shape)
+    np.testing.assert_allclose(cpu.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]),
+                               reference.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]), atol=1e-10)
 
 
 def test_geometry_errors_name_the_problem():

@@ -10,24 +10,18 @@ BLAS calls made from the user's own threads keep their usual parallelism. Withou
 from __future__ import annotations
 
 import ctypes
-import glob
-import os
+
+from .._openblas import library
 
 _SETTER = None
 _LOOKED = False
 
 
 def _find_setter():
-    import numpy as np
-    libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
-        try:
-            fn = ctypes.CDLL(path).openblas_set_num_threads_local
-        except (OSError, AttributeError):
-            continue
+    fn = getattr(library(), "openblas_set_num_threads_local", None)
+    if fn is not None:
         fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
-        return fn
-    return None
+    return fn
 
 
 def single_threaded_blas() -> bool:

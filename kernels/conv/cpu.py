@@ -1,6 +1,7 @@
 """The CPU convolution: im2col (a strided NumPy copy) + one BLAS GEMM per group and batch
 chunk, or direct numba loops when each output sums over few inputs (depthwise: C // groups *
-KH * KW small).
+KH * KW small), or, at stride 1 with enough channels, shifted GEMMs with no im2col at all
+(shifted.py).
 
 * forward:  cols = im2col(x) (N, C*KH*KW, OH*OW); y[:, group] = w_group @ cols[:, group rows]
 * input gradient (the transposed convolution): cols = w_group^T @ gy; gx = col2im(cols)
@@ -20,11 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _loops
+from . import _loops, shifted
 from .geometry import Conv2dGeometry
 
 COLS_BYTES = 64 << 20      # the im2col buffer of one batch chunk stays under this
 DIRECT_BELOW = 32          # C//groups * KH * KW below this: direct loops beat a thin GEMM
+SHIFTED_FROM = 16          # C//groups from this, stride 1: shifted GEMMs beat im2col (shifted.py)
 
 
 def _check_dtypes(*arrays):
@@ -37,6 +39,10 @@ def _check_dtypes(*arrays):
 
 def _direct(g):
     return g.cg * g.kh * g.kw < DIRECT_BELOW
+
+
+def _shifted(g):
+    return shifted.applies(g) and g.cg >= SHIFTED_FROM and not _pointwise(g)
 
 
 def _pointwise(g):
@@ -121,6 +127,8 @@ def conv2d_forward(x, w, stride, padding, dilation, groups, out=None):
     if _direct(g):
         _loops.direct_forward(x, w, y, g.cg, g.og, *_loop_args(g))
         return y
+    if _shifted(g):
+        return shifted.forward(x, w, g, y)
     w2 = w.reshape(g.o, -1)
     chunks = _chunks(g, x.itemsize)
     buf = _buffer(g, chunks, dt)
@@ -148,6 +156,8 @@ def conv2d_backward_input(gy, w, input_hw, stride, padding, dilation, groups):
         return gx
     if _direct(g):
         _loops.direct_backward_input(gy, w, gx, g.cg, g.og, *_loop_args(g))
+        return gx
+    if _shifted(g) and shifted.backward_input(gy, w, g, gx):
         return gx
     w2 = w.reshape(g.o, -1)
     chunks = _chunks(g, gy.itemsize)
@@ -179,6 +189,8 @@ def conv2d_backward_weight(x, gy, kernel_hw, stride, padding, dilation, groups):
     if _direct(g):
         _loops.direct_backward_weight(x, gy, gw, g.cg, g.og, *_loop_args(g))
         return gw
+    if _shifted(g):
+        return shifted.backward_weight(x, gy, g, gw)
     gw2 = gw.reshape(g.o, -1)
     chunks = _chunks(g, x.itemsize)
     buf = _buffer(g, chunks, dt)

@@ -1,0 +1,78 @@
+"""NumPy's own OpenBLAS, reached directly: a GEMM on strided views that accumulates.
+
+``np.matmul`` cannot add into its output (``c += a @ b`` costs a temporary and a pass over
+it), and the shifted-window convolution (conv/shifted.py) is nine such accumulating GEMMs
+over overlapping views of one buffer. NumPy's wheels bundle OpenBLAS as
+``numpy.libs/libscipy_openblas64_*.so`` with ILP64 CBLAS symbols (``scipy_cblas_sgemm64_``);
+where they are absent (another BLAS, another platform) :func:`gemm` falls back to
+``np.matmul`` with the same results.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+
+import numpy as np
+
+_LIB = None
+_LOOKED = False
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def library():
+    """The CDLL of NumPy's bundled OpenBLAS, or None."""
+    global _LIB, _LOOKED
+    if not _LOOKED:
+        _LOOKED = True
+        libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+        for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
+            try:
+                _LIB = ctypes.CDLL(path)
+                break
+            except OSError:
+                continue
+    return _LIB
+
+
+def _cblas(dtype):
+    lib = library()
+    name = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}.get(dtype)
+    fn = getattr(lib, name, None) if lib is not None and name else None
+    if fn is not None and fn.argtypes is None:
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        scalar = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, i64, scalar, ptr, i64,
+                       ptr, i64, scalar, ptr, i64]
+        fn.restype = None
+    return fn
+
+
+def _rows(m, itemsize):
+    """The row stride (in elements) of a 2-D view with contiguous rows, or None."""
+    if m.ndim != 2 or (m.shape[1] > 1 and m.strides[1] != itemsize) or m.strides[0] % itemsize:
+        return None
+    ld = m.strides[0] // itemsize
+    return ld if ld >= max(m.shape[1], 1) else None
+
+
+def gemm(a, b, c, accumulate=False, trans_b=False):
+    """c = a @ op(b) (``accumulate``: c += ...), op(b) = b.T when ``trans_b``. a, b, c are 2-D
+    views of one float dtype whose rows are contiguous; b may be a window of a larger buffer."""
+    dt = c.dtype
+    fn = _cblas(dt)
+    lda, ldb, ldc = (_rows(m, dt.itemsize) for m in (a, b, c))
+    if fn is None or None in (lda, ldb, ldc) or a.dtype != dt or b.dtype != dt or 0 in c.shape:
+        r = np.matmul(a, b.T if trans_b else b)
+        if accumulate:
+            c += r
+        else:
+            c[...] = r
+        return c
+    m, k = a.shape
+    n = c.shape[1]
+    if (b.shape[::-1] if trans_b else b.shape) != (k, n) or c.shape[0] != m:
+        raise ValueError(f"gemm: shapes {a.shape} @ {b.shape}{'.T' if trans_b else ''} -> {c.shape}")
+    fn(_ROW_MAJOR, _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, 1.0, a.ctypes.data, lda,
+       b.ctypes.data, ldb, 1.0 if accumulate else 0.0, c.ctypes.data, ldc)
+    return c
