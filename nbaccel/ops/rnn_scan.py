@@ -14,6 +14,8 @@ gates instead of recomputing them.
 """
 from __future__ import annotations
 
+from nbaccel_kernels._openblas import single_threaded
+
 from .fronts import apply, as_tensor
 from .registry import defop
 
@@ -36,6 +38,12 @@ def _impl(xp, xw, h0, c0, w_hh):
     Y = xp.empty((L, N, 6 * H), dtype=xw.dtype)
     h, c = h0, c0
     wT = w_hh.T
+    with single_threaded():          # small per-step GEMMs (kernels/_openblas.py says why)
+        _forward_loop(xp, xw, Y, h, c, wT, L, H)
+    return Y
+
+
+def _forward_loop(xp, xw, Y, h, c, wT, L, H):
     for t in range(L):
         s = Y[t, :, 2 * H:]                         # this step's gates, activated in place
         xp.matmul(h, wT, out=s)
@@ -50,7 +58,6 @@ def _impl(xp, xw, h0, c0, w_hh):
         xp.tanh(c_new, out=h_new)
         h_new *= s[:, 3 * H:]
         h, c = h_new, c_new
-    return Y
 
 
 def _grad(gY, Y, xw, h0, c0, w_hh):
@@ -70,13 +77,14 @@ def _grad(gY, Y, xw, h0, c0, w_hh):
     direct = gY[..., 2 * H:] * act       # gradient reaching the gate channels of Y themselves
     dh_next = dc_next = None
     steps = [None] * L
-    for t in range(L - 1, -1, -1):
-        dh = gh[t] if dh_next is None else gh[t] + dh_next
-        dc = gc[t] + dh * a[t] if dc_next is None else gc[t] + dc_next + dh * a[t]
-        dg = ops.cat([dc, dc, dc, dh], -1) * k[t] + direct[t]
-        steps[t] = dg
-        dh_next = ops.matmul(dg, w_hh)
-        dc_next = dc * f[t]
+    with single_threaded():
+        for t in range(L - 1, -1, -1):
+            dh = gh[t] if dh_next is None else gh[t] + dh_next
+            dc = gc[t] + dh * a[t] if dc_next is None else gc[t] + dc_next + dh * a[t]
+            dg = ops.cat([dc, dc, dc, dh], -1) * k[t] + direct[t]
+            steps[t] = dg
+            dh_next = ops.matmul(dg, w_hh)
+            dc_next = dc * f[t]
     dgates = ops.stack(steps, 0)
     d_w = ops.matmul(dgates.reshape((L * N, G)).T, h_prev.reshape((L * N, H)))
     return dgates, dh_next, dc_next, d_w

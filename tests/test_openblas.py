@@ -1,0 +1,49 @@
+"""nbaccel_kernels._openblas: the accumulating strided GEMM against np.matmul, its NumPy
+fallback, and the per-thread single-threaded block."""
+import ctypes
+
+import numpy as np
+import pytest
+
+from nbaccel_kernels import _openblas
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("blas", [True, False])
+def test_gemm_on_windows_of_a_buffer(dtype, trans_b, blas, monkeypatch):
+    if not blas:
+        monkeypatch.setattr(_openblas, "_cblas", lambda dt: None)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 7)).astype(dtype)
+    buf = rng.standard_normal((9 if trans_b else 7, 40)).astype(dtype)
+    b = buf[:, 3:10] if trans_b else buf[:, 3:12]          # rows 40 apart, a window of columns
+    want = a @ (b.T if trans_b else b)
+    c = np.ones(want.shape, dtype)
+    _openblas.gemm(a, b, c, trans_b=trans_b)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(c, want, rtol=tol, atol=tol)
+    _openblas.gemm(a, b, c, accumulate=True, trans_b=trans_b)
+    np.testing.assert_allclose(c, 2 * want, rtol=tol, atol=tol)
+
+
+def test_gemm_refuses_shapes_that_do_not_fit():
+    if _openblas._cblas(np.dtype(np.float32)) is None:
+        pytest.skip("no OpenBLAS CBLAS here (the np.matmul fallback raises its own error)")
+    a, b = np.ones((3, 4), np.float32), np.ones((5, 6), np.float32)
+    with pytest.raises(ValueError, match="gemm: shapes"):
+        _openblas.gemm(a, b, np.empty((3, 6), np.float32))
+
+
+def test_single_threaded_sets_and_restores_this_threads_blas():
+    lib = _openblas.library()
+    fn = getattr(lib, "openblas_set_num_threads_local", None)
+    if fn is None:
+        pytest.skip("OpenBLAS without openblas_set_num_threads_local")
+    fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+    outside = fn(2)
+    fn(outside)
+    with _openblas.single_threaded():
+        inside = fn(1)                  # returns the value in effect: 1
+        assert inside == 1
+    assert fn(outside) == outside       # restored
