@@ -247,8 +247,16 @@ def routed(front, name, kind, numpy_func):
     return call
 
 
-class _UFunc:
-    """An op-backed ufunc: calls are captured; ``.reduce``/``.outer``/... run NumPy's ufunc."""
+class _UFuncType(type):
+    """``isinstance(f, np.ufunc)`` in a cell holds for NumPy's ufuncs and for ours alike."""
+
+    def __instancecheck__(cls, obj):
+        return type.__instancecheck__(cls, obj) or isinstance(obj, _np.ufunc)
+
+
+class _UFunc(metaclass=_UFuncType):
+    """An op-backed ufunc: calls are captured; ``.reduce``/``.outer``/... run NumPy's ufunc.
+    In a cell it is ``np.ufunc`` (named so, like NumPy's type), so type tests read as plainly."""
 
     def __init__(self, call, ufunc):
         self._call = call
@@ -278,6 +286,10 @@ class _UFunc:
 
     def __repr__(self):
         return f"<nbaccel ufunc {self.__name__!r}>"
+
+
+_UFunc.__name__ = _UFunc.__qualname__ = "ufunc"
+ufunc = _UFunc
 
 
 def _op_kind(front):

@@ -138,3 +138,14 @@ def test_ufunc_form_same_or_plain_with_reason(shell, call):
 @pytest.mark.parametrize("call", MANY_ARGS)
 def test_call_of_many_arguments_same_or_plain_with_reason(shell, call):
     _same(shell, call)
+
+
+TYPE_TESTS = ["isinstance(np.add, np.ufunc)", "isinstance(np.fmax, np.ufunc)", "type(np.exp) is np.ufunc",
+              "type(np.add).__name__", "isinstance(np.sum, np.ufunc)", "(np.add.nin, np.add.nout, np.add.identity)",
+              "[n for n in ('exp', 'heaviside', 'where', 'sort') if isinstance(getattr(np, n), np.ufunc)]"]
+
+
+@pytest.mark.parametrize("call", TYPE_TESTS)
+def test_ufunc_type_tests_read_as_plainly(shell, call):
+    """Ufuncs stay ufuncs for isinstance/type in a cell (they were a private class)."""
+    _same(shell, call)
