@@ -23,7 +23,7 @@ from collections import Counter
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
            "LambdaLR", "MultiplicativeLR", "LinearLR", "ConstantLR", "OneCycleLR",
-           "ReduceLROnPlateau"]
+           "ReduceLROnPlateau", "SequentialLR", "ChainedScheduler"]
 
 
 class LRScheduler:
@@ -41,8 +41,7 @@ class LRScheduler:
                                    "when resuming an optimizer")
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
-        self._step_count = 0
-        self.step()
+        self._initial_step()
 
     def get_lr(self):
         raise NotImplementedError
@@ -52,12 +51,26 @@ class LRScheduler:
 
     def step(self, epoch=None):
         self._step_count += 1
+        if epoch is not None:
+            warnings.warn("The epoch parameter in `scheduler.step()` is deprecated (as in "
+                          "PyTorch); call step() once per epoch instead.", UserWarning)
+        self._update_lr(epoch)
+
+    _is_initial = False       # True during the constructor's step (PyTorch's _initial_mode)
+
+    def _initial_step(self):
+        self._step_count = 0
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
+
+    def _update_lr(self, epoch=None):
         if epoch is None:
             self.last_epoch += 1
             values = self.get_lr()
         else:
-            warnings.warn("The epoch parameter in `scheduler.step()` is deprecated (as in "
-                          "PyTorch); call step() once per epoch instead.", UserWarning)
             self.last_epoch = epoch
             closed = getattr(self, "_get_closed_form_lr", None)
             values = closed() if closed is not None else self.get_lr()
@@ -119,7 +132,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        if self.last_epoch == 0:
+        if self._is_initial:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
 
@@ -137,7 +150,7 @@ class CosineAnnealingLR(LRScheduler):
 
     def get_lr(self):
         e, T, lo = self.last_epoch, self.T_max, self.eta_min
-        if e == 0:
+        if self._is_initial:
             return self._lrs()
         if self._step_count == 1 and e > 0:
             return [lo + (b - lo) * (1 + math.cos(e * math.pi / T)) / 2 for b in self.base_lrs]
@@ -173,7 +186,7 @@ class MultiplicativeLR(LambdaLR):
     """``lr *= lr_lambda(epoch)`` each step after the first."""
 
     def get_lr(self):
-        if self.last_epoch > 0:
+        if not self._is_initial:
             return [lr * f(self.last_epoch) for f, lr in zip(self.lr_lambdas, self._lrs())]
         return self._lrs()
 
@@ -196,7 +209,7 @@ class LinearLR(LRScheduler):
         e, s, f, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
         if e == 0:
             return [lr * s for lr in self._lrs()]
-        if e > n:
+        if self._is_initial or e > n:
             return self._lrs()
         return [lr * (1.0 + (f - s) / (n * s + (e - 1) * (f - s))) for lr in self._lrs()]
 
@@ -381,3 +394,99 @@ class ReduceLROnPlateau:
 
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
+
+
+def _check_members(owner, schedulers, optimizer):
+    name = type(owner).__name__
+    for i, sched in enumerate(schedulers):
+        if not hasattr(sched, "optimizer"):
+            raise TypeError(f"{name} at index {i} should have `optimizer` as its attribute.")
+        if isinstance(sched, ReduceLROnPlateau):
+            raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it "
+                             "requires additional kwargs to be specified when calling `step`, "
+                             f"but got one at index {i} in the given schedulers sequence.")
+        if optimizer is not sched.optimizer:
+            raise ValueError(f"{name} expects all schedulers to belong to the same optimizer, but "
+                             f"got scheduler {type(sched).__name__} at index {i} has "
+                             f"{sched.optimizer}, which is different from "
+                             f"{type(optimizer).__name__}.")
+
+
+class _Composite(LRScheduler):
+    """state_dict / load_state_dict of a scheduler made of schedulers (PyTorch's layout:
+    the members' states as a list under ``_schedulers``)."""
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        members = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for sched, s in zip(self._schedulers, members):
+            sched.load_state_dict(s)
+
+
+class SequentialLR(_Composite):
+    """Run ``schedulers[i]`` between ``milestones[i - 1]`` and ``milestones[i]``; at a
+    milestone the next scheduler starts from its epoch 0 (PyTorch's ``SequentialLR``, with
+    its undo of the members' initial steps, so the lr sequence is PyTorch's)."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler, but got no "
+                             "scheduler.")
+        _check_members(self, schedulers, optimizer)
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError("Sequential Schedulers expects number of schedulers provided to be "
+                             "one more than the number of milestone points, but got number of "
+                             f"schedulers {len(schedulers)} and the number of milestones to be "
+                             f"equal to {len(milestones)}")
+        self._schedulers, self._milestones = list(schedulers), list(milestones)
+        self.last_epoch, self.optimizer = last_epoch + 1, optimizer
+        for g in optimizer.param_groups:
+            g["lr"] = g["initial_lr"]
+        self.recursive_undo()
+        idx = bisect_right(self._milestones, 0)
+        self._schedulers[idx]._initial_step()
+        self._last_lr = self._schedulers[idx].get_last_lr()
+
+    def recursive_undo(self, sched=None):
+        """Undo the step each member (recursively) took when it was built."""
+        sched = self if sched is None else sched
+        if hasattr(sched, "_schedulers"):
+            for s in sched._schedulers:
+                self.recursive_undo(s)
+        elif hasattr(sched, "last_epoch"):
+            sched.last_epoch -= 1
+
+    def step(self):
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        sched = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            sched._update_lr(0)
+        else:
+            sched.step()
+        self._last_lr = sched.get_last_lr()
+
+
+class ChainedScheduler(_Composite):
+    """Step every scheduler of the list on each ``step()``, one after the other, so their
+    (chainable) factors multiply (PyTorch's ``ChainedScheduler``)."""
+
+    def __init__(self, schedulers, optimizer=None):
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler to be "
+                             "chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_members(self, schedulers, optimizer)
+        self._schedulers, self.optimizer = list(schedulers), optimizer
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
+
+    def step(self):
+        for sched in self._schedulers:
+            sched.step()
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]

@@ -23,8 +23,10 @@ from . import modules as _modules  # noqa: E402
 import types as _types  # noqa: E402
 # PyTorch's module path ``torch.nn.modules.linear`` (code names out_proj's class through it)
 _modules.linear = _types.SimpleNamespace(Linear=Linear, NonDynamicallyQuantizableLinear=_NDQLinear)
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401,E402
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d  # noqa: F401,E402
 from .pooling import (  # noqa: F401,E402
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
-from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm  # noqa: F401,E402
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
+    MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d, Upsample,
+    UpsamplingBilinear2d, UpsamplingNearest2d)
+from .normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm  # noqa: F401,E402
 from .activation import Dropout2d, Hardtanh, LeakyReLU, ReLU6  # noqa: F401,E402

@@ -1,4 +1,4 @@
-"""Convolution layers: Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, with PyTorch's
+"""Convolution layers: Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, with PyTorch's
 parameter names, shapes and default initialisation (kaiming_uniform with a = sqrt(5), bias
 U(-1/sqrt(fan_in), 1/sqrt(fan_in))), so state_dicts load in both directions.
 
@@ -114,6 +114,16 @@ class Conv2d(_ConvNd):
     def forward(self, input):
         x, padding = self._mode_padded(input)
         return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+
+class Conv3d(_ConvNd):
+    """3-D convolution over (N, C, D, H, W) or (C, D, H, W) input (PyTorch's ``nn.Conv3d``):
+    stride, padding (int, triple, 'same', 'valid'), dilation, groups, padding_mode."""
+    _dims = 3
+
+    def forward(self, input):
+        x, padding = self._mode_padded(input)
+        return F.conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class _ConvTransposeNd(_ConvNd):

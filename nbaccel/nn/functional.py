@@ -90,6 +90,11 @@ max_pool2d = OPS["max_pool2d"].front
 avg_pool2d = OPS["avg_pool2d"].front
 conv1d, conv_transpose1d = _ALIASES["conv1d"], _ALIASES["conv_transpose1d"]
 max_pool1d, avg_pool1d = _ALIASES["max_pool1d"], _ALIASES["avg_pool1d"]
+conv3d, max_pool3d, avg_pool3d = _ALIASES["conv3d"], _ALIASES["max_pool3d"], _ALIASES["avg_pool3d"]
+max_unpool1d, max_unpool2d, max_unpool3d = (_ALIASES[f"max_unpool{n}d"] for n in (1, 2, 3))
+from .functional_vision import adaptive_avg_pool3d, upsample_bilinear, upsample_nearest  # noqa: E402,F401
 __all__ += ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d",
             "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "batch_norm",
-            "group_norm", "interpolate", "upsample", "pad", "relu6", "hardtanh", "dropout2d"]
+            "group_norm", "interpolate", "upsample", "pad", "relu6", "hardtanh", "dropout2d",
+            "conv3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "max_unpool1d",
+            "max_unpool2d", "max_unpool3d", "upsample_nearest", "upsample_bilinear"]

@@ -1,5 +1,6 @@
 """The functional side of convolutional networks that is a composition of ops: batch and
-group normalisation, adaptive average pooling, interpolation, padding, relu6 and channel
+group normalisation, adaptive average pooling, interpolation (nearest, linear to trilinear,
+bicubic, area), padding, relu6 and channel
 dropout (``nbaccel.nn.functional`` re-exports them). The convolutions and poolings
 themselves are ops (``nbaccel/ops/conv.py``, ``nbaccel/ops/pooling.py``).
 
@@ -120,11 +121,25 @@ def _adaptive_matrix(n_in, n_out, dtype):
 
 def _apply_separable(x, rows, cols):
     """rows @ x @ cols.T over the last two axes (either matrix None: that axis unchanged)."""
+    return _apply_axes(x, [rows, cols])
+
+
+def _apply_axes(x, mats):
+    """Each (n_out, n_in) matrix of ``mats`` applied along its axis of the last len(mats)
+    axes (None: that axis unchanged): the last axis x @ M.T, an earlier one M @ x with the
+    axes after it flattened."""
     dt = x.dtype.np
-    if cols is not None:
-        x = x @ as_tensor(np.ascontiguousarray(cols.T, dtype=dt)).to(x.device)
-    if rows is not None:
-        x = as_tensor(np.asarray(rows, dtype=dt)).to(x.device) @ x
+    for k, m in zip(range(len(mats), 0, -1), mats):
+        if m is None:
+            continue
+        if k == 1:
+            x = x @ as_tensor(np.ascontiguousarray(np.asarray(m).T, dtype=dt)).to(x.device)
+            continue
+        shape = tuple(x.shape)
+        a = len(shape) - k
+        flat = x.reshape(shape[:a + 1] + (math.prod(shape[a + 1:]),))
+        x = (as_tensor(np.asarray(m, dtype=dt)).to(x.device) @ flat).reshape(
+            shape[:a] + (m.shape[0],) + shape[a + 1:])
     return x
 
 
@@ -163,6 +178,50 @@ def adaptive_avg_pool1d(input, output_size):
     return _apply_separable(x, None, _adaptive_matrix(x.shape[-1], o, np.float64))
 
 
+def adaptive_avg_pool3d(input, output_size):
+    """PyTorch's ``F.adaptive_avg_pool3d`` on (N, C, D, H, W) or (C, D, H, W): three small
+    averaging matmuls (None keeps that dim)."""
+    x = as_tensor(input)
+    if x.ndim not in (4, 5):
+        raise ShapeError(f"adaptive_avg_pool3d: expected a 4-D or 5-D input, got {tuple(x.shape)}")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"adaptive_avg_pool3d: needs a floating point input, got {x.dtype}")
+    size = (output_size,) * 3 if isinstance(output_size, int) or output_size is None \
+        else tuple(output_size)
+    if len(size) != 3:
+        raise ValueError(f"adaptive_avg_pool3d: output_size must be an int or a triple, got {size}")
+    n_in = tuple(x.shape[-3:])
+    out = tuple(n if o is None else int(o) for n, o in zip(n_in, size))
+    if out == (1, 1, 1):
+        return x.mean(axis=(-3, -2, -1), keepdims=True)
+    return _apply_axes(x, [None if o == n else _adaptive_matrix(n, o, np.float64)
+                           for n, o in zip(n_in, out)])
+
+
+_ADAPTIVE = {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d, 3: adaptive_avg_pool3d}
+
+
+def _cubic_matrix(n_in, n_out, align_corners, scale):
+    """(n_out, n_in) weights of PyTorch's bicubic: Keys' cubic convolution with A = -0.75 at
+    the four inputs around each source position (not clamped to 0 when align_corners is
+    False), the reads clamped to the border."""
+    a = -0.75
+    dst = np.arange(n_out, dtype=np.float64)
+    if align_corners:
+        src = dst * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    else:
+        src = (dst + 0.5) * (1.0 / scale if scale else n_in / n_out) - 0.5
+    i0 = np.floor(src)
+    t = src - i0
+    near = lambda v: ((a + 2) * v - (a + 3)) * v * v + 1           # noqa: E731  |v| <= 1
+    far = lambda v: ((a * v - 5 * a) * v + 8 * a) * v - 4 * a      # noqa: E731  1 < |v| < 2
+    m = np.zeros((n_out, n_in))
+    rows = np.arange(n_out)
+    for k, wk in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
+        np.add.at(m, (rows, np.clip(i0.astype(np.int64) - 1 + k, 0, n_in - 1)), wk)
+    return m
+
+
 def _interp_matrix(n_in, n_out, mode, align_corners, scale):
     """(n_out, n_in) weights of PyTorch's index arithmetic for one axis. ``scale`` is the
     user's scale factor (PyTorch then maps with 1/scale_factor), or None (n_in/n_out)."""
@@ -186,25 +245,28 @@ def _interp_matrix(n_in, n_out, mode, align_corners, scale):
     return m
 
 
-_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 1, "bilinear": 2}
+_MODES = {"nearest": 0, "nearest-exact": 0, "area": 0, "linear": 1, "bilinear": 2,
+          "bicubic": 2, "trilinear": 3}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """PyTorch's ``F.interpolate`` for modes 'nearest', 'nearest-exact', 'linear' (3-D
-    input) and 'bilinear' (4-D input), with ``size`` or ``scale_factor`` and ``align_corners``.
-    Each axis is a small resampling matmul, so gradients and compiling come from matmul."""
+    """PyTorch's ``F.interpolate`` for modes 'nearest', 'nearest-exact' and 'area' (3-D, 4-D
+    or 5-D input), 'linear' (3-D), 'bilinear' and 'bicubic' (4-D) and 'trilinear' (5-D),
+    with ``size`` or ``scale_factor`` and ``align_corners``. Each axis is a small resampling
+    matmul ('area' is ``adaptive_avg_pool``), so gradients and compiling come from matmul."""
     x = as_tensor(input)
     if mode not in _MODES:
         raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nbaccel has "
-                                  "'nearest', 'nearest-exact', 'linear' and 'bilinear')")
+                                  f"{', '.join(map(repr, _MODES))})")
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported")
     spatial = x.ndim - 2
-    if spatial not in (1, 2) or (_MODES[mode] and _MODES[mode] != spatial):
+    if spatial not in (1, 2, 3) or (_MODES[mode] and _MODES[mode] != spatial):
         raise ShapeError(f"interpolate: mode {mode!r} does not take a {x.ndim}-D input "
-                         f"(linear: 3-D, bilinear: 4-D, nearest: 3-D or 4-D)")
-    if mode.startswith("nearest") and align_corners is not None:
+                         f"(linear: 3-D, bilinear / bicubic: 4-D, trilinear: 5-D, nearest and "
+                         f"area: 3-D to 5-D)")
+    if _MODES[mode] == 0 and align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear | bicubic | trilinear")
     if (size is None) == (scale_factor is None):
@@ -223,15 +285,26 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         scales = tuple(None if s is None else float(s) for s in scales)
     if len(out) != spatial or min(out) < 1:
         raise ValueError(f"interpolate: output size {out} does not fit a {x.ndim}-D input")
-    mats = [_interp_matrix(n, o, mode, bool(align_corners), s) for n, o, s in zip(n_in, out, scales)]
-    if spatial == 1:
-        return _apply_separable(x, None, mats[0])
-    return _apply_separable(x, mats[0], mats[1])
+    if mode == "area":
+        return _ADAPTIVE[spatial](x, out if spatial > 1 else out[0])
+    make = _cubic_matrix if mode == "bicubic" else \
+        (lambda n, o, ac, s: _interp_matrix(n, o, mode, ac, s))
+    return _apply_axes(x, [make(n, o, bool(align_corners), s) for n, o, s in zip(n_in, out, scales)])
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
     """The old spelling of :func:`interpolate`."""
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """PyTorch's deprecated ``F.upsample_nearest``: interpolate(mode='nearest')."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """PyTorch's deprecated ``F.upsample_bilinear``: bilinear with align_corners=True."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 # ---- padding, activations, dropout ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Normalisation layers for convolutional networks: BatchNorm1d/2d and GroupNorm, with
+"""Normalisation layers for convolutional networks: BatchNorm1d/2d/3d and GroupNorm, with
 PyTorch's parameters and buffers (``weight``, ``bias``, ``running_mean``, ``running_var``,
 ``num_batches_tracked``), so state_dicts load in both directions.
 
@@ -91,6 +91,11 @@ class BatchNorm2d(_BatchNorm):
     """Batch normalisation over (N, C, H, W) input: per-channel batch statistics in training
     mode (running statistics updated with ``momentum``), the running statistics in eval mode."""
     _input_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation over (N, C, D, H, W) input."""
+    _input_dims = (5,)
 
 
 class GroupNorm(Module):

@@ -39,7 +39,7 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 def _lstm_step(xw, h, c, w_hh, b_hh):
     """One LSTM step; ``xw`` is the input projection (with b_ih) of this step."""
     gates = xw + F.linear(h, w_hh, b_hh)
-    n = h.shape[-1]
+    n = c.shape[-1]
     s = ops.sigmoid(gates)
     i, f, o = s[..., :n], s[..., n:2 * n], s[..., 3 * n:]
     g = ops.tanh(gates[..., 2 * n:3 * n])
@@ -81,22 +81,28 @@ class RNNBase(Module):
             raise ValueError("hidden_size must be a positive integer")
         if not isinstance(num_layers, int) or num_layers <= 0:
             raise ValueError("num_layers must be a positive integer")
-        if proj_size:
-            raise NotImplementedError("LSTM(proj_size=...) is not supported yet; use a Linear "
-                                      "layer on the output")
+        if not isinstance(proj_size, int) or proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
         self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, proj_size
         gate = _GATES[mode] * hidden_size
         dirs = 2 if bidirectional else 1
+        real = proj_size or hidden_size           # the size of h (the projection's output)
         self._flat_weights_names = []
         for layer in range(num_layers):
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                width = input_size if layer == 0 else hidden_size * dirs
-                shapes = [("weight_ih", (gate, width)), ("weight_hh", (gate, hidden_size))]
+                width = input_size if layer == 0 else real * dirs
+                shapes = [("weight_ih", (gate, width)), ("weight_hh", (gate, real))]
                 if bias:
                     shapes += [("bias_ih", (gate,)), ("bias_hh", (gate,))]
+                if proj_size:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
                 for name, shape in shapes:
                     setattr(self, name + sfx, _empty(shape, device, dtype))
                     self._flat_weights_names.append(name + sfx)
@@ -119,6 +125,12 @@ class RNNBase(Module):
         g = lambda n: getattr(self, n + sfx) if self.bias or n.startswith("weight") else None  # noqa: E731
         return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh")
 
+    def _proj(self, layer, d):
+        """weight_hr of this layer and direction (LSTM with proj_size), or None."""
+        if not self.proj_size:
+            return None
+        return getattr(self, f"weight_hr_l{layer}" + ("_reverse" if d else ""))
+
     def _layout(self, input, hx):
         """(input as (L, N, H_in), hx as (D*layers, N, H) or None, batched?)"""
         if input.ndim not in (2, 3):
@@ -134,9 +146,9 @@ class RNNBase(Module):
                              f"{self.input_size}, got {input.shape[-1]}")
         return input, batched
 
-    def _state(self, hx, batched, n, like):
+    def _state(self, hx, batched, n, like, size=None):
         dirs = 2 if self.bidirectional else 1
-        want = (self.num_layers * dirs, n, self.hidden_size)
+        want = (self.num_layers * dirs, n, size or self.hidden_size)
         if hx is None:
             return ops.zeros(want, dtype=like.dtype, device=like.device)
         if not batched:
@@ -160,12 +172,15 @@ class RNNBase(Module):
             for d in range(dirs):
                 k = layer * dirs + d
                 w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                w_hr = self._proj(layer, d)
                 xw = F.linear(x, w_ih, b_ih)                    # every step's projection at once
                 cur = [s[k] for s in states]
                 seq = [None] * x.shape[0]
                 steps = range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])
                 for t in steps:
                     new = self._cell(xw[t], cur, w_hh, b_hh)
+                    if w_hr is not None:
+                        new = [F.linear(new[0], w_hr)] + new[1:]
                     if mask is not None:
                         new = [ops.where(mask[t], a, b) for a, b in zip(new, cur)]
                         seq[t] = ops.where(mask[t], new[0], 0.0)
@@ -193,8 +208,9 @@ class RNNBase(Module):
         mask = ops.arange(x.shape[0]).reshape((-1, 1, 1)) < _tensor(lens).reshape((1, -1, 1))
         order = packed.sorted_indices
         hs = [None] * n_states if hx is None else list(hx if n_states > 1 else (hx,))
-        hs = [self._state(h if h is None or order is None else h[:, order.numpy()], True, x.shape[1], x)
-              for h in hs]
+        sizes = [self.proj_size or self.hidden_size] + [self.hidden_size] * (n_states - 1)
+        hs = [self._state(h if h is None or order is None else h[:, order.numpy()], True,
+                          x.shape[1], x, size) for h, size in zip(hs, sizes)]
         out, finals = RNNBase._run(self, x, hs, mask)
         data = ops.cat([out[t, :b] for t, b in enumerate(packed.batch_sizes.tolist())], 0)
         if packed.unsorted_indices is not None:
@@ -224,6 +240,8 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 
@@ -250,7 +268,8 @@ class RNN(RNNBase):
 
 class LSTM(RNNBase):
     """Long short-term memory. ``forward(input, (h_0, c_0)=None) -> (output, (h_n, c_n))``.
-    Each layer and direction's time loop is one ``lstm_scan`` op (``ops/rnn_scan.py``)."""
+    Each layer and direction's time loop is one ``lstm_scan`` op (``ops/rnn_scan.py``). With
+    ``proj_size`` each step's h is ``weight_hr_l{k} @ (o * tanh(c))`` (the composed loop)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__("LSTM", *args, **kwargs)
@@ -270,7 +289,7 @@ class LSTM(RNNBase):
         return y[..., :n], last[..., :n], last[..., n:2 * n]
 
     def _run(self, x, states, mask=None):
-        if x.shape[0] == 0 or mask is not None:
+        if x.shape[0] == 0 or mask is not None or self.proj_size:
             return super()._run(x, states, mask)
         dirs = 2 if self.bidirectional else 1
         hs, cs = [], []
@@ -298,7 +317,8 @@ class LSTM(RNNBase):
         x, batched = self._layout(input, hx)
         if hx is not None and not isinstance(hx, (tuple, list)):
             raise RuntimeError("LSTM expects hx as a tuple (h_0, c_0)")
-        h0 = self._state(None if hx is None else hx[0], batched, x.shape[1], x)
+        h0 = self._state(None if hx is None else hx[0], batched, x.shape[1], x,
+                         self.proj_size or self.hidden_size)
         c0 = self._state(None if hx is None else hx[1], batched, x.shape[1], x)
         out, (hn, cn) = self._run(x, [h0, c0])
         if not batched:

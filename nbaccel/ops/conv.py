@@ -302,10 +302,60 @@ conv2d_weight_grad = defop(
     doc="The gradient of conv2d with respect to its weight, from the input and the output "
         "gradient (PyTorch's ``torch.nn.grad.conv2d_weight``).")
 
+def _conv3d_front(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """PyTorch's ``F.conv3d``: (N, C, D, H, W) input, (O, C/groups, KD, KH, KW) weight. One
+    ``conv2d`` over (H, W): the KD depth taps of each output depth are stacked into the
+    channels (group by group), the weight's KD taps likewise, so gradients are conv2d's."""
+    from .. import ops
+    x, w = as_tensor(input), as_tensor(weight)
+    x, unbatched = _batched(x, 3, "conv3d")
+    if w.ndim != 5:
+        raise ShapeError(f"conv3d: expected a 5-D weight (O, C/groups, KD, KH, KW), got "
+                         f"{tuple(w.shape)}")
+    stride, dilation = _pair(stride, "stride", 3), _pair(dilation, "dilation", 3)
+    if isinstance(padding, str):
+        pads = _padding(padding, w.shape[2:], dilation, stride, "conv3d")
+        if pads == ((0, 0), (0, 0)):
+            pads = ((0, 0),) * 3
+    else:
+        pads = tuple((q, q) for q in _pair(padding, "padding", 3))
+        if min(pads)[0] < 0:
+            raise ValueError(f"conv3d: negative padding is not supported, got {padding}")
+    n, c, d = x.shape[:3]
+    o, cg, kd = w.shape[:3]
+    g = int(groups)
+    if g <= 0 or c != cg * g or o % g:
+        raise RuntimeError(f"conv3d: expected input {tuple(x.shape)} to have {cg * g} channels "
+                           f"and {o} output channels divisible by groups={g}")
+    _float_dtype(x, w, "conv3d")
+    if pads[0] != (0, 0):                       # zero depth padding: concatenated zeros
+        z = [ops.zeros((n, c, q) + tuple(x.shape[3:]), dtype=x.dtype, device=x.device)
+             for q in pads[0]]
+        x = ops.concatenate([t for t, q in zip((z[0], x, z[1]), (pads[0][0], 1, pads[0][1])) if q],
+                            axis=2)
+    sd, dd = stride[0], dilation[0]
+    od = (x.shape[2] - dd * (kd - 1) - 1) // sd + 1
+    if od < 1:
+        raise ShapeError(f"conv3d: input depth {d} (padding {pads[0]}) is smaller than the "
+                         f"dilated kernel depth {dd * (kd - 1) + 1}")
+    h, wd = x.shape[3], x.shape[4]
+    taps = ops.stack([x[:, :, i * dd:i * dd + sd * (od - 1) + 1:sd] for i in range(kd)], 2)
+    taps = taps.reshape((n, g, cg, kd, od, h, wd)).permute((0, 4, 1, 3, 2, 5, 6))
+    taps = taps.reshape((n * od, g * kd * cg, h, wd))
+    w2 = w.permute((0, 2, 1, 3, 4)).reshape((o, kd * cg) + tuple(w.shape[3:]))
+    p = {"stride": stride[1:], "padding": tuple(pads[1:]), "dilation": dilation[1:],
+         "groups": g, "kernel": _kernel_name(x)}
+    y = apply(conv2d, (taps, w2), p)
+    y = y.reshape((n, od) + tuple(y.shape[1:])).permute((0, 2, 1, 3, 4))
+    y = _add_bias(y, bias, o, "conv3d")
+    return y.reshape(tuple(y.shape[1:])) if unbatched else y
+
+
 from .registry import defalias  # noqa: E402
 
 conv1d = defalias("conv1d", _conv1d_front)
 conv_transpose1d = defalias("conv_transpose1d", _conv_transpose1d_front)
+conv3d = defalias("conv3d", _conv3d_front)
 
 
 # ---- vmap: the vmapped dim folds into the batch (shared weights) or into the groups -------------

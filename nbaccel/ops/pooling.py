@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from .. import dtypes as D
 from .fronts import apply, as_tensor
 from .nn import ShapeError
 from .registry import defalias, defop
@@ -180,12 +181,45 @@ def _with_batch(x, fn):
 def _max_pool2d_front(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                       return_indices=False):
     """PyTorch's ``F.max_pool2d`` ((N, C, H, W) or (C, H, W); padding counts as -inf)."""
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices=True is not supported (nbaccel has "
-                                  "no max_unpool2d); call it without return_indices")
     x = as_tensor(input)
     p, _ = _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
-    return _with_batch(x, lambda t: apply(max_pool2d, (t,), p))
+    y = _with_batch(x, lambda t: apply(max_pool2d, (t,), p))
+    if not return_indices:
+        return y
+    return y, _with_batch(x, lambda t: apply(max_pool2d_indices, (t,), p))
+
+
+def _max_pool_indices_impl(xp, x, **p):
+    """PyTorch's ``return_indices``: per output, the flat index ``h * W + w`` in its (H, W)
+    plane of the window's first maximum (a NaN maximum: its NaN), padding never chosen."""
+    (pt, pb), (pl, pr) = p["padding"]
+    (kh, kw), (sh, sw), (dh, dw) = p["kernel"], p["stride"], p["dilation"]
+    h, w = x.shape[2], x.shape[3]
+    xpad = xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=_lowest(x.dtype))
+    out = _max_pool(xp, x, p, True)
+    oh, ow = out.shape[2:]
+    idx = xp.zeros(out.shape, xp.int64)
+    taken = xp.zeros(out.shape, bool)
+    nan_out = out != out
+    rows0, cols0 = xp.arange(oh) * sh - pt, xp.arange(ow) * sw - pl
+    taps = _taps(xp, xpad, p, (oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            t = next(taps)
+            r, c = rows0 + i * dh, cols0 + j * dw
+            inside = ((r >= 0) & (r < h))[:, None] & ((c >= 0) & (c < w))[None, :]
+            hit = ~taken & inside & ((t == out) | (nan_out & (t != t)))
+            idx = xp.where(hit, r[:, None] * w + c[None, :], idx)
+            taken |= hit
+    return idx
+
+
+max_pool2d_indices = defop(
+    "max_pool2d_indices", kind="nn", impl=_max_pool_indices_impl, differentiable=False,
+    infer=lambda args, p: (tuple(args[0].shape[:2]) + _out_hw(args[0].shape, p), D.int64),
+    front=lambda x, **p: apply(max_pool2d_indices, (x,), p),
+    doc="The indices max_pool2d(return_indices=True) returns: each window's first maximum as a "
+        "flat index into its (H, W) plane (max_unpool2d's input).")
 
 
 max_pool2d = defop(
@@ -284,7 +318,8 @@ def _max_pool1d_front(input, kernel_size, stride=None, padding=0, dilation=1, ce
     y = _max_pool2d_front(_as_2d(x, "max_pool1d"), (1, _first(kernel_size)),
                           None if stride is None else (1, _first(stride)), (0, _first(padding)),
                           (1, _first(dilation)), ceil_mode, return_indices)
-    return y.reshape(tuple(y.shape[:-2]) + (y.shape[-1],))
+    flat = lambda t: t.reshape(tuple(t.shape[:-2]) + (t.shape[-1],))  # noqa: E731
+    return (flat(y[0]), flat(y[1])) if return_indices else flat(y)
 
 
 def _avg_pool1d_front(input, kernel_size, stride=None, padding=0, ceil_mode=False,
