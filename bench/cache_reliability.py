@@ -93,8 +93,9 @@ def _race(tmp, n, rounds):
 
 
 def _overhead(tmp, reps):
-    os.environ["NBACCEL_CACHE_DIR"] = os.path.join(tmp, "overhead")
     from nbaccel.compiler import cache, cache_fs
+    from nbaccel.compiler.config import config
+    config["cache_dir"] = os.path.join(tmp, "overhead")     # the environment is read at import
     cache._reset_session_for_tests()
     cache.numba_dir(for_write=False)
     out = {}

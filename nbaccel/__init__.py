@@ -43,7 +43,7 @@ from . import sparse  # noqa: E402,F401  (2:4 semi-structured sparsity)
 
 from . import compiler  # noqa: E402,F401  (its call path, and so numba, loads on first use)
 from .compiler import CompileReport, GraphBreakError  # noqa: E402,F401
-_FROM_COMPILER = ("compile", "explain", "mark_dynamic", "config")  # config: test_mode, recompile_limit, ...
+_FROM_COMPILER = ("compile", "explain", "mark_dynamic", "config")  # config: strict, recompile_limit, ... (compiler/config.py)
 from . import numpy_api as numpy  # noqa: E402  (nbaccel.numpy: the NumPy-compatible namespace)
 import sys as _sys  # noqa: E402
 _sys.modules.setdefault(__name__ + ".numpy", numpy)

@@ -8,8 +8,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Compiled kernels are reused across test runs through the disk cache (gitignored).
 os.environ.setdefault("NBACCEL_CACHE_DIR", str(ROOT / ".nbaccel-cache" / "tests"))
-# a fault inside the compiler fails the test instead of quietly running eagerly
-os.environ.setdefault("NBACCEL_RAISE_COMPILER_ERRORS", "1")
+# strict: a fault inside the compiler fails the test instead of quietly running eagerly (or
+# the cell plainly); tests of the fallbacks set nb.config["strict"] = False
+os.environ.setdefault("NBACCEL_STRICT", "1")
 # Without CuPy (no GPU) Triton kernels are tested through Triton's interpreter, which must be
 # switched on before triton is first imported (by any test module)
 if importlib.util.find_spec("cupy") is None:
@@ -39,6 +40,14 @@ def _restore_config():
     yield
     nbaccel.compiler.config.clear()
     nbaccel.compiler.config.update(saved)
+
+
+@pytest.fixture
+def not_strict(monkeypatch):
+    """nb.config["strict"] off for one test: what a user sees, the eager fallback and the
+    %%compile safety net's plain re-run included (the cell-contract and surface tests)."""
+    import nbaccel
+    monkeypatch.setitem(nbaccel.config, "strict", False)
 
 
 @pytest.fixture(autouse=True)

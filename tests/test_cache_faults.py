@@ -59,9 +59,9 @@ def new_session():
 def root(tmp_path, monkeypatch):
     r = tmp_path / "cache"
     drain_background_compiles()
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(r))
-    monkeypatch.delenv("NBACCEL_CACHE_SIZE_LIMIT", raising=False)
-    monkeypatch.delenv("NBACCEL_CACHE_LOCK_TIMEOUT", raising=False)
+    monkeypatch.setitem(nb.config, "cache_dir", str(r))
+    monkeypatch.setitem(nb.config, "cache_size_limit", None)
+    monkeypatch.setitem(nb.config, "cache_lock_timeout", 30.0)
     new_session()
     yield r
     drain_background_compiles()
@@ -374,7 +374,7 @@ def test_old_lock_is_broken_and_a_held_lock_times_out(tmp_path):
 
 
 def test_kernel_compiles_when_its_lock_is_held(root, monkeypatch):
-    monkeypatch.setenv("NBACCEL_CACHE_LOCK_TIMEOUT", "0.2")
+    monkeypatch.setitem(nb.config, "cache_lock_timeout", 0.2)
     src = kernel_source(6)
     name = f"nbk_{cache.source_hash(src)}"
     cache.module_file(src)
@@ -488,17 +488,17 @@ def test_damaged_numba_file_is_recompiled(root, caught, damage):
 def test_cache_dir_that_is_a_file(root, caught, tmp_path, monkeypatch):
     f = tmp_path / "afile"
     f.write_text("not a directory")
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(f))
+    monkeypatch.setitem(nb.config, "cache_dir", str(f))
     assert build(kernel_source(19), 19) == ("memory", 0)
     assert "is a file" in cache.problem()
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(f / "below"))
+    monkeypatch.setitem(nb.config, "cache_dir", str(f / "below"))
     assert build(kernel_source(20), 20) == ("memory", 0)
     assert "is a file" in cache.problem()
     assert len(caught()) == 1
 
 
 def test_path_too_long(root, caught, tmp_path, monkeypatch):
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path / ("x" * 300)))
+    monkeypatch.setitem(nb.config, "cache_dir", str(tmp_path / ("x" * 300)))
     assert build(kernel_source(21), 21) == ("memory", 0)
     assert "ENAMETOOLONG" in cache.problem()
     assert len(caught()) == 1
@@ -526,7 +526,7 @@ def test_faulty_cache_in_a_compiled_cell(root, tmp_path, monkeypatch, caught):
     from IPython.testing.globalipapp import start_ipython
     f = tmp_path / "afile"
     f.write_text("")
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(f))
+    monkeypatch.setitem(nb.config, "cache_dir", str(f))
     monkeypatch.setattr(runtime, "_NUMBA_KERNELS", {})
     from IPython import get_ipython
     ip = start_ipython() or get_ipython()
@@ -583,7 +583,9 @@ def test_size_limit_evicts_least_recently_used(root, monkeypatch):
 
 def test_size_limit_from_config_and_env(root, monkeypatch, caught):
     assert cache.size_limit() == 1 << 30
-    monkeypatch.setenv("NBACCEL_CACHE_SIZE_LIMIT", "500M")
+    from nbaccel.compiler.config import from_environment
+    limit = from_environment({"NBACCEL_CACHE_SIZE_LIMIT": "500M"})["cache_size_limit"]
+    monkeypatch.setitem(nb.compiler.config, "cache_size_limit", limit)
     assert cache.size_limit() == 500 << 20
     monkeypatch.setitem(nb.compiler.config, "cache_size_limit", 2048)
     assert cache.size_limit() == 2048
@@ -666,6 +668,7 @@ _UNPRIVILEGED_CASES = textwrap.dedent('''
     import numpy as np
     from nbaccel.compiler import cache
     from nbaccel.compiler.cache import NbaccelCacheWarning
+    from nbaccel.compiler.config import config
     base = sys.argv[1]
 
     def source(salt):
@@ -690,7 +693,7 @@ _UNPRIVILEGED_CASES = textwrap.dedent('''
 
     def case(name, prepare, salts, root=None):
         root = root or os.path.join(base, name)
-        os.environ["NBACCEL_CACHE_DIR"] = root
+        config["cache_dir"] = root
         cache._reset_session_for_tests()
         if salts[0] is not None:
             build(salts[0])                 # populated by this user, then changed

@@ -14,6 +14,9 @@ from tests.cells import catalogue, harness, tutorial  # noqa: E402
 import nbaccel as nb  # noqa: E402
 from nbaccel.compiler import api as capi  # noqa: E402
 
+# what a user sees, the plain re-run included (tests/conftest.py: not_strict)
+pytestmark = pytest.mark.usefixtures("not_strict")
+
 # cells that are meant to run plainly (per-element Python calls) or whose compiled attempt
 # fails inside nbaccel with the user's own error (the plain run then raises NumPy's message)
 PLAIN_BY_DESIGN = {"vectorize", "frompyfunc_apply", "error_shape", "error_after_side_effect",
@@ -146,13 +149,13 @@ def test_safety_net_restores_inputs_updated_in_place(shell, monkeypatch):
     assert comp.fallback is not None
 
 
-def test_test_mode_raises_the_internal_failure(shell, monkeypatch):
+def test_strict_raises_the_internal_failure(shell, monkeypatch):
     from nbaccel.compiler import entries
 
     def broken(self, *a, **k):
         raise RuntimeError("internal error: injected")
     monkeypatch.setattr(entries.GraphCache, "run", broken)
-    monkeypatch.setitem(nb.config, "test_mode", True)
+    monkeypatch.setitem(nb.config, "strict", True)
     cell = catalogue.Cell("tm", "s = np.tanh(x).sum()\n", setup=catalogue.RNG)
     comp = harness.run(shell, cell, compiled=True)
     assert comp.error == ("RuntimeError", "internal error: injected")

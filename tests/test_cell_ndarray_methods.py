@@ -14,6 +14,9 @@ from tests.cells import catalogue, harness  # noqa: E402
 
 import nbaccel as nb  # noqa: E402
 
+# what a user sees, the plain re-run included (tests/conftest.py: not_strict)
+pytestmark = pytest.mark.usefixtures("not_strict")
+
 SETUP = "import numpy as np\nZ = np.array([3., 1., 2., 5., 4.])\nM = np.arange(6.).reshape(2, 3)\n"
 CASES = {
  "sort": "Z.sort()\nr = Z * 1\n",

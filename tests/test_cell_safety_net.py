@@ -13,6 +13,9 @@ pytest.importorskip("IPython")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tests.cells import catalogue, harness  # noqa: E402
 
+# what a user sees, the plain re-run included (tests/conftest.py: not_strict)
+pytestmark = pytest.mark.usefixtures("not_strict")
+
 BASE = "import numpy as np\nnp.random.seed(0)\nnp.set_printoptions(precision=8)\nnp.seterr(divide='warn')\n" \
        "x = np.arange(4.0)\n"
 FAIL = "y = float((x * 2).sum())\n"          # a graph break: the injected failure happens here

@@ -35,6 +35,7 @@ def _last_report(shell):
 # -- the catalogue: first run (cheap graphs), later runs (plain), all as the plain cell ----------
 
 @pytest.mark.parametrize("cell", catalogue.CELLS, ids=lambda c: c.name)
+@pytest.mark.usefixtures("not_strict")       # as a user sees it: the safety net too
 def test_catalogue_cell_on_every_path_matches_plain(shell, cell):
     if not harness.available(cell):
         pytest.skip(f"needs {cell.needs}")
@@ -132,7 +133,7 @@ def test_a_backend_or_mode_asked_for_by_name_is_compiled(shell, opts):
 
 
 def test_switched_off(shell, monkeypatch):
-    monkeypatch.setitem(cheap_path.SETTINGS, "enabled", False)
+    monkeypatch.setitem(nb.config, "cheap_enabled", False)
     shell.run_line_magic("nbaccel", "reset")
     for _ in range(2):
         rep = _cell(shell, "y = x + 1\n", x=np.ones(8))
@@ -181,7 +182,7 @@ def test_estimate_grows_with_size_and_counts_matmul_work():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
 def test_cheap_program_matches_eager_for_functions(monkeypatch, dtype):
-    monkeypatch.setitem(cheap_path.SETTINGS, "functions", True)
+    monkeypatch.setitem(nb.config, "cheap_functions", True)
 
     def f(a, b):
         s = a + b
@@ -211,7 +212,7 @@ def test_functions_stay_compiled_by_default():
 def test_a_middling_cell_is_measured_once_then_settled(shell, monkeypatch, compiled_seconds, settles):
     from nbaccel.magics import cheap_cells, get_extension
     monkeypatch.setattr(cheap_path, "cell_choice", lambda report, est: None)   # never clearly small
-    monkeypatch.setitem(cheap_path.SETTINGS, "probe_factor", 1e12)
+    monkeypatch.setitem(nb.config, "cheap_probe_factor", 1e12)
     shell.run_line_magic("nbaccel", "reset")
     ext = get_extension(shell)
     x = np.arange(200, dtype=np.float64)

@@ -173,7 +173,7 @@ def test_thread_count_follows_numba(monkeypatch):
 
 
 def test_report_splits_the_jit_time(tmp_path, monkeypatch):
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setitem(nb.config, "cache_dir", str(tmp_path / "cache"))
     monkeypatch.setattr(runtime, "_NUMBA_KERNELS", {})
     cache._reset_session_for_tests()
     try:

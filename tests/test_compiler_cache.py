@@ -43,14 +43,14 @@ def test_second_process_reuses_disk_cache(tmp_path):
 
 
 def test_cache_dir_is_private(tmp_path, monkeypatch):
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setitem(nb.config, "cache_dir", str(tmp_path / "c"))
     d = cache.cache_dir()
     for p in (tmp_path / "c", d):
         assert stat.S_IMODE(os.stat(p).st_mode) == 0o700
 
 
 def test_truncated_module_is_rebuilt(tmp_path, monkeypatch):
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setitem(nb.config, "cache_dir", str(tmp_path))
     src = "def kernel():\n    return 42\n"
     path, how = cache.module_file(src)
     assert how == "new"
@@ -63,7 +63,7 @@ def test_truncated_module_is_rebuilt(tmp_path, monkeypatch):
 
 
 def test_truncated_kernel_in_use_is_rebuilt_and_correct(tmp_path, monkeypatch):
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setitem(nb.config, "cache_dir", str(tmp_path))
     first = _run(tmp_path)
     kdir = os.path.join(cache.cache_dir(), "kernels")
     for f in os.listdir(kdir):
@@ -76,14 +76,14 @@ def test_truncated_kernel_in_use_is_rebuilt_and_correct(tmp_path, monkeypatch):
 
 
 def test_other_versions_are_not_read(tmp_path, monkeypatch):
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setitem(nb.config, "cache_dir", str(tmp_path))
     d = cache.cache_dir()
     assert os.path.basename(d).startswith("v" + nb.__version__)
     assert "numba" in os.path.basename(d) and np.__version__ in os.path.basename(d)
 
 
 def test_clear(tmp_path, monkeypatch):
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setitem(nb.config, "cache_dir", str(tmp_path / "c"))
     cache.module_file("x = 1\n")
     assert cache.size_bytes() > 0
     cache.clear()

@@ -1,5 +1,5 @@
 """A failure inside the compiler never reaches the user: the graph runs eagerly, the report
-says "compiler error → ran eagerly", and nb.config['raise_compiler_errors'] raises instead."""
+says "compiler error → ran eagerly", and nb.config['strict'] raises instead."""
 import numpy as np
 import pytest
 
@@ -26,7 +26,7 @@ def f(x):
 
 @pytest.fixture
 def lenient(monkeypatch):
-    monkeypatch.setitem(nb.config, "raise_compiler_errors", False)
+    monkeypatch.setitem(nb.config, "strict", False)
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
@@ -77,7 +77,7 @@ def test_user_errors_are_still_numpys_errors(lenient):
 
 @pytest.mark.parametrize("stage", ["schedule", "numpy codegen"])
 def test_the_switch_raises_instead(stage, monkeypatch):
-    monkeypatch.setitem(nb.config, "raise_compiler_errors", True)
+    monkeypatch.setitem(nb.config, "strict", True)
     mod, name = STAGES[stage]
     monkeypatch.setattr(mod, name, boom)
     with pytest.raises(RuntimeError, match="injected fault"):

@@ -172,7 +172,8 @@ def test_an_unwritable_cache_keeps_the_choice_in_memory(tmp_path, monkeypatch):
 
 def test_default_location_is_inside_nbaccels_versioned_cache(tmp_path, monkeypatch):
     from nbaccel.compiler import cache
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path / "c"))
+    from nbaccel.compiler.config import config
+    monkeypatch.setitem(config, "cache_dir", str(tmp_path / "c"))
     cache._reset_session_for_tests()
     try:
         cands = at.candidates("pointwise", numel=1 << 16)

@@ -85,7 +85,7 @@ def _run(ip, src):
 
 def test_compile_cell_on_cuda_returns_numpy_with_transfer_time(ip):
     from nbaccel.compiler import api as capi
-    capi.config["raise_compiler_errors"] = False    # what a user gets (conftest restores it)
+    capi.config["strict"] = False    # what a user gets (conftest restores it)
     rng = np.random.default_rng(2)
     x = rng.standard_normal((256, 128), dtype=np.float32)
     w = rng.standard_normal((128, 64), dtype=np.float32)
@@ -106,7 +106,7 @@ def test_compile_cell_on_cuda_returns_numpy_with_transfer_time(ip):
 def test_auto_takes_the_gpu_for_large_inputs_only(ip):
     from nbaccel.compiler import api as capi
     from nbaccel.gpu import placement
-    capi.config["raise_compiler_errors"] = False
+    capi.config["strict"] = False
     small = np.ones((16, 16), np.float32)
     big = np.ones((placement.AUTO_MIN_BYTES // 4 // 1024 + 1, 1024), np.float32)
     ip.user_ns.update(np=np, x=small)
@@ -251,5 +251,5 @@ def test_the_eager_baseline_of_a_cuda_graph_runs(cp):
         pytest.skip("this build has no Triton backend")
     cf = nb.compile(lambda x: nb.exp(x) + 1.0, backend="triton")
     cf(nb.tensor(np.ones((64, 64), np.float32), device="cuda"))
-    rep = cf.report                     # raises here (raise_compiler_errors) if it cannot
+    rep = cf.report                     # raises here (strict) if it cannot
     assert rep.eager_seconds is not None and rep.eager_seconds > 0

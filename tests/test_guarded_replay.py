@@ -458,13 +458,12 @@ def test_a_step_that_calls_backward_sets_fresh_gradients_every_call(mode):
 @pytest.fixture
 def shell():
     from tests.cells import harness
-    from nbaccel.compiler import cheap_path
     sh = harness.get_shell("numpy")
-    old = cheap_path.SETTINGS["enabled"]
-    cheap_path.SETTINGS["enabled"] = False      # small test cells would run plainly otherwise
+    old = nb.config["cheap_enabled"]
+    nb.config["cheap_enabled"] = False      # small test cells would run plainly otherwise
     sh.run_cell("import numpy as np", store_history=False)
     yield sh
-    cheap_path.SETTINGS["enabled"] = old
+    nb.config["cheap_enabled"] = old
 
 
 def _cell(shell, src, compiled=True):

@@ -9,6 +9,7 @@ from IPython.core.error import UsageError  # noqa: E402
 from IPython.testing.globalipapp import start_ipython  # noqa: E402
 
 from nbaccel.compiler import cache  # noqa: E402
+from nbaccel.compiler.config import config as nb_config  # noqa: E402
 from nbaccel.magics import extension  # noqa: E402
 
 CELL = "y = x * 2.0 + 1.0\n"
@@ -19,7 +20,7 @@ def ip(tmp_path, monkeypatch):
     from nbaccel.compiler import runtime
     drain = lambda: runtime._COMPILER.submit(lambda: None).result(120)   # noqa: E731
     drain()          # background numba compiles of earlier tests write where the env points
-    monkeypatch.setenv("NBACCEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setitem(nb_config, "cache_dir", str(tmp_path / "cache"))
     cache._reset_session_for_tests()
     monkeypatch.setattr(runtime, "_NUMBA_KERNELS", {})    # kernels reach the disk cache again
     shell = start_ipython() or get_ipython()

@@ -12,6 +12,9 @@ pytest.importorskip("IPython")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tests.cells import harness, surface  # noqa: E402
 
+# what a user sees, the plain re-run included (tests/conftest.py: not_strict)
+pytestmark = pytest.mark.usefixtures("not_strict")
+
 CELLS = surface.cells()
 
 

@@ -16,6 +16,9 @@ pytest.importorskip("IPython")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tests.cells import catalogue, harness  # noqa: E402
 
+# what a user sees, the plain re-run included (tests/conftest.py: not_strict)
+pytestmark = pytest.mark.usefixtures("not_strict")
+
 SETUP = ("import numpy as np\nA = np.arange(1.0, 13.0).reshape(3, 4) / 7\n"
          "B = np.arange(12.0, 0.0, -1).reshape(3, 4) / 5\n")
 LEFT_OUT = {"save", "savez", "savez_compressed", "savetxt", "load", "loadtxt", "genfromtxt", "fromfile",

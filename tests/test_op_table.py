@@ -209,6 +209,7 @@ def _triton_ready():
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET", "") in ("", "0"):
             return "triton was imported before its interpreter could be switched on"
         os.environ.setdefault("NBACCEL_TRITON_INTERPRET", "1")
+        nb.config["triton_interpret"] = os.environ["NBACCEL_TRITON_INTERPRET"] not in ("", "0")
     return None
 
 

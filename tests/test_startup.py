@@ -81,7 +81,7 @@ def test_the_compiler_loads_on_first_use():
                  "y = f(nb.ones(3))\n"
                  "print(json.dumps({'before': before, 'after': "
                  f"{_loaded(['numba'])}, 'y': y.tolist(), 'same': c is nb.compile, "
-                 "'config': 'test_mode' in nb.config, "
+                 "'config': 'strict' in nb.config, "
                  "'explain': callable(nb.explain) and callable(nb.mark_dynamic)}))")
     assert got["before"] == [] and got["after"] == ["numba"]
     assert got["y"] == [3.0, 3.0, 3.0] and got["same"] and got["config"] and got["explain"]

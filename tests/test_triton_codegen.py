@@ -21,7 +21,8 @@ from nbaccel.compiler.triton_runtime import gpu_present, interpret_requested  # 
 # on a machine with a GPU (and CuPy) the same tests run the kernels on it
 ON_GPU = gpu_present()[0] and not interpret_requested()
 if not ON_GPU:
-    os.environ.setdefault("NBACCEL_TRITON_INTERPRET", "1")
+    os.environ.setdefault("NBACCEL_TRITON_INTERPRET", "1")     # for the child processes, and
+    nb.config["triton_interpret"] = os.environ["NBACCEL_TRITON_INTERPRET"] not in ("", "0")
 interpreter_only = pytest.mark.skipif(ON_GPU, reason="checks what Triton's interpreter lacks")
 
 rng = np.random.default_rng(0)
@@ -295,7 +296,7 @@ def test_unrenderable_kernels_raise_a_clear_reason():
     x = rng.standard_normal(8).astype(np.float32)
     with pytest.raises(tri.TritonUnsupported, match="libdevice"):
         nb.compile(lambda x: np.arctan(x), backend="triton")(x)
-    nb.config["raise_compiler_errors"] = False
+    nb.config["strict"] = False
     cf = nb.compile(lambda x: np.arctan(x) + 1, backend="triton")
     np.testing.assert_allclose(cf(x), np.arctan(x) + 1, rtol=1e-6)
     assert any("libdevice" in (k.get("note") or "") for k in cf.report.kernels)
@@ -305,7 +306,7 @@ def test_without_a_gpu_the_backend_says_what_to_install(monkeypatch):
     import importlib.util
     if importlib.util.find_spec("cupy") is not None:
         pytest.skip("CuPy is installed")
-    monkeypatch.delenv("NBACCEL_TRITON_INTERPRET", raising=False)
+    monkeypatch.setitem(nb.config, "triton_interpret", False)
     with pytest.raises(RuntimeError, match=r"nbaccel\[gpu\]"):
         nb.compile(lambda x: x + 1, backend="triton")
 
@@ -425,11 +426,11 @@ def test_compile_magic_with_triton_and_no_gpu_is_a_usage_error(monkeypatch, caps
     shell = start_ipython() or get_ipython()
     shell.run_line_magic("load_ext", "nbaccel")
     shell.user_ns["np"] = np
-    monkeypatch.delenv("NBACCEL_TRITON_INTERPRET", raising=False)
+    monkeypatch.setitem(nb.config, "triton_interpret", False)
     r = shell.run_cell("%%compile --backend triton --report none\nq_t = np.ones(3) * 2\n")
     assert not r.success and "nbaccel[gpu]" in str(r.error_in_exec)
     assert "q_t" not in shell.user_ns
-    monkeypatch.setenv("NBACCEL_TRITON_INTERPRET", "1")
+    monkeypatch.setitem(nb.config, "triton_interpret", True)
     r = shell.run_cell("%%compile --backend triton --report none\nq_t = np.ones(3) * 2\n")
     assert r.success and shell.user_ns["q_t"].tolist() == [2.0, 2.0, 2.0]
     del shell.user_ns["q_t"]

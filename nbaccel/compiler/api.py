@@ -9,8 +9,6 @@
 """
 from __future__ import annotations
 
-import os
-
 import functools
 import inspect
 import time
@@ -28,27 +26,11 @@ from .guarded import GuardedReplays, call_key
 from .read_recorder import ReadRecorder
 from . import cache, cheap_path
 from .report import CompileReport
+from .config import config  # noqa: F401 - the settings dict; nbaccel.config is the same one
 
 MODES = ("default", "reduce-overhead", "max-autotune")
 BACKENDS = ("auto", "numba", "numpy", "eager", "triton")
 
-config = {"recompile_limit": 8, "history": 5,
-          # default mode: check guards and replay the compiled program instead of re-tracing
-          # (guarded.py); False re-traces every call (the trace is then the guard)
-          "guarded_replay": True,
-          # a failure inside the compiler runs the graph eagerly (the report says why); tests
-          # and bug reports raise it instead
-          "raise_compiler_errors": os.environ.get("NBACCEL_RAISE_COMPILER_ERRORS", "") not in ("", "0"),
-          "cache_size_limit": None,   # disk cache bytes or "500M"; None: $NBACCEL_CACHE_SIZE_LIMIT or 1G
-          # a call with more graph breaks than this runs plainly (tracing it costs more)
-          "max_graph_breaks": 64,
-          # test mode: an internal failure of a compiled %%compile run is raised instead of
-          # running the cell again plainly (the last safety net, see docs/magics.md)
-          "test_mode": False,
-          # a %%compile cell whose run had this many breaks and took this long is run plainly
-          # once to compare; if tracing cost more than `ratio` x the plain run + `slack` s, its
-          # later runs go plain
-          "plain_probe": {"breaks": 8, "seconds": 0.25, "ratio": 4.0, "slack": 0.05}}
 _marked: dict[int, tuple] = {}               # id(tensor or array) -> (weakref, dims marked dynamic)
 _all_functions: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 

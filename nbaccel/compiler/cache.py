@@ -19,9 +19,10 @@ Rules (docs/compiler.md, "Disk cache"):
 * **Faults degrade.** Any OS error while writing (a full disk, a read-only or deleted
   directory, a path too long) turns writing off for the session with one warning; what is
   already on disk stays usable. A damaged file is deleted and recompiled. Nothing raises.
-* **Housekeeping.** A size limit (default 1 GB: ``nbaccel.compiler.config["cache_size_limit"]``
-  or ``$NBACCEL_CACHE_SIZE_LIMIT``) with least-recently-used eviction, and version
-  directories unused for a grace period (7 days, ``$NBACCEL_CACHE_GRACE_DAYS``) removed.
+* **Housekeeping.** A size limit (default 1 GB: ``nbaccel.compiler.config["cache_size_limit"]``,
+  from ``$NBACCEL_CACHE_SIZE_LIMIT``) with least-recently-used eviction, and version
+  directories unused for a grace period (7 days: ``config["cache_grace_days"]``, from
+  ``$NBACCEL_CACHE_GRACE_DAYS``) removed.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ import warnings
 import numpy as np
 
 from . import cache_fs, cache_housekeeping as hk
+from .config import config
 
 _MEMORY_DIR = "<nbaccel memory>"
 _loaded: dict[str, object] = {}         # path -> module (once per process)
@@ -95,8 +97,8 @@ def _absolute(d):
 
 
 def root_dir() -> str:
-    """The cache root: ``$NBACCEL_CACHE_DIR``, else the user cache directory."""
-    return _absolute(os.environ.get("NBACCEL_CACHE_DIR") or _default_root())
+    """The cache root: ``config["cache_dir"]`` ($NBACCEL_CACHE_DIR), else the user cache directory."""
+    return _absolute(config.get("cache_dir") or _default_root())
 
 
 def _session() -> _Session:
@@ -214,11 +216,9 @@ def note_written(nbytes: int):
 
 
 def size_limit() -> int:
-    """The cache size limit in bytes (config, then $NBACCEL_CACHE_SIZE_LIMIT, then 1 GB)."""
-    from . import api
-    val = api.config.get("cache_size_limit")
-    if val is None:
-        val = os.environ.get("NBACCEL_CACHE_SIZE_LIMIT")
+    """The cache size limit in bytes (``config["cache_size_limit"]``, from
+    $NBACCEL_CACHE_SIZE_LIMIT, else 1 GB)."""
+    val = config.get("cache_size_limit")
     if val is None:
         return hk.DEFAULT_LIMIT
     try:
@@ -230,8 +230,8 @@ def size_limit() -> int:
 
 def grace_seconds() -> float:
     try:
-        return float(os.environ.get("NBACCEL_CACHE_GRACE_DAYS", "7")) * 86400
-    except ValueError:
+        return float(config.get("cache_grace_days", 7)) * 86400
+    except (TypeError, ValueError):
         return 7 * 86400.0
 
 

@@ -6,7 +6,7 @@ that on every call, so a compiled small cell was 0.06×–0.7× the plain cell. 
 avoid it:
 
 * **A cheap graph** (:func:`graph_choice`): a graph whose eager cost, estimated from its sizes
-  (:func:`estimate_eager_seconds`), is below :data:`SETTINGS` ``["graph_seconds"]`` runs as one
+  (:func:`estimate_eager_seconds`), is below ``config["cheap_graph_seconds"]`` runs as one
   generated straight-line NumPy function (:class:`CheapProgram`): each op's eager
   implementation called once, in order — the reference interpreter's semantics without its
   per-op bookkeeping, no decomposition, no scheduling, no kernels.
@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from .config import PrefixView, config
 from .runtime import KernelFreeProgram
 
 # NumPy's cost, measured on the dev box (NumPy 2.4, AVX2): ~0.5 us per call, and per byte of
@@ -42,14 +43,9 @@ MAC_SECONDS = 0.25e-9
 # what tracing costs per captured op (docs/benchmarks.md: a few microseconds)
 TRACE_OP_SECONDS = 4e-6
 
-SETTINGS = {
-    "enabled": True,          # False: never take a cheap path
-    "functions": False,       # also for nb.compile'd functions (default: %%compile cells only)
-    "graph_seconds": 100e-6,  # a graph estimated below this runs as one NumPy function
-    "speedup_cap": 4.0,       # the most compiling gains over NumPy on small arrays
-    "call_seconds": 100e-6,   # what a %%compile call costs beyond tracing (magic, guards, output)
-    "probe_factor": 20.0,     # below this many times the overhead, measure the plain cell once
-}
+# the settings are config keys ("cheap_enabled", "cheap_graph_seconds", ...: config.py);
+# SETTINGS[k] is the deprecated spelling of config["cheap_" + k]
+SETTINGS = PrefixView("cheap_", "nbaccel.compiler.cheap_path.SETTINGS")
 
 
 def _numel(shape) -> int:
@@ -85,10 +81,10 @@ def overhead_seconds(report) -> float:
     background compile holding the GIL inflates a measurement; the model does not move with
     the machine's load)."""
     if (getattr(report, "replay", None) or {}).get("state") in ("traced", "replayed"):
-        return SETTINGS["call_seconds"]     # later runs replay on guards: no tracing (guarded.py)
+        return config["cheap_call_seconds"]     # later runs replay on guards: no tracing (guarded.py)
     capture = float(report.compile_breakdown.get("capture", 0.0))
     ops = sum(len(k.get("ops") or ()) for k in report.kernels) or len(report.kernels)
-    return SETTINGS["call_seconds"] + min(capture, TRACE_OP_SECONDS * max(ops, 1) + 50e-6)
+    return config["cheap_call_seconds"] + min(capture, TRACE_OP_SECONDS * max(ops, 1) + 50e-6)
 
 
 def _fmt(s: float) -> str:
@@ -98,16 +94,16 @@ def _fmt(s: float) -> str:
 def graph_choice(cf, graph):
     """(use the cheap path?, estimated eager seconds, why) for one captured graph."""
     est = estimate_eager_seconds(graph)
-    if not SETTINGS["enabled"]:
+    if not config["cheap_enabled"]:
         return False, est, "compiled: the cheap path is switched off"
     if cf.backend != "auto" or cf.mode != "default":   # a backend or mode asked for by name is honoured
         return False, est, f"compiled: backend={cf.backend}, mode={cf.mode} asked for by name"
-    if not (getattr(cf, "_in_cell", False) or SETTINGS["functions"]):
+    if not (getattr(cf, "_in_cell", False) or config["cheap_functions"]):
         return False, est, "compiled (the cheap path is for %%compile cells)"
     kernel_op = next((n.op.name for n in graph.nodes if n.op.extern_backend is not None), None)
     if kernel_op is not None:   # flash attention, int8/int4, 2:4: the dedicated kernel is the point
         return False, est, f"compiled: the graph calls {kernel_op}, which has its own kernel"
-    limit = SETTINGS["graph_seconds"]
+    limit = config["cheap_graph_seconds"]
     if est >= limit:
         return False, est, f"compiled: estimated {_fmt(est)} eagerly, above the cheap path's {_fmt(limit)}"
     elems = max((_numel(n.shape) for n in graph.nodes), default=0)
@@ -119,13 +115,13 @@ def graph_choice(cf, graph):
 def cell_choice(report, est_seconds):
     """Why a %%compile cell whose compiled run produced ``report`` should run plainly from now
     on, or None. ``est_seconds`` is the estimated eager cost of all of its graphs."""
-    if not SETTINGS["enabled"] or report is None or report.fallback:
+    if not config["cheap_enabled"] or report is None or report.fallback:
         return None
     if report.backend != "auto" or report.mode != "default":
         return None
     overhead = overhead_seconds(report)
     # the best a compiled run can do: its overhead plus the eager work sped up by the cap
-    best = overhead + est_seconds / SETTINGS["speedup_cap"]
+    best = overhead + est_seconds / config["cheap_speedup_cap"]
     if est_seconds >= best:
         return None
     return (f"cheap path: the cell's NumPy work is estimated at {_fmt(est_seconds)}, less than "

@@ -63,8 +63,8 @@ class Entry:
 
     def compiler_error(self, graph, exc, stage):
         """Compiling this graph failed: it runs eagerly (or raises, for tests and bug reports)."""
-        from .api import config
-        if config.get("raise_compiler_errors"):
+        from .config import config
+        if config.get("strict"):
             raise exc
         return EagerProgram(graph, f"{type(exc).__name__}: {exc}", stage)
 
@@ -77,8 +77,8 @@ class Entry:
             if isinstance(prog, EagerProgram):
                 raise
             out = interpret(graph, arrays)      # raises the user's error if the graph has one
-            from .api import config
-            if config.get("raise_compiler_errors"):
+            from .config import config
+            if config.get("strict"):
                 raise
             sig = tuple(p.shape for p in graph.placeholders)
             eager = EagerProgram(graph, f"{type(e).__name__}: {e}", "run")
@@ -331,5 +331,5 @@ def _event(cache, tier, graph, prog, seconds, _unused, eager, breakdown=None):
 
 
 def _limit():
-    from .api import config
+    from .config import config
     return config["recompile_limit"]

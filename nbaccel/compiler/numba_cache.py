@@ -36,6 +36,7 @@ from numba.core import caching, serialize
 from numba.core.dispatcher import Dispatcher
 
 from . import cache_fs
+from .config import config
 
 MAGIC = b"NBACCEL-NUMBA-1\n"
 VERSIONS = f"{numba.__version__} {llvmlite.__version__}\n".encode()
@@ -205,8 +206,8 @@ def _locked_compile(disp, compile_fn, lock_path):
 
 def _lock_timeout():
     try:
-        return float(os.environ.get("NBACCEL_CACHE_LOCK_TIMEOUT", "30"))
-    except ValueError:
+        return float(config.get("cache_lock_timeout", 30))
+    except (TypeError, ValueError):
         return 30.0
 
 

@@ -6,12 +6,14 @@ cffi and pycparser, and third-party extensions): 0.15-0.3 s, paid by the first `
 cell's first kernel even when its machine code is on disk. ``%load_ext nbaccel`` starts it on a
 daemon thread instead (:func:`start`), so it happens while the user types the next cell. It
 holds numba's compiler lock, so a compile that starts meanwhile simply waits for it; nothing
-is compiled and nothing is written. ``NBACCEL_NUMBA_WARMUP=0`` switches it off.
+is compiled and nothing is written. ``NBACCEL_NUMBA_WARMUP=0`` (``config["numba_warmup"] =
+False``) switches it off.
 """
 from __future__ import annotations
 
-import os
 import threading
+
+from .config import config
 
 _started = threading.Event()
 _done = threading.Event()
@@ -32,7 +34,7 @@ def _warm():
 
 def start() -> bool:
     """Start the warm-up once per process; False when it was already started or is off."""
-    if os.environ.get("NBACCEL_NUMBA_WARMUP", "1") in ("0", "") or _started.is_set():
+    if not config.get("numba_warmup", True) or _started.is_set():
         return False
     _started.set()
     threading.Thread(target=_warm, name="nbaccel-numba-warmup", daemon=True).start()

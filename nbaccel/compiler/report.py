@@ -158,12 +158,12 @@ TIMER_SECONDS = 1e-6        # differences below this are not resolved by repeate
 def _baseline(thunk):
     """One graph's (eager, compiled) timings, or None when the baseline cannot run (the report
     then shows no ratio): reading a report must never raise. Tests raise instead
-    (``raise_compiler_errors``)."""
+    (``config["strict"]``)."""
     try:
         return thunk()
     except Exception:
-        from .api import config
-        if config.get("raise_compiler_errors"):
+        from .config import config
+        if config.get("strict"):
             raise
         return None
 

@@ -318,7 +318,7 @@ class KernelFreeProgram:
 class EagerProgram(KernelFreeProgram):
     """What runs a graph when compiling it failed: the reference interpreter, op by op. The
     report shows "compiler error → ran eagerly" with the exception (an internal error never
-    reaches the user; ``nb.config["raise_compiler_errors"]`` raises it instead)."""
+    reaches the user; ``nb.config["strict"]`` raises it instead)."""
 
     def __init__(self, graph, error: str, stage: str):
         self.graph = graph

@@ -326,8 +326,8 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
         prog2, consts2 = _program(cf, graph, needed)
         _write_in_place(prog2, plan, writes)
     except Exception:
-        from .api import config
-        if config.get("raise_compiler_errors"):
+        from .config import config
+        if config.get("strict"):
             raise
         return None
     return StepReplay(key, prog2, consts2, plan, writes, grads, drop, outs, tree, numpy_out)

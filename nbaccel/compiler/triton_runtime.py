@@ -6,8 +6,9 @@ the choice between a GPU and Triton's interpreter.
 * on an NVIDIA GPU with CuPy, on CuPy arrays (buffers are allocated with CuPy, and
   ``nbaccel.gpu.triton_driver.activate()`` makes Triton launch on CuPy's current device
   and stream; nothing on this path imports PyTorch);
-* on the CPU through Triton's interpreter when ``NBACCEL_TRITON_INTERPRET=1`` (slow: about
-  1.5 ms per program; for tests), on NumPy arrays, zero-copy;
+* on the CPU through Triton's interpreter when ``NBACCEL_TRITON_INTERPRET=1``
+  (``config["triton_interpret"]``; slow: about 1.5 ms per program; for tests), on NumPy
+  arrays, zero-copy;
 * otherwise not at all: :func:`run_mode` raises a clear error naming what to install.
 
 Triton reads ``TRITON_INTERPRET`` whenever it decorates a function, its own library included,
@@ -27,6 +28,7 @@ from . import cache
 from .codegen.common import array_module, inputs_array_module
 from .codegen.triton import TritonUnsupported, render_kernel  # noqa: F401 - re-exported
 from .loops import Kernel
+from .config import config
 from .runtime import Program, empty_reduction_error
 
 INSTALL_HINT = "pip install 'nbaccel[gpu]'"
@@ -35,7 +37,8 @@ _LOCK = threading.Lock()
 
 
 def interpret_requested() -> bool:
-    return os.environ.get("NBACCEL_TRITON_INTERPRET", "") not in ("", "0")
+    """``config["triton_interpret"]`` (from $NBACCEL_TRITON_INTERPRET)."""
+    return bool(config.get("triton_interpret"))
 
 
 def gpu_present() -> tuple[bool, str]:
@@ -69,7 +72,8 @@ def run_mode() -> str:
     ok, why = gpu_present()
     if not ok:
         raise RuntimeError(f"backend='triton' needs an NVIDIA GPU with CuPy ({why}): {INSTALL_HINT} on a "
-                           "machine with a GPU, or set NBACCEL_TRITON_INTERPRET=1 to run the kernels "
+                           "machine with a GPU, or set NBACCEL_TRITON_INTERPRET=1 (nb.config['triton_interpret']) "
+                           "to run the kernels "
                            "through Triton's interpreter on the CPU (slow; meant for tests)")
     return "gpu"
 

@@ -25,6 +25,8 @@ AUTO_MIN_BYTES = 16 * 1024 * 1024
 
 
 def _threshold() -> int:
+    # read here, not through nbaccel.compiler.config: gpu/ is a layer below the compiler
+    # (tests/test_layering.py), and importing config from here would be an upward arrow
     env = os.environ.get("NBACCEL_AUTO_GPU_BYTES")
     if env:
         try:

@@ -173,8 +173,9 @@ class CellRuns:
 
 
 def safety_net_disabled() -> bool:
-    """Test mode (``nb.config["test_mode"] = True``): an internal failure is raised, not hidden."""
-    return bool(capi.config.get("test_mode"))
+    """Strict (``nb.config["strict"] = True``, as in tests): an internal failure is raised, not
+    hidden by running the cell again plainly."""
+    return bool(capi.config.get("strict"))
 
 
 def _tensor_reached_other_code(tb, filename):

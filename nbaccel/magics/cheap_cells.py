@@ -23,6 +23,7 @@ import numpy as np
 from . import cellfunc
 from .cellrun import _from_cell
 from ..compiler import cheap_path
+from ..compiler.config import config
 from ..tensor import Tensor
 
 _MISSING = object()
@@ -87,7 +88,7 @@ def _names(entry) -> tuple:
 
 
 def candidate(opts) -> bool:
-    return (cheap_path.SETTINGS["enabled"] and opts.backend == "auto" and opts.mode == "default"
+    return (config["cheap_enabled"] and opts.backend == "auto" and opts.mode == "default"
             and not opts.fullgraph and not opts.explain and opts.device in ("auto", "cpu"))
 
 
@@ -137,7 +138,7 @@ def after(ext, line, cell, entry, opts, report, pre, seconds=None):
         if why is not None:
             store[key] = PlainCell(entry, opts, why, names, sig)
         elif (report.cache == "hit" and report.pending_tier is None and not report.fallback
-              and est < cheap_path.SETTINGS["probe_factor"] * cheap_path.overhead_seconds(report)):
+              and est < config["cheap_probe_factor"] * cheap_path.overhead_seconds(report)):
             # a steady compiled run (nothing compiling in the background) of a middling cell
             compiled = seconds if seconds is not None else (report.call_seconds or 0.0)
             store[key] = PlainCell(entry, opts, PROBE_REASON, names, sig, compiled=compiled)

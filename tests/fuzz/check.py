@@ -22,7 +22,7 @@ import numpy as np
 BACKENDS = os.environ.get("NBACCEL_FUZZ_BACKENDS", "numpy,numba,triton").split(",")
 if "triton" in BACKENDS and importlib.util.find_spec("cupy") is None:
     # no GPU: Triton's interpreter (set before any generated kernel is decorated)
-    os.environ.setdefault("NBACCEL_TRITON_INTERPRET", "1")
+    os.environ.setdefault("NBACCEL_TRITON_INTERPRET", "1")   # read when nbaccel is imported
 # relative tolerance by result dtype; the absolute one is that times the largest |value|
 # (a fused kernel may add in another order, with fastmath's reassociation)
 RTOL = {np.dtype("float32"): 2e-4, np.dtype("float64"): 1e-9}
