@@ -414,8 +414,12 @@ class TraceSession(ViewTracking):
             t._data = c._data
             self.materialized[id(t)] = (t, c)
         for t in escaped:
-            self.grad_writes.append((t, t.grad._node))
-            t.grad = concrete[id(t.grad._node)].detach()
+            n = t.grad._node
+            if n is None:       # a concrete gradient updated in place: written above (writes)
+                continue
+            self.grad_writes.append((t, n))
+            # a gradient that entered this segment unchanged is one of its inputs
+            t.grad = (g.sources[n.index] if n.is_placeholder else concrete[id(n)]).detach()
         done = {id(t) for t in escaped}
         self.grad_escapes = [t for t in self.grad_escapes if id(t) not in done]
         self.segment_index += 1

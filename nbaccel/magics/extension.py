@@ -104,7 +104,7 @@ def _swap_out(value):
         return np.linalg
     if value is numpy_api.fft:
         return np.fft
-    if isinstance(value, numpy_api._UFunc):
+    if type(value) is numpy_api._UFunc:             # (isinstance also holds for NumPy's own)
         return value._ufunc
     if isinstance(value, D.DType) and getattr(value, "np", None) is not None:
         return np.dtype(value.np)                   # `d = x.dtype` holds NumPy's dtype
