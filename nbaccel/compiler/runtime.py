@@ -17,8 +17,6 @@ import warnings
 
 import numpy as np
 
-from numba.core.errors import NumbaIRAssumptionWarning
-
 from . import cache, jit_split
 from .codegen import common, numba as nb_codegen, numba_launch, numpy as np_codegen
 from .loops import Kernel
@@ -46,6 +44,8 @@ class NumbaKernel:
     def compile(self, signature):
         t0 = time.perf_counter()
         try:
+            # numba loads here, on the compiler's thread, not with `%load_ext` (0.2 s)
+            from numba.core.errors import NumbaIRAssumptionWarning
             with warnings.catch_warnings():
                 # numba's internal SSA pedantry about inlined helpers is noise for users
                 warnings.simplefilter("ignore", NumbaIRAssumptionWarning)

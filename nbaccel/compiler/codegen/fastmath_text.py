@@ -29,8 +29,6 @@ import functools
 import inspect
 import textwrap
 
-from . import fastmath
-
 # public helper -> (float32 body, float64 body); integers and bools take the float64 body on
 # np.float64(x), as the helpers' own type dispatch does
 BODIES = {
@@ -48,9 +46,17 @@ class NotInlinable(Exception):
 
 
 @functools.lru_cache(maxsize=None)
+def _fastmath():
+    # fastmath.py defines numba functions: importing it loads numba (0.2 s), which a kernel's
+    # first render needs, `%load_ext nbaccel` does not
+    from . import fastmath
+    return fastmath
+
+
+@functools.lru_cache(maxsize=None)
 def _parsed(name: str):
     """(parameter name, [(target, value expr)], return expr) of one helper body."""
-    fn = getattr(fastmath, name).py_func
+    fn = getattr(_fastmath(), name).py_func
     tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     fdef = tree.body[0]
     params = [a.arg for a in fdef.args.args]
@@ -116,7 +122,7 @@ class _Paster:
             def visit_Name(self, n):
                 if n.id in local:
                     return ast.copy_location(ast.Name(rename[n.id], ast.Load()), n)
-                if n.id not in _MODULES and n.id not in _INLINABLE and hasattr(fastmath, n.id):
+                if n.id not in _MODULES and n.id not in _INLINABLE and hasattr(_fastmath(), n.id):
                     paster.names.add(n.id)
                 return n
 
