@@ -116,6 +116,18 @@ def test_float32_partial_sums_stay_accurate():
     np.testing.assert_allclose(np.asarray(out), y.astype(np.float64).sum(0), rtol=1e-6)
 
 
+@pytest.mark.parametrize("n", [8, R.SUM_CHUNK, R.SUM_CHUNK + 1, 3 * R.SUM_CHUNK + 5])
+def test_a_short_float32_sum_skips_the_chunk_loop(n):
+    """(g)'s reduction over 8 coordinates: one float32 partial in a branch that unrolls; the
+    same kernel takes the chunked branch when the reduced length exceeds one chunk."""
+    rng = np.random.default_rng(5)
+    X, C = (rng.standard_normal((s, n)).astype(np.float32) for s in (40, 6))
+    out, rep = _numba(lambda a, b: ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1), X, C)
+    want = ((X[:, None, :].astype(np.float64) - C[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=2e-6)
+    assert f"if n2 <= {R.SUM_CHUNK}:" in rep.code and f"range(0, n2, {R.SUM_CHUNK})" in rep.code
+
+
 def test_column_standardisation_shares_the_mean_and_hoists_per_column_values():
     x = _edge_columns()[:, 7:]
     out, rep = _numba(lambda t: (t - t.mean(0)) / t.std(0), x)

@@ -154,6 +154,8 @@ class NumbaReductions:
         each added to a float64 total. A float64 accumulator for every element costs 3x on
         a row sum; a chunk of 1024 summed in float32 across the vector lanes loses little."""
         acc, part = f"acc{r.index}", f"part{r.index}"
+        if not block:
+            pad = self.short_sum(r, var, pad, accs, part)
         self.init_acc(acc, "np.float64", "np.float64(0)", pad, block)
         if block:
             self.lines.append(f"{pad}{part} = np.empty({self.BLOCK}, np.float32)")
@@ -166,6 +168,26 @@ class NumbaReductions:
         accs[id(r)] = f"np.float32({acc}[jj])" if block else f"r{r.index}"
         if not block:
             self.lines.append(f"{pad}r{r.index} = np.float32({acc})")
+
+    def short_sum(self, r, var, pad, accs, part):
+        """When the whole reduction fits in one chunk (a pairwise distance's 8 coordinates), a
+        branch sums it as one float32 partial with no chunk loop: the loop then unrolls and
+        vectorises (measured 2x on a (20000, 64 | 8) kernel). Returns the indentation of the
+        other branch, the chunked sum."""
+        size = " * ".join(f"n{a}" for a in self.k.axes)
+        stashed = self.stashed
+        self.lines.append(f"{pad}if {size} <= {SUM_CHUNK}:")
+        short = pad + "    "
+        self.lines.append(f"{short}{part} = np.float32(0)")
+        v2 = dict(var)
+        inner, memo = self.open_pass([r.src], v2, short, accs, False)
+        v = self.expr(r.src, v2, memo, inner, accs)
+        self.stash(r, v2, memo, inner)
+        self.lines.append(f"{inner}{part} += np.float32({v})")
+        self.lines.append(f"{short}r{r.index} = {part}")
+        self.lines.append(f"{pad}else:")
+        self.stashed = stashed            # the other branch stashes the same value again
+        return short
 
     def float_max_pass(self, r, var, pad, accs, block):
         """A float max/min pass through ``fmaximum``/``fminimum`` (numba_reduce.py): NaN
