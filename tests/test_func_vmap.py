@@ -81,6 +81,7 @@ CASES = {
     "linear": (lambda x: F.linear(x, W34, V4[:3]), (T(5, 2, 4),)),
     "embedding": (lambda i: F.embedding(i, W34), (nb.tensor(rng.integers(0, 3, (5, 6))),)),
     "full_like clone": (lambda x: nb.zeros_like(x) + x.clone() + nb.ones_like(x), (T(5, 3),)),
+    "max_pool2d indices": (lambda x: F.max_pool2d(x, 2, return_indices=True)[1], (T(5, 2, 3, 4, 4),)),
     "in_dims negative": (lambda x: x.sum(0), (T(3, 4, 5),)),
 }
 

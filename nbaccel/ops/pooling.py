@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import math
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from .fronts import apply, as_tensor
 from .nn import ShapeError
 from .registry import defalias, defop
+from .batching import with_batch
+from .conv import conv_transpose2d
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -150,7 +151,6 @@ def _max_pool_backward_impl(xp, g, x, **p):
 
 def _max_pool_backward_batch_rule(args, batched, params, size):
     """vmap: the vmapped dim folds into N (pooling treats every (image, channel) alike)."""
-    from .batching import with_batch
     g, x = (with_batch(a, b, size) for a, b in zip(args, batched))
     fold = lambda t: t.reshape((size * t.shape[1],) + tuple(t.shape[2:]))  # noqa: E731
     out = apply(max_pool2d_backward, (fold(g), fold(x)), params)
@@ -214,8 +214,16 @@ def _max_pool_indices_impl(xp, x, **p):
     return idx
 
 
+def _max_pool_indices_batch_rule(args, batched, params, size):
+    """vmap: the vmapped dim folds into N (each (image, channel) plane has its own indices)."""
+    x = with_batch(args[0], batched[0], size)
+    out = apply(max_pool2d_indices, (x.reshape((size * x.shape[1],) + tuple(x.shape[2:])),), params)
+    return out.reshape((size, x.shape[1]) + tuple(out.shape[1:]))
+
+
 max_pool2d_indices = defop(
     "max_pool2d_indices", kind="nn", impl=_max_pool_indices_impl, differentiable=False,
+    batch_rule=_max_pool_indices_batch_rule,
     infer=lambda args, p: (tuple(args[0].shape[:2]) + _out_hw(args[0].shape, p), D.int64),
     front=lambda x, **p: apply(max_pool2d_indices, (x,), p),
     doc="The indices max_pool2d(return_indices=True) returns: each window's first maximum as a "
@@ -269,7 +277,6 @@ def _avg_pool(m, x, p, is_xp):
 
 
 def _avg_pool_grad(g, out, x, **p):
-    from .conv import conv_transpose2d
     div = _avg_divisor(_ops(), x, p, False)
     c = x.shape[1]
     ones = _ops().full((c, 1) + tuple(p["kernel"]), 1.0, dtype=g.dtype, device=g.device)
