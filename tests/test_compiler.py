@@ -451,3 +451,17 @@ def test_views_keep_sharing_memory_across_a_graph_break(fn):
     want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
     for w, g in zip(want, got):
         np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_numpy_tier_writes_a_stored_value_straight_into_the_output():
+    """The last op of a stored value writes the output's chunk (no chunk buffer + np.copyto);
+    a value that later ops still read keeps its buffer."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((300, 70)).astype(np.float32)
+    f = nb.compile(lambda t: ((t - t.mean(0)) / t.std(0), t * 2, (t * 2).sum(0)), backend="numpy")
+    a, b, c = f(nb.tensor(x))
+    np.testing.assert_allclose(a.numpy(), (x - x.mean(0)) / x.std(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b.numpy(), x * 2, rtol=1e-6)
+    np.testing.assert_allclose(c.numpy(), (x * 2).sum(0), rtol=1e-4, atol=1e-4)
+    code = f.report.code
+    assert "out=w" in code, code

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import os
+import re
 
 import numpy as np
 
@@ -95,6 +96,7 @@ class _Renderer:
         self.body: list[str] = []
         self.temps: list[tuple] = []       # (name, shape, dtype text)
         self.free: dict = {}
+        self.stored: dict = {}             # output chunk text -> (shape, dtype text)
         self.params: list[dict] = []
         self.nd = nd
 
@@ -110,14 +112,20 @@ class _Renderer:
         idx = [":"] * self.c + ["r0:r1"]
         return f"{name}[{', '.join(idx)}]"
 
+    @staticmethod
+    def _dtype_text(dtype):
+        return "BF16()" if dtype.name == "bfloat16" else f"np.dtype({dtype.np.str!r})"
+
+    def _chunked(self, shape):
+        return tuple("CH" if (self.c is not None and i == self.c and s != 1) else s for i, s in enumerate(shape))
+
     def temp(self, shape, dtype):
-        dt = "BF16()" if dtype.name == "bfloat16" else f"np.dtype({dtype.np.str!r})"
+        dt = self._dtype_text(dtype)
         key = (shape, dt)
         if self.free.get(key):
             return self.free[key].pop()
         name = f"t{len(self.temps)}"
-        full = tuple("CH" if (self.c is not None and i == self.c and s != 1) else s for i, s in enumerate(shape))
-        self.temps.append((name, full, dt))
+        self.temps.append((name, self._chunked(shape), dt))
         return name
 
     def tslice(self, name, shape):
@@ -226,12 +234,33 @@ class _Renderer:
         line = f"{w} = strided(o{i}, {shape!r}, {lay.strides!r}, 0)"
         if line not in self.views:
             self.views.append(line)
-        self.body.append(f"np.copyto({self.sl(w, shape)}, {code}, casting='unsafe')")
+        dst = self.sl(w, shape)
+        self.stored[dst] = (self._chunked(shape), self._dtype_text(node.dtype))
+        self.body.append(f"np.copyto({dst}, {code}, casting='unsafe')")
+
+    def _store_directly(self):
+        """A stored value's last op writes into the output's chunk itself, not into a chunk
+        buffer that np.copyto then copies: one pass over the output less (the NumPy tier was
+        slower than NumPy on column standardisation and the axis-0 softmax). Only where the
+        buffer has the output's shape and dtype and nothing reads it afterwards."""
+        info = {name: (shape, dt) for name, shape, dt in self.temps}
+        copy = re.compile(r"np\.copyto\((w\d+(?:\[[^\]]*\])?), ((t\d+)(?:\[[^\]]*\])?), casting='unsafe'\)$")
+        for i in range(1, len(self.body)):
+            m = copy.match(self.body[i])
+            prev = self.body[i - 1]
+            if m is None or prev is None or prev.startswith("np.copyto") or f"out={m.group(2)}" not in prev:
+                continue
+            dst, src, t = m.groups()
+            if info.get(t) != self.stored.get(dst) or \
+                    any(b is not None and re.search(rf"\b{t}\b", b) for b in self.body[i + 1:]):
+                continue
+            self.body[i - 1] = prev.replace(f"out={src}", f"out={dst}")
+            self.body[i] = None
+        self.body = [b for b in self.body if b is not None]
 
     def _reuse_temps(self):
         """Greedy buffer reuse: a chunk buffer returns to the pool after its last reader, so a
         long chain touches a few cache-resident buffers instead of one per op."""
-        import re
         info = {name: (shape, dt) for name, shape, dt in self.temps}
         first, last = {}, {}
         for i, stmt in enumerate(self.body):
@@ -255,6 +284,7 @@ class _Renderer:
         self.temps = kept
 
     def _assemble(self):
+        self._store_directly()
         self._reuse_temps()
         k = self.k
         ins = [f"a{i}" for i in range(len(k.inputs))]
