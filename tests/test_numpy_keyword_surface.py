@@ -110,14 +110,7 @@ def shell():
 
 
 def _same(shell, call):
-    cell = catalogue.Cell(call[:40], f"r = {call}\n", setup=SETUP)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plain = harness.run(shell, cell, compiled=False)
-        comp = harness.run(shell, cell, compiled=True)
-    assert harness.differences(plain, comp) == []
-    if comp.fallback is not None:
-        assert "plainly" in comp.fallback, comp.fallback
+    harness.assert_same_or_plain_with_reason(shell, catalogue.Cell(call[:40], f"r = {call}\n", setup=SETUP))
 
 
 def test_the_keyword_surface_is_broad():

@@ -63,26 +63,12 @@ def test_the_measured_surface_is_broad():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_numpy_function_same_or_plain_with_reason(shell, name):
-    cell = catalogue.Cell(name, f"r = np.{name}(A)\n", setup=SETUP)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plain = harness.run(shell, cell, compiled=False)
-        comp = harness.run(shell, cell, compiled=True)
-    assert harness.differences(plain, comp) == []
-    if comp.fallback is not None:
-        assert "plainly" in comp.fallback, comp.fallback
+    harness.assert_same_or_plain_with_reason(shell, catalogue.Cell(name, f"r = np.{name}(A)\n", setup=SETUP))
 
 
 @pytest.mark.parametrize("name", BINARY)
 def test_numpy_function_of_two_arrays_same_or_plain_with_reason(shell, name):
-    cell = catalogue.Cell(name, f"r = np.{name}(A, B)\n", setup=SETUP)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plain = harness.run(shell, cell, compiled=False)
-        comp = harness.run(shell, cell, compiled=True)
-    assert harness.differences(plain, comp) == []
-    if comp.fallback is not None:
-        assert "plainly" in comp.fallback, comp.fallback
+    harness.assert_same_or_plain_with_reason(shell, catalogue.Cell(name, f"r = np.{name}(A, B)\n", setup=SETUP))
 
 
 OTHER_DTYPES = {"int64": "np.arange(12).reshape(3, 4) - 4",
@@ -115,9 +101,5 @@ DTYPE_CASES = [(label, n) for label, expr in OTHER_DTYPES.items() for n in _name
 
 @pytest.mark.parametrize("label,name", DTYPE_CASES, ids=lambda v: v)
 def test_numpy_function_on_other_dtypes(shell, label, name):
-    cell = catalogue.Cell(name, f"r = np.{name}(A)\n", setup=f"import numpy as np\nA = {OTHER_DTYPES[label]}\n")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plain = harness.run(shell, cell, compiled=False)
-        comp = harness.run(shell, cell, compiled=True)
-    assert harness.differences(plain, comp) == []
+    setup = f"import numpy as np\nA = {OTHER_DTYPES[label]}\n"
+    harness.assert_same_or_plain_with_reason(shell, catalogue.Cell(name, f"r = np.{name}(A)\n", setup=setup))

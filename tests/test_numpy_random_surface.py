@@ -4,7 +4,6 @@ dtypes and the state after the cell (the next draw) must match; a draw whose par
 traced arrays, or that shuffles an input in place, must too."""
 import pathlib
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -82,14 +81,7 @@ def shell():
 
 
 def _same(shell, name, body):
-    cell = catalogue.Cell(name, body, setup=SETUP)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plain = harness.run(shell, cell, compiled=False)
-        comp = harness.run(shell, cell, compiled=True)
-    assert harness.differences(plain, comp) == []
-    if comp.fallback is not None:
-        assert "plainly" in comp.fallback, comp.fallback
+    harness.assert_same_or_plain_with_reason(shell, catalogue.Cell(name, body, setup=SETUP))
 
 
 def test_the_random_surface_is_broad():

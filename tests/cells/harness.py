@@ -192,3 +192,17 @@ def differences(plain: Outcome, comp: Outcome) -> list[str]:
     if d:
         out.append(d)
     return out
+
+
+def assert_same_or_plain_with_reason(shell, cell):
+    """The surface tables' check: the cell runs plainly and compiled (warnings silenced, as
+    a table of every name triggers NumPy's own), with no difference; a compiled run that fell
+    back to plain says so."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = run(shell, cell, compiled=False)
+        comp = run(shell, cell, compiled=True)
+    assert differences(plain, comp) == []
+    if comp.fallback is not None:
+        assert "plainly" in comp.fallback, comp.fallback
