@@ -241,4 +241,43 @@ def test_cpu_parallel_versions_match_the_reference(monkeypatch, m):
     _close(cpu.int4_weight_only_matmul(x, p, sc, z, 32, b), R.int4_weight_only_matmul(x, p, sc, z, 32, b))
     xq = RNG.integers(-127, 128, size=(m, 128)).astype(np.int8)
     np.testing.assert_array_equal(cpu.int8_int8_matmul(xq, q), R.int8_int8_matmul(xq, q))
-    assert cpu._int8_gemm.parallel.signatures or cpu._int8_gemv.parallel.signatures
+    assert (cpu._int8_gemm_part.signatures if m > 1 else cpu._int8_gemv_part.signatures)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("n,k,group_size", [(37, 128, 32), (130, 256, 64), (7, 384, 128)])
+def test_cpu_chunked_threads_match_the_reference(monkeypatch, m, n, k, group_size):
+    """The helper-thread launcher (kernels/quant/_pool.py) over many small chunks, with odd
+    row counts (a short last chunk / tile), batch 1..8 and each group size."""
+    monkeypatch.setattr(cpu, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpu, "_threads", lambda: 3)
+    monkeypatch.setattr(cpu, "CHUNKS_PER_THREAD", 5)
+    w, x, b = _w(n, k), _w(m, k), _w(1, n)[0]
+    q, s = P.quantize_int8(w)
+    _close(cpu.int8_weight_only_matmul(x, q, s, b), R.int8_weight_only_matmul(x, q, s, b))
+    for zp in (False, True):
+        p, sc, z = P.quantize_int4(w, group_size, zp)
+        _close(cpu.int4_weight_only_matmul(x, p, sc, z, group_size, b),
+               R.int4_weight_only_matmul(x, p, sc, z, group_size, b))
+
+
+def test_pool_runs_every_chunk_once_with_late_helpers():
+    """Every chunk is claimed exactly once whether or not the helpers wake in time."""
+    from numba import njit
+    from nbaccel_kernels.quant import _pool
+
+    @njit(nogil=True)
+    def count(hits, ctr, n_chunks, wait):
+        while True:
+            c = _pool.claim(ctr, n_chunks)
+            if c < 0:
+                break
+            hits[c] += 1
+            _pool.finish(ctr, False, n_chunks)
+        _pool.finish(ctr, wait, n_chunks)
+
+    for n_chunks in (1, 2, 7, 1000):
+        hits = np.zeros(n_chunks, np.int64)
+        for _ in range(20):
+            _pool.run(count, (hits,), n_chunks, 3)
+        np.testing.assert_array_equal(hits, 20)
