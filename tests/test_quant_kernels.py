@@ -109,7 +109,7 @@ def test_cpu_int8_weight_only(m, n, k, dtype):
     _close(cpu.int8_weight_only_matmul(x, q, s, b), R.int8_weight_only_matmul(x, q, s, b))
 
 
-@pytest.mark.parametrize("m", [1, 17])
+@pytest.mark.parametrize("m", [1, 4, 7, 17])    # GEMV, batched GEMV (2..8), GEMM
 @pytest.mark.parametrize("n,k,group_size", [(37, 128, 32), (5, 256, 64), (19, 384, 128), (4, 128, 128)])
 @pytest.mark.parametrize("zero_point", [False, True])
 def test_cpu_int4_weight_only(m, n, k, group_size, zero_point):

@@ -11,9 +11,12 @@ kernels use ``prange`` with dynamic chunks.
 * batch 1 (decoding): a GEMV, one pass over the weight, four output rows at a time (four
   weight streams; each activation load serves four rows), in 512-bit vectors where the CPU
   has them (:func:`_wide_vectors`).
-* batch > 1: a register-blocked GEMM, 4 output rows x 4 tokens per micro-tile, so each weight
-  value loaded serves four tokens and each activation four output rows. For int4 the four
-  rows' codes are dequantized into a small per-thread tile (4 x K floats), never the matrix.
+* int4, batch 2..8 (``INT4_GEMV_BATCH``): the GEMV loop over four tokens at a time, each
+  unpacked byte serving all four.
+* batch > 1 (int8), > 8 (int4): a register-blocked GEMM, 4 output rows x 4 tokens per
+  micro-tile, so each weight value loaded serves four tokens and each activation four output
+  rows. For int4 the four rows' codes are dequantized into a small per-thread tile (4 x K
+  floats), never the matrix.
 
 Formats are those of :mod:`.packing`. Shapes: ``x [M, K]`` float32 / float64, weight
 ``[N, K]``; results ``[M, N]`` in ``x``'s dtype.
@@ -57,6 +60,8 @@ def _wide_vectors(typingctx):
 # multiply-adds from which a kernel runs its parallel version (as the compiler's numba tier,
 # which goes parallel from 1M elements)
 PARALLEL_WORK = 1 << 20
+# int4 batches up to this size run the GEMV loop with shared unpacking, larger ones the GEMM
+INT4_GEMV_BATCH = 8
 
 
 class _Kernel:
@@ -334,6 +339,71 @@ def _int4_gemv_part(x_lo, x_mix, xsum, packed, scales, zeros, has_zeros, group_s
 
 
 @njit(fastmath=_FM, cache=True, inline="always")
+def _int4_gemv_batch_rows(x_lo, x_mix, xsum, packed, scales, zeros, has_zeros, group_size, out,
+                          r0, r1):
+    """Batches of 2..8 (``x_lo`` / ``x_mix`` ``[M, K // 2]``, ``xsum`` ``[M, groups]``): the
+    GEMV's loop with each unpacked byte serving four tokens (4 x 2 multiply-adds per unpack,
+    against 2 for one token), rather than the GEMM's dequantized tile."""
+    m_total = x_lo.shape[0]
+    acc_t = x_lo.dtype.type
+    half = np.uint64(group_size // 2)
+    for n in range(r0, r1):
+        m = 0
+        while m + 4 <= m_total:
+            t0 = t1 = t2 = t3 = acc_t(0)
+            for g in range(scales.shape[1]):
+                base = np.uint64(g) * half
+                a0 = a1 = a2 = a3 = acc_t(0)
+                for j in range(half):
+                    i = base + j
+                    byte = acc_t(packed[n, i])
+                    hi = np.floor(byte * _SIXTEENTH)
+                    a0 += x_lo[m, i] * byte + x_mix[m, i] * hi
+                    a1 += x_lo[m + 1, i] * byte + x_mix[m + 1, i] * hi
+                    a2 += x_lo[m + 2, i] * byte + x_mix[m + 2, i] * hi
+                    a3 += x_lo[m + 3, i] * byte + x_mix[m + 3, i] * hi
+                z = acc_t(zeros[n, g]) if has_zeros else acc_t(INT4_SYMMETRIC_ZERO)
+                sc = acc_t(scales[n, g])
+                t0 += sc * (a0 - z * xsum[m, g])
+                t1 += sc * (a1 - z * xsum[m + 1, g])
+                t2 += sc * (a2 - z * xsum[m + 2, g])
+                t3 += sc * (a3 - z * xsum[m + 3, g])
+            out[m, n] = t0
+            out[m + 1, n] = t1
+            out[m + 2, n] = t2
+            out[m + 3, n] = t3
+            m += 4
+        while m < m_total:
+            total = acc_t(0)
+            for g in range(scales.shape[1]):
+                base = np.uint64(g) * half
+                acc = acc_t(0)
+                for j in range(half):
+                    i = base + j
+                    byte = acc_t(packed[n, i])
+                    acc += x_lo[m, i] * byte + x_mix[m, i] * np.floor(byte * _SIXTEENTH)
+                z = acc_t(zeros[n, g]) if has_zeros else acc_t(INT4_SYMMETRIC_ZERO)
+                total += acc_t(scales[n, g]) * (acc - z * xsum[m, g])
+            out[m, n] = total
+            m += 1
+
+
+@njit(**_NOGIL)
+def _int4_gemv_batch_part(x_lo, x_mix, xsum, packed, scales, zeros, has_zeros, group_size, out,
+                          chunk, ctr, n_chunks, wait):
+    _wide_vectors()
+    n_total = packed.shape[0]
+    while True:
+        c = _pool.claim(ctr, n_chunks)
+        if c < 0:
+            break
+        _int4_gemv_batch_rows(x_lo, x_mix, xsum, packed, scales, zeros, has_zeros, group_size,
+                              out, c * chunk, min(n_total, (c + 1) * chunk))
+        _pool.finish(ctr, False, n_chunks)
+    _pool.finish(ctr, wait, n_chunks)
+
+
+@njit(fastmath=_FM, cache=True, inline="always")
 def _int4_dequant_row(packed, scales, zeros, has_zeros, group_size, n, tile, i):
     """Row ``n`` of the weight, dequantized into row ``i`` of ``tile`` (the float nibble split
     and unsigned indices of the GEMV: 4x faster than integer ``&`` / ``>>``)."""
@@ -407,6 +477,29 @@ def _int4_split_x(x, group_size):
         for i in range(g * group_size, (g + 1) * group_size):
             acc += x[0, i]
         xsum[g] = acc
+    return x_lo, x_mix, xsum
+
+
+@njit(fastmath=_FM, cache=True, nogil=True)
+def _int4_split_x_batch(x, group_size):
+    """:func:`_int4_split_x` for every row of ``x``: ``[M, K // 2]`` twice and ``[M, groups]``."""
+    m_total, k = x.shape
+    h = INT4_BLOCK // 2
+    x_lo = np.empty((m_total, k // 2), x.dtype)
+    x_mix = np.empty((m_total, k // 2), x.dtype)
+    xsum = np.zeros((m_total, k // group_size), x.dtype)
+    sixteen = x.dtype.type(16)
+    for m in range(m_total):
+        for b in range(k // INT4_BLOCK):
+            for j in range(h):
+                lo = x[m, b * INT4_BLOCK + j]
+                x_lo[m, b * h + j] = lo
+                x_mix[m, b * h + j] = x[m, b * INT4_BLOCK + h + j] - sixteen * lo
+        for g in range(k // group_size):
+            acc = x.dtype.type(0)
+            for i in range(g * group_size, (g + 1) * group_size):
+                acc += x[m, i]
+            xsum[m, g] = acc
     return x_lo, x_mix, xsum
 
 
@@ -565,6 +658,10 @@ def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=
         x_lo, x_mix, xsum = _int4_split_x(x, group_size)
         _launch(_int4_gemv_part, out.size * k, packed.shape[0], x_lo, x_mix, xsum, packed, scales,
                 zeros, has_zeros, group_size, out)
+    elif x.shape[0] <= INT4_GEMV_BATCH:
+        x_lo, x_mix, xsum = _int4_split_x_batch(x, group_size)
+        _launch(_int4_gemv_batch_part, out.size * k, packed.shape[0], x_lo, x_mix, xsum, packed,
+                scales, zeros, has_zeros, group_size, out)
     else:
         _launch(_int4_gemm_part, out.size * k, -(-packed.shape[0] // _TILE), x, packed, scales,
                 zeros, has_zeros, group_size, out)
