@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import glob
 import os
+import time
 
 import numpy as np
 
@@ -102,3 +103,36 @@ def single_threaded():
         yield
     finally:
         _SET_LOCAL(before)
+
+
+class StepThreads:
+    """BLAS threads for a loop of equal small steps (an RNN's time loop), chosen by measuring:
+    the first steps alternate between single-threaded BLAS and BLAS's own threads, the rest
+    run with whichever was faster. On a quiet machine BLAS's second thread gains 10-40% on a
+    step's small GEMM; when another process holds a core it costs up to 100x (the pool waits
+    for a descheduled thread). Measuring each loop chooses for the machine as it is now.
+
+        threads = StepThreads()
+        for t in range(L):
+            with threads.step():
+                ...
+    """
+    TRIALS = 3          # steps measured in each mode
+
+    def __init__(self):
+        self.times = {True: [], False: []}
+        self.choice = None
+
+    @contextlib.contextmanager
+    def step(self):
+        if self.choice is not None:
+            with (single_threaded() if self.choice else contextlib.nullcontext()):
+                yield
+            return
+        single = len(self.times[True]) <= len(self.times[False])
+        t0 = time.perf_counter()
+        with (single_threaded() if single else contextlib.nullcontext()):
+            yield
+        self.times[single].append(time.perf_counter() - t0)
+        if len(self.times[False]) >= self.TRIALS:
+            self.choice = min(self.times[True]) <= min(self.times[False])

@@ -47,3 +47,26 @@ def test_single_threaded_sets_and_restores_this_threads_blas():
         inside = fn(1)                  # returns the value in effect: 1
         assert inside == 1
     assert fn(outside) == outside       # restored
+
+
+@pytest.mark.parametrize("single_is_faster", [True, False])
+def test_step_threads_keeps_the_faster_mode(single_is_faster, monkeypatch):
+    import contextlib
+    import time
+    state = {"single": False}
+
+    @contextlib.contextmanager
+    def fake_single():
+        state["single"] = True
+        yield
+        state["single"] = False
+    monkeypatch.setattr(_openblas, "single_threaded", fake_single)
+    threads, modes = _openblas.StepThreads(), []
+    for _ in range(12):
+        with threads.step():
+            modes.append(state["single"])
+            time.sleep(0.004 if state["single"] != single_is_faster else 0)
+    trials = 2 * _openblas.StepThreads.TRIALS
+    assert modes[:trials].count(True) == modes[:trials].count(False) == _openblas.StepThreads.TRIALS
+    assert threads.choice is single_is_faster
+    assert set(modes[trials:]) == {single_is_faster}

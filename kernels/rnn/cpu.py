@@ -9,9 +9,9 @@ side, so the backward reads the gates instead of recomputing them.
 pre-activations, (L, N, 4H)), ``h0``, ``c0`` and ``w_hh``.
 
 Each step is one small GEMM (N x H by H x 4H) and a few elementwise passes over N x 4H values.
-The loops run with single-threaded BLAS (``_openblas.single_threaded``): waking OpenBLAS's
-second thread for each 0.1 ms GEMM lost more than it gave, and when another process held a
-core it turned the GEMM into 10 ms. Written on arrays, the backward loop costs a few
+Each loop picks its BLAS threads by measuring its first steps (``_openblas.StepThreads``):
+on a quiet machine BLAS's second thread gains 10-40% on the step's GEMM, but when another
+process holds a core it turned a 0.1 ms GEMM into 10 ms. Written on arrays, the backward loop costs a few
 microseconds a step in Python where the same loop through the op table paid the op
 dispatch of nine ops a step.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._openblas import single_threaded
+from .._openblas import StepThreads
 
 
 def _sigmoid(xp, x, out):
@@ -41,8 +41,9 @@ def lstm_scan_forward(xw, h0, c0, w_hh, xp=np):
     Y = xp.empty((L, N, 6 * H), dtype=xw.dtype)
     h, c = h0, c0
     wT = w_hh.T
-    with single_threaded():
-        for t in range(L):
+    threads = StepThreads()
+    for t in range(L):
+        with threads.step():
             s = Y[t, :, 2 * H:]                         # this step's gates, activated in place
             xp.matmul(h, wT, out=s)
             s += xw[t]
@@ -60,41 +61,45 @@ def lstm_scan_forward(xw, h0, c0, w_hh, xp=np):
 
 
 def lstm_scan_backward(gY, Y, xw, h0, c0, w_hh, xp=np):
-    """(d xw, d h0, d c0, d w_hh) for the loss gradient ``gY`` of ``Y``."""
+    """(d xw, d h0, d c0, d w_hh) for the loss gradient ``gY`` of ``Y``. Each step's gate
+    derivatives are computed inside the loop on (N, H) slices that stay in cache; built for
+    the whole sequence first they were ten passes over (L, N, 4H) arrays, half the time."""
     L, N, G = xw.shape
     H = G // 4
-    hs, cs = Y[..., :H], Y[..., H:2 * H]
-    i, f, g, o = (Y[..., (2 + j) * H:(3 + j) * H] for j in range(4))
-    tc = xp.tanh(cs)
-    a = o * (1 - tc * tc)                               # dc from dh, per step
-    act = xp.empty((L, N, G), Y.dtype)                  # each gate by its pre-activation
-    act[..., :H] = i * (1 - i)
-    act[..., H:2 * H] = f * (1 - f)
-    act[..., 2 * H:3 * H] = 1 - g * g
-    act[..., 3 * H:] = o * (1 - o)
-    k = xp.empty((L, N, G), Y.dtype)                    # what dc (or dh) multiplies, per gate
-    k[..., :H] = g
-    k[0, :, H:2 * H] = c0
-    k[1:, :, H:2 * H] = cs[:L - 1]
-    k[..., 2 * H:3 * H] = i
-    k[..., 3 * H:] = tc
-    k *= act
-    dgates = gY[..., 2 * H:] * act      # the gradient reaching Y's gate channels themselves
-    gh, gc = gY[..., :H], gY[..., H:2 * H]
-    dh_next = xp.zeros((N, H), Y.dtype)
-    dc_next = xp.zeros((N, H), Y.dtype)
-    dh = xp.empty((N, H), Y.dtype)
-    with single_threaded():
-        for t in range(L - 1, -1, -1):
-            xp.add(gh[t], dh_next, out=dh)
-            dc = gc[t] + dc_next
-            dc += dh * a[t]
-            dg, kt = dgates[t], k[t]
-            for lo in (0, H, 2 * H):
-                dg[:, lo:lo + H] += dc * kt[:, lo:lo + H]
-            dg[:, 3 * H:] += dh * kt[:, 3 * H:]
+    dt = Y.dtype
+    dgates = xp.empty((L, N, G), dt)
+    dh_next = xp.zeros((N, H), dt)
+    dc_next = xp.zeros((N, H), dt)
+    dh, dc, tc, u, v = (xp.empty((N, H), dt) for _ in range(5))
+    threads = StepThreads()
+    for t in range(L - 1, -1, -1):
+        with threads.step():
+            y, gy, dg = Y[t], gY[t], dgates[t]
+            i, f, g, o = (y[:, (2 + j) * H:(3 + j) * H] for j in range(4))
+            c_prev = c0 if t == 0 else Y[t - 1, :, H:2 * H]
+            xp.tanh(y[:, H:2 * H], out=tc)
+            xp.add(gy[:, :H], dh_next, out=dh)
+            # dc = gc + dc_next + dh * o * (1 - tanh(c)^2)
+            xp.multiply(tc, tc, out=u)
+            xp.subtract(1, u, out=u)
+            u *= o
+            u *= dh
+            xp.add(gy[:, H:2 * H], dc_next, out=dc)
+            dc += u
+            # each gate: (what multiplies it + its own gradient in Y) * d(activation)
+            for j, (gate, by, d) in enumerate(((i, g, dc), (f, c_prev, dc), (g, i, dc), (o, tc, dh))):
+                out = dg[:, j * H:(j + 1) * H]
+                xp.multiply(d, by, out=out)
+                out += gy[:, (2 + j) * H:(3 + j) * H]
+                if j == 2:                             # tanh: 1 - g^2
+                    xp.multiply(gate, gate, out=v)
+                    xp.subtract(1, v, out=v)
+                else:                                  # sigmoid: s (1 - s)
+                    xp.subtract(1, gate, out=v)
+                    v *= gate
+                out *= v
             xp.matmul(dg, w_hh, out=dh_next)
-            dc_next = dc * f[t]
-    h_prev = xp.concatenate([h0.reshape((1, N, H)), hs[:L - 1]], 0)
+            xp.multiply(dc, f, out=dc_next)
+    h_prev = xp.concatenate([h0.reshape((1, N, H)), Y[:L - 1, :, :H]], 0)
     d_w = dgates.reshape((L * N, G)).T @ h_prev.reshape((L * N, H))
     return dgates, dh_next, dc_next, d_w

@@ -14,8 +14,12 @@ gates instead of recomputing them.
 """
 from __future__ import annotations
 
+import numpy as np
 from nbaccel_kernels._openblas import single_threaded
+from nbaccel_kernels.rnn import cpu as rnn_kernels
 
+from ..autograd import is_grad_enabled
+from ..dispatch import active_trace
 from .fronts import apply, as_tensor
 from .registry import defop
 
@@ -25,42 +29,21 @@ def _ops():
     return ops
 
 
-def _sigmoid(xp, x, out=None):
-    out = xp.negative(x, out=out)
-    xp.exp(out, out=out)
-    out += 1
-    return xp.reciprocal(out, out=out)
-
-
 def _impl(xp, xw, h0, c0, w_hh):
-    L, N, G = xw.shape
-    H = G // 4
-    Y = xp.empty((L, N, 6 * H), dtype=xw.dtype)
-    h, c = h0, c0
-    wT = w_hh.T
-    with single_threaded():          # small per-step GEMMs (kernels/_openblas.py says why)
-        _forward_loop(xp, xw, Y, h, c, wT, L, H)
-    return Y
-
-
-def _forward_loop(xp, xw, Y, h, c, wT, L, H):
-    for t in range(L):
-        s = Y[t, :, 2 * H:]                         # this step's gates, activated in place
-        xp.matmul(h, wT, out=s)
-        s += xw[t]
-        xp.tanh(s[:, 2 * H:3 * H], out=s[:, 2 * H:3 * H])
-        for a, b in ((0, 2 * H), (3 * H, 4 * H)):
-            _sigmoid(xp, s[:, a:b], out=s[:, a:b])
-        c_new = Y[t, :, H:2 * H]
-        xp.multiply(s[:, H:2 * H], c, out=c_new)
-        c_new += s[:, :H] * s[:, 2 * H:3 * H]
-        h_new = Y[t, :, :H]
-        xp.tanh(c_new, out=h_new)
-        h_new *= s[:, 3 * H:]
-        h, c = h_new, c_new
+    return rnn_kernels.lstm_scan_forward(xw, h0, c0, w_hh, xp=xp)
 
 
 def _grad(gY, Y, xw, h0, c0, w_hh):
+    """The derivative: on the arrays (nbaccel_kernels.rnn) when no graph of it is recorded,
+    else written with ops (create_graph, a compiled training step's trace)."""
+    args = (gY, Y, xw, h0, c0, w_hh)
+    if not is_grad_enabled() and active_trace() is None and \
+            all(t._node is None and isinstance(t._data, np.ndarray) for t in args):
+        return tuple(as_tensor(a) for a in rnn_kernels.lstm_scan_backward(*(t._data for t in args)))
+    return _grad_ops(*args)
+
+
+def _grad_ops(gY, Y, xw, h0, c0, w_hh):
     ops = _ops()
     L, N, G = xw.shape
     H = G // 4
