@@ -83,26 +83,41 @@ def gemm(a, b, c, accumulate=False, trans_b=False):
 _SET_LOCAL = None
 
 
-@contextlib.contextmanager
-def single_threaded():
-    """BLAS calls made by this thread run on one thread inside the block. For a loop of small
-    GEMMs with Python in between (an RNN's time steps): waking OpenBLAS's second thread costs
-    more than it gives there, and when another process holds a core the pool's handover turns a
-    0.1 ms GEMM into 10 ms (measured here, bimodally). No-op without OpenBLAS >= 0.3.27."""
+def _set_local():
+    """OpenBLAS's per-thread thread count setter (OpenBLAS >= 0.3.27), or None."""
     global _SET_LOCAL
     if _SET_LOCAL is None:
         fn = getattr(library(), "openblas_set_num_threads_local", None)
         if fn is not None:
             fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
         _SET_LOCAL = fn or False
-    if not _SET_LOCAL:
+    return _SET_LOCAL or None
+
+
+def single_threaded_blas() -> bool:
+    """From now on, BLAS calls made by this thread run on one thread (for a worker of our own
+    pool, whose threads already use every core); True when it could."""
+    fn = _set_local()
+    if fn is not None:
+        fn(1)
+    return fn is not None
+
+
+@contextlib.contextmanager
+def single_threaded():
+    """BLAS calls made by this thread run on one thread inside the block. For a loop of small
+    GEMMs with Python in between (an RNN's time steps): waking OpenBLAS's second thread costs
+    more than it gives there, and when another process holds a core the pool's handover turns a
+    0.1 ms GEMM into 10 ms (measured here, bimodally). No-op without OpenBLAS >= 0.3.27."""
+    fn = _set_local()
+    if fn is None:
         yield
         return
-    before = _SET_LOCAL(1)
+    before = fn(1)
     try:
         yield
     finally:
-        _SET_LOCAL(before)
+        fn(before)
 
 
 class StepThreads:

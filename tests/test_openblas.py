@@ -70,3 +70,17 @@ def test_step_threads_keeps_the_faster_mode(single_is_faster, monkeypatch):
     assert modes[:trials].count(True) == modes[:trials].count(False) == _openblas.StepThreads.TRIALS
     assert threads.choice is single_is_faster
     assert set(modes[trials:]) == {single_is_faster}
+
+
+def test_run_tasks_runs_each_task_once_and_nests_without_deadlock():
+    from nbaccel_kernels import _tasks
+    done, inner = [], []
+
+    def work(t, state):
+        state.setdefault("seen", 0)
+        state["seen"] += 1
+        done.append(t)
+        if t == 0:          # a kernel that calls another pooled kernel from a worker
+            _tasks.run_tasks(range(3), lambda u, s: inner.append(u), threads=2)
+    _tasks.run_tasks(range(10), work, threads=2)
+    assert sorted(done) == list(range(10)) and sorted(inner) == [0, 1, 2]

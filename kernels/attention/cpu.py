@@ -23,64 +23,17 @@ thread pool (``NBACCEL_KERNEL_THREADS``, else ``NUMBA_NUM_THREADS``, else the CP
 """
 from __future__ import annotations
 
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
+from .. import _tasks
 from . import _tiles
-from ._blas import single_threaded_blas
 from .checks import check_inputs
 
 BLOCK_Q = 128
 BLOCK_K = 256
 
-_POOL = None
-_POOL_LOCK = threading.Lock()
-
-
-def num_threads() -> int:
-    for var in ("NBACCEL_KERNEL_THREADS", "NUMBA_NUM_THREADS"):
-        if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
-            return int(os.environ[var])
-    return os.cpu_count() or 1
-
-
-def _pool(n):
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers != n:
-            if _POOL is not None:
-                _POOL.shutdown(wait=False)
-            _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="nbaccel-attn")
-        return _POOL
-
-
-def _run(tasks, work, threads):
-    """Run ``work(task)`` for every task on ``threads`` threads (tasks taken in order, so put
-    the expensive ones first). Each thread gets its own scratch buffers via ``work``'s state."""
-    threads = max(1, min(threads or num_threads(), len(tasks)))
-    if threads == 1:
-        state = {}
-        for t in tasks:
-            work(t, state)
-        return
-    it = iter(tasks)            # next() on a shared list iterator is atomic under the GIL
-    lock = threading.Lock()
-
-    def worker():
-        single_threaded_blas()      # our threads already use every core
-        state = {}
-        while True:
-            with lock:
-                t = next(it, None)
-            if t is None:
-                return
-            work(t, state)
-
-    for f in [_pool(threads).submit(worker) for _ in range(threads)]:
-        f.result()
+num_threads = _tasks.num_threads
+_run = _tasks.run_tasks
 
 
 def _scratch(state, name, n, dtype):
