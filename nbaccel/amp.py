@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 
-from . import autograd
+from . import autograd, ops
 from . import dtypes as D
 from . import dispatch
 
@@ -146,7 +146,6 @@ class GradScaler:
         if st["unscaled"]:
             raise RuntimeError("unscale_() has already been called on this optimizer since the "
                                "last update().")
-        from . import ops
         inv = 1.0 / self._scale
         found = False
         with autograd.no_grad():

@@ -13,6 +13,9 @@ import contextlib
 import threading
 import weakref
 
+from . import ops
+from . import tensor as _tensor
+
 __all__ = ["Node", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Function"]
 
@@ -114,8 +117,7 @@ def _is_tensor(a):
 
 def attach(op, args, params, out):
     """Record ``out = op(*args, **params)`` on the tape."""
-    from .tensor import Tensor
-    shells = tuple([a._shell() if isinstance(a, Tensor) else a for a in args])
+    shells = tuple([a._shell() if isinstance(a, _tensor.Tensor) else a for a in args])
     out.requires_grad = True
     out.grad_fn = Node(op, shells, params, out._shell())
 
@@ -166,7 +168,6 @@ def _toposort(roots):
 
 def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
     """Propagate; returns {id(leaf or target): (tensor, grad)} for leaves/targets reached."""
-    from .tensor import Tensor
     pending: dict[int, object] = {}
     reached: dict[int, list] = {}
     target_ids = {id(t): t for t in targets} if targets is not None else None
@@ -199,7 +200,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
             for a, ga in zip(node.args, grads):
                 if ga is None or not _is_tensor(a) or not a.requires_grad:
                     continue
-                if not isinstance(ga, Tensor):
+                if not isinstance(ga, _tensor.Tensor):
                     raise TypeError(f"grad rule of {node.name} returned {type(ga).__name__}")
                 ga = _unbroadcast(ga, a.shape)
                 if ga.dtype is not a.dtype and a.dtype.kind == "f":
@@ -226,8 +227,6 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
 
 
 def _default_grads(outputs, grad_outputs):
-    from .tensor import Tensor
-    from . import ops
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     out = []
@@ -237,7 +236,7 @@ def _default_grads(outputs, grad_outputs):
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs; "
                                    f"got an output of shape {tuple(t.shape)}: pass a gradient")
             g = ops.ones_like(t)
-        elif not isinstance(g, Tensor):
+        elif not isinstance(g, _tensor.Tensor):
             g = ops.asarray(g, dtype=t.dtype)
         if tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"gradient has shape {tuple(g.shape)} but the output has shape {tuple(t.shape)}")
@@ -247,9 +246,8 @@ def _default_grads(outputs, grad_outputs):
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad``."""
-    from .tensor import Tensor
-    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
-    if isinstance(grad_tensors, Tensor):
+    tensors = [tensors] if isinstance(tensors, _tensor.Tensor) else list(tensors)
+    if isinstance(grad_tensors, _tensor.Tensor):
         grad_tensors = [grad_tensors]
     grads = _default_grads(tensors, grad_tensors)
     retain = create_graph if retain_graph is None else retain_graph
@@ -265,14 +263,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
     """Return d(outputs)/d(inputs) without touching ``.grad`` (like ``torch.autograd.grad``)."""
-    from .tensor import Tensor
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    single = isinstance(inputs, Tensor)
+    outputs = [outputs] if isinstance(outputs, _tensor.Tensor) else list(outputs)
+    single = isinstance(inputs, _tensor.Tensor)
     inputs = [inputs] if single else list(inputs)
     for t in inputs:
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated tensors does not require grad")
-    if isinstance(grad_outputs, Tensor):
+    if isinstance(grad_outputs, _tensor.Tensor):
         grad_outputs = [grad_outputs]
     grads = _default_grads(outputs, grad_outputs)
     retain = create_graph if retain_graph is None else retain_graph
@@ -310,7 +307,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
-        from .tensor import Tensor
 
         class Ctx:
             saved_tensors = ()
@@ -321,12 +317,12 @@ class Function:
         ctx = Ctx()
         with no_grad():
             out = cls.forward(ctx, *args)
-        tensor_args = [a for a in args if isinstance(a, Tensor)]
+        tensor_args = [a for a in args if isinstance(a, _tensor.Tensor)]
         if is_grad_enabled() and any(a.requires_grad for a in tensor_args):
             def bw(g):
                 gs = cls.backward(ctx, g)
                 gs = gs if isinstance(gs, tuple) else (gs,)
                 # backward returns one grad per forward arg; keep those of tensor args
-                return tuple(g_ for a, g_ in zip(args, gs) if isinstance(a, Tensor))
+                return tuple(g_ for a, g_ in zip(args, gs) if isinstance(a, _tensor.Tensor))
             attach_custom(out, tensor_args, bw, cls.__name__)
         return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as D
+from .tensor import Tensor, asarray
 
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
            "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
@@ -24,7 +25,6 @@ _REAL = {"complex64": np.float32, "complex128": np.float64, "float32": np.float3
 
 
 def _value(x, name):
-    from .tensor import Tensor
     if not isinstance(x, Tensor):
         raise TypeError(f"fft.{name}: expected a Tensor, got {type(x).__name__}")
     a = x._value(f"fft.{name} has no op: NumPy computes it on the concrete value")
@@ -32,7 +32,6 @@ def _value(x, name):
 
 
 def _out(a, like):
-    from .tensor import asarray
     return asarray(np.ascontiguousarray(a), device=like.device, _np=like._np)
 
 
@@ -87,7 +86,6 @@ def _freq(name):
     numpy_fn = getattr(np.fft, name)
 
     def freq(n, /, *, d=1.0, dtype=None, device=None):
-        from .tensor import asarray
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
             raise ValueError(f"fft.{name}: n must be a positive integer, got {n!r}")
         dt = D.dtype(dtype) if dtype is not None else D.float64

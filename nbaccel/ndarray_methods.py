@@ -21,15 +21,16 @@ import contextlib
 
 import numpy as np
 
+from .tensor import Tensor, asarray
+# NumPyOnly is defined in numpy_api (its fallback for memory queries raises it too)
+from .numpy_api import NumPyOnly, _wrap_result, settle_pending_readers  # noqa: F401
+from .ops.registry import NUMPY_FUNCS
+from . import numpy_api
+
 
 # called with the arrays whose memory is handed out as a raw ndarray (``%%compile`` registers
 # its safety net here, so a failed attempt can undo writes through them)
 ALIAS_HOOKS: list = []
-
-
-class NumPyOnly(NotImplementedError, AttributeError):
-    """The operation needs a real ndarray: the caller runs the code with NumPy instead. (Also an
-    AttributeError, so ``hasattr(tracer, "strides")`` in other code is False, not an error.)"""
 
 
 # they change the ndarray object itself (shape, flags), not only its contents
@@ -48,7 +49,6 @@ def _concrete(t, name):
 
 
 def _plain_args(v, name):
-    from .tensor import Tensor
     if isinstance(v, Tensor):
         return _concrete(v, name)
     if type(v) in (list, tuple):
@@ -57,7 +57,6 @@ def _plain_args(v, name):
 
 
 def _wrap(r):
-    from .numpy_api import _wrap_result
     return _wrap_result(r)
 
 
@@ -68,7 +67,6 @@ def _same(a, b):
 def _numpy_method(t, name):
     """NumPy's ``ndarray.<name>`` for ``t``: on a copy of its value, written back if changed."""
     def method(*args, **kwargs):
-        from .tensor import asarray
         a = _concrete(t, name)
         work = a.copy()
         res = getattr(work, name)(*_plain_args(args, name), **{k: _plain_args(v, name) for k, v in kwargs.items()})
@@ -93,7 +91,6 @@ class FlatIter:
         return _wrap(_concrete(self._t, "flat").flat[_plain_args(index, "flat")])
 
     def __setitem__(self, index, value):
-        from .tensor import asarray
         work = _concrete(self._t, "flat").copy()
         work.flat[_plain_args(index, "flat")] = _plain_args(value, "flat")
         self._t._assign(asarray(work), "ndarray.flat write")
@@ -132,7 +129,6 @@ def _getattr(self, name):
 # ---- the methods whose NumPy meaning differs from the Tensor's --------------------------------
 
 def _sort(self, axis=-1, kind=None, order=None, *, stable=None):
-    from .ops.registry import NUMPY_FUNCS
     if order is not None:
         return _numpy_method(self, "sort")(axis=axis, kind=kind, order=order)
     self._assign(NUMPY_FUNCS["sort"](self, axis=axis), "ndarray.sort")
@@ -143,8 +139,6 @@ def _fill(self, value):
 
 
 def _repeat(self, repeats, axis=None):
-    from .ops.registry import NUMPY_FUNCS
-    from .tensor import Tensor
     if isinstance(repeats, int) and not isinstance(repeats, bool):
         try:
             return NUMPY_FUNCS["repeat"](self, repeats, axis=axis)
@@ -169,7 +163,7 @@ def _view(self, *args, dtype=None, type=None):
     if self._node is not None:
         if not (self._node.is_placeholder and isinstance(self._data, np.ndarray) and self._version[0] == 0):
             raise NumPyOnly("ndarray.view(dtype) of a computed array shares its memory under another dtype")
-        from .numpy_api import settle_pending_readers        # (it may be written through the view)
+        # (it may be written through the view)
         settle_pending_readers(self, "ndarray.view(dtype) shares the input's memory")
         for hook in ALIAS_HOOKS:                             # the %%compile safety net copies it
             hook([self._data])
@@ -187,7 +181,6 @@ def _through_namespace(name, tensor_fn_name=None):
     it takes the call as NumPy means it, else NumPy's ``np.<name>`` through nbaccel.numpy (which
     runs NumPy on the value where the op does not take the arguments)."""
     def method(self, *args, **kwargs):
-        from . import numpy_api
         order = kwargs.get("order", args[0] if name in ("ravel", "flatten", "copy") and args
                            and isinstance(args[0], str) else None)
         if order not in (None, "C"):

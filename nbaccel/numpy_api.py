@@ -37,6 +37,12 @@ _ELEMENTWISE = ("unary", "binary", "ternary")
 
 # ---- argument conversion ------------------------------------------------------------------
 
+class NumPyOnly(NotImplementedError, AttributeError):
+    """The operation (an ndarray method, a NumPy function asking about memory) needs a real
+    ndarray: the caller runs the code with NumPy instead. (Also an AttributeError, so
+    ``hasattr(tracer, "strides")`` in other code is False, not an error.)"""
+
+
 def _is_arraylike(x):
     return isinstance(x, (Tensor, _np.ndarray, _np.generic))
 
@@ -192,7 +198,6 @@ def fallback(func, qualname):
         if not _has_tensor(args, kwargs):
             return _wrap_result(func(*args, **kwargs))
         if qualname in _MEMORY_QUERIES:
-            from .ndarray_methods import NumPyOnly
             raise NumPyOnly(f"np.{qualname} asks about ndarray memory, which tensors do not expose")
         return _wrap_result(func(*_concrete(args, reason), **_concrete(kwargs, reason)))
     call.__nbaccel_fallback__ = True

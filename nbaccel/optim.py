@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 
-from . import autograd
+from . import autograd, ops
 from .devices import array_module
 from .tensor import Tensor, active_trace
 
@@ -313,7 +313,6 @@ class Adam(Optimizer):
                                       maximize=maximize))
 
     def _init_state(self, p, amsgrad):
-        from . import ops
         st = {"step": ops.zeros((), dtype="float32", device=p.device),
               "exp_avg": ops.zeros_like(p), "exp_avg_sq": ops.zeros_like(p)}
         if amsgrad:
@@ -322,7 +321,6 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient. Returns the closure's loss."""
-        from . import ops
         loss = self._closure(closure)
         with autograd.no_grad():
             for gi, g in self._groups():
@@ -361,7 +359,6 @@ class Adam(Optimizer):
 
     def _update_data(self, p, g, st):
         """The op path's update, op for op, on the arrays (in place; see SGD._update_data)."""
-        from . import ops
         xp = array_module(p.device)
         P, G = p._data, p.grad._data
         lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]

@@ -8,14 +8,13 @@ The step count is a 0-d float32 tensor, as in PyTorch.
 """
 from __future__ import annotations
 
-from . import autograd
+from . import autograd, ops
 from .optim import Optimizer, _check
 
 __all__ = ["Adadelta", "RMSprop", "Adagrad"]
 
 
 def _ops():
-    from . import ops
     return ops
 
 

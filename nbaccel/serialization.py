@@ -27,7 +27,11 @@ import os
 import numpy as np
 
 from . import dtypes as D
-from .tensor import Tensor, asarray
+from .tensor import Tensor, asarray, Parameter
+from .quant.tensor import QuantizedTensor
+from .dtypes import DType
+from .export.program import ExportedProgram
+from .export.load import load as load_program
 
 _META = "__nbaccel__"
 _FORMAT = 1
@@ -53,7 +57,6 @@ def _restore(arr, dtype_name, device=None):
 
 def _flat(obj):
     """Is ``obj`` a dict that format 1 holds (string keys, tensor-like values)?"""
-    from .quant.tensor import QuantizedTensor
     return isinstance(obj, dict) and all(
         isinstance(k, str) and isinstance(v, (Tensor, np.ndarray, QuantizedTensor))
         for k, v in obj.items())
@@ -69,7 +72,6 @@ def _write(arrays, f):
 
 def _tensor_entry(value, key, arrays):
     """Store one tensor-like under ``key``; its JSON description."""
-    from .quant.tensor import QuantizedTensor
     if isinstance(value, QuantizedTensor):
         parts = {}
         for part, t in value.tensors().items():
@@ -82,7 +84,6 @@ def _tensor_entry(value, key, arrays):
         entry["ndarray"] = True
     elif value.requires_grad:
         entry["requires_grad"] = True
-    from .tensor import Parameter
     if isinstance(value, Parameter):
         entry["parameter"] = True
     return entry
@@ -90,7 +91,6 @@ def _tensor_entry(value, key, arrays):
 
 def _encode(obj, arrays):
     """The JSON tree of ``obj``; tensors go into ``arrays``."""
-    from .quant.tensor import QuantizedTensor
     if isinstance(obj, (Tensor, np.ndarray, QuantizedTensor)):
         key = f"t{len(arrays)}"          # unique: earlier keys are t{m} or t{m}.part, m < len
         return {"$tensor": key, **_tensor_entry(obj, key, arrays)}
@@ -108,7 +108,6 @@ def _encode(obj, arrays):
         return {"$tuple": [_encode(v, arrays) for v in obj]}
     if isinstance(obj, list):
         return [_encode(v, arrays) for v in obj]
-    from .dtypes import DType
     if isinstance(obj, DType):
         return {"$dtype": obj.name}
     raise TypeError(f"nb.save: cannot save a {type(obj).__name__} (nbaccel saves tensors, "
@@ -122,7 +121,6 @@ def save(obj, f, *args, **kwargs) -> None:
     of tensors, numbers, strings and None (see the module docstring for the layout). An
     ``ExportedProgram`` is saved as its directory (``ep.save(f)``). PyTorch's extra arguments
     (``pickle_module``, ``_use_new_zipfile_serialization``) are accepted and ignored."""
-    from .export.program import ExportedProgram
     if isinstance(obj, ExportedProgram):
         return obj.save(f)                     # an exported program: a directory (docs/export.md)
     arrays = {}
@@ -152,7 +150,6 @@ def _device_of(map_location):
 
 
 def _decode(node, z, device):
-    from .quant.tensor import QuantizedTensor
     if isinstance(node, list):
         return [_decode(v, z, device) for v in node]
     if not isinstance(node, dict):
@@ -168,7 +165,6 @@ def _decode(node, z, device):
             return arr.view(dt.np) if arr.dtype != dt.np else arr
         t = _restore(z[key], node["dtype"], device)
         if node.get("parameter"):
-            from .tensor import Parameter
             return Parameter(t, requires_grad=node.get("requires_grad", False))
         return t.requires_grad_(True) if node.get("requires_grad") else t
     if "$int" in node:
@@ -198,9 +194,7 @@ def load(f, map_location=None, *, weights_only=None, mmap=None, **kwargs):
     (default: the CPU). ``weights_only`` is accepted: loading never runs code, whatever its
     value. A directory written by ``ExportedProgram.save`` loads as that ``ExportedProgram``
     (see docs/export.md)."""
-    from .quant.tensor import QuantizedTensor
     if isinstance(f, (str, os.PathLike)) and os.path.isdir(f):
-        from .export.load import load as load_program
         return load_program(f)
     device = _device_of(map_location)
     with np.load(f, allow_pickle=False) as z:

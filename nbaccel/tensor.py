@@ -10,6 +10,8 @@ from . import autograd
 from . import dtypes as D
 from .devices import Device, array_module, device as _device
 from .ops.registry import NUMPY_FUNCS, OPS
+from .ops.meta import broadcast_shapes
+import nbaccel
 
 _SCALARS = (bool, int, float, complex)
 
@@ -408,7 +410,6 @@ class Tensor:
             # a narrower float (or complex) tensor, a complex one never into a real one
             raise _inplace_cast_error(new.dtype, self.dtype, what)
         if tuple(new.shape) != tuple(self.shape):
-            from .ops.meta import broadcast_shapes
             if broadcast_shapes(new.shape, self.shape) != tuple(self.shape):
                 raise ValueError(f"output with shape {tuple(self.shape)} doesn't match the "
                                  f"broadcast shape {broadcast_shapes(new.shape, self.shape)}")
@@ -451,7 +452,6 @@ class Tensor:
     def __array_namespace__(self, *, api_version=None):
         if api_version not in (None, "2021.12", "2022.12", "2023.12"):
             raise ValueError(f"unsupported Array API version {api_version!r}")
-        import nbaccel
         return nbaccel
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
@@ -480,7 +480,6 @@ class Tensor:
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if any(is_passthrough(v) for v in inputs):   # masked arrays, matrices: NumPy's own result
-            from .numpy_api import fallback
             return fallback(getattr(ufunc, method) if method != "__call__" else ufunc,
                             f"{ufunc.__name__} of a masked array or matrix")(*inputs, **kwargs)
         if method != "__call__":
@@ -507,7 +506,6 @@ class Tensor:
 
     def __array_function__(self, func, types, args, kwargs):
         if any(is_passthrough(v) for v in _flat_args(args, kwargs)):
-            from .numpy_api import fallback
             return fallback(func, f"{func.__name__} of a masked array or matrix")(*args, **kwargs)
         mod = func.__module__ or ""
         prefix = mod[len("numpy."):] + "." if mod.startswith("numpy.") and not mod.startswith("numpy._") else ""
@@ -516,12 +514,10 @@ class Tensor:
         if front is None and any(getattr(t, "_np", False) for t in _flat_args(args, kwargs)):
             # tensors that came from NumPy code keep NumPy's behaviour: NumPy runs the function on
             # concrete values (on a tracer that is a graph break naming the function)
-            from .numpy_api import fallback
             return fallback(func, name)(*args, **kwargs)
         if front is None:
             raise TypeError(f"nbaccel has no op for numpy.{name}: convert with np.asarray(t) "
                             "first, or use an nbaccel op")
-        from .numpy_api import mark_array_result
         return mark_array_result(func.__name__, front(*args, **kwargs))
 
     def __reduce__(self):
@@ -582,11 +578,14 @@ from .convert import is_passthrough  # noqa: E402
 from .dispatch import (_eager, _inplace, _reflected, active_trace, apply,  # noqa: E402,F401
                        set_active_trace)
 from .dispatch import install_methods as _install_op_methods  # noqa: E402
+# the NumPy fallbacks of __array_ufunc__ / __array_function__ and NumPy's ndarray methods (both
+# modules import Tensor, so they come after it)
+from .numpy_api import fallback, mark_array_result  # noqa: E402
+from . import ndarray_methods  # noqa: E402
 
 
 def install_methods():
     """The op table's methods, then NumPy's meaning of ndarray methods for NumPy-flavoured
     tensors (``ndarray_methods``: ``sort`` in place, ``repeat(axis=)``, ``.flat``, ...)."""
     _install_op_methods()
-    from . import ndarray_methods
     ndarray_methods.install(Tensor)

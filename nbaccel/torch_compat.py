@@ -22,6 +22,8 @@ from . import autograd
 from . import dtypes as D
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .devices import cuda_available, device as _device
+from .tensor import Tensor, tensor
+from .ops.creation import _full_front, generator, manual_seed
 
 __all__ = ["long", "float", "double", "half", "int", "short", "cfloat", "cdouble",
            "complex32", "chalf", "uint", "get_default_dtype", "set_default_dtype",
@@ -72,7 +74,6 @@ def set_default_dtype(d):
 
 
 def is_tensor(obj) -> bool:
-    from .tensor import Tensor
     return isinstance(obj, Tensor)
 
 
@@ -88,14 +89,11 @@ def numel(t) -> builtins.int:
 
 class _TypedTensorMeta(type):
     def __instancecheck__(cls, obj):
-        from .tensor import Tensor
         return isinstance(obj, Tensor) and obj.dtype is cls._dtype and obj.device.type == "cpu"
 
 
 def _typed(name, dtype):
     def __new__(cls, *args, device=None):
-        from .ops.creation import _full_front
-        from .tensor import Tensor, tensor
         if len(args) == 1 and not isinstance(args[0], builtins.int):
             data = args[0]
             if isinstance(data, Tensor):
@@ -157,7 +155,6 @@ class Generator(_np.random.Generator):
 
 
 def default_generator():
-    from .ops.creation import generator
     return generator()
 
 
@@ -243,7 +240,6 @@ def _synchronize(device=None):
 
 
 def _manual_seed(seed):
-    from .ops.creation import manual_seed
     manual_seed(seed)
 
 

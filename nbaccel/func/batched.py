@@ -19,6 +19,9 @@ import warnings
 
 from ..tensor import Tensor
 from .kind_rules import rule_for
+from ..ops.batching import pad_batched, with_batch
+from .. import ops
+from ..dispatch import apply
 
 __all__ = ["BatchLevel", "BatchNode", "wrap", "is_batched_at", "active_levels"]
 
@@ -119,7 +122,6 @@ class BatchLevel:
                 "exists a Tensor `other` in extra_args that has more elements than `self`. "
                 "This happened due to `other` being vmapped over but `self` not being vmapped "
                 "over in a vmap. Please try to use out-of-place operators instead.")
-        from ..ops.batching import pad_batched, with_batch
         if is_batched_at(new, self):
             p = pad_batched(new._node.physical, target.ndim)
         else:
@@ -141,8 +143,6 @@ def loop_over_batch(op, args, batched, params, size):
     warnings.warn(f"vmap: there is no batching rule for the op {op.name!r}; falling back to "
                   f"a Python loop over the batch (slow). See docs/func.md.", UserWarning,
                   stacklevel=4)
-    from .. import ops
-    from ..dispatch import apply
     outs = [apply(op, tuple(a[i] if b else a for a, b in zip(args, batched)), params)
             for i in range(size)]
     if isinstance(outs[0], (tuple, list)):

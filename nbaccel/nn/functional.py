@@ -11,6 +11,8 @@ so eager calls, autograd and compiled tracing all go through the op table.
 from __future__ import annotations
 
 from ..ops import OPS
+from .. import ops
+from ..amp import float32_input
 
 relu = OPS["relu"].front
 gelu = OPS["gelu"].front
@@ -45,7 +47,6 @@ def relu_(input):
 
 def one_hot(tensor, num_classes: int = -1):
     """int64 one-hot encoding along a new last axis."""
-    from .. import ops
     if tensor.dtype.kind not in "iu":
         raise TypeError(f"one_hot is only applicable to index tensors, got {tensor.dtype}")
     if num_classes < 0:
@@ -58,8 +59,6 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
              reduce=None, reduction: str = "mean"):
     """Negative log likelihood of log-probabilities ``input`` (class axis 1) at class indices
     ``target``; weighted mean as PyTorch."""
-    from .. import ops
-    from ..amp import float32_input
     input = float32_input(input)           # (autocast runs the losses in float32)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"nll_loss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .. import autograd
+from .. import autograd, ops
 from ..ops.fronts import as_tensor
 from ..ops.nn import ShapeError, keep_mask
 from ..ops.activations import hardtanh as _hardtanh_op
@@ -29,7 +29,6 @@ hardtanh = _hardtanh_op.front
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -353,8 +352,7 @@ def pad(input, pad, mode="constant", value=None):
 
 def relu6(input, inplace=False):
     """min(max(x, 0), 6): hardtanh(x, 0, 6)."""
-    from ..ops.activations import hardtanh
-    return hardtanh.front(input, 0.0, 6.0, inplace)
+    return _hardtanh_op.front(input, 0.0, 6.0, inplace)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
 
-from ..tensor import Parameter, Tensor
-from .. import autograd
+from ..tensor import Parameter, Tensor, asarray
+from .. import autograd, dtypes as D
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -23,7 +23,6 @@ def _indent(text: str, n: int = 2) -> str:
 def _as_state(value):
     """A state_dict entry as a Tensor; state that is not a Tensor but copies itself in place
     (``__nbaccel_state__``: a ``nbaccel.quant.QuantizedTensor``) passes as it is."""
-    from ..tensor import asarray
     if isinstance(value, Tensor) or getattr(value, "__nbaccel_state__", False):
         return value
     return asarray(value)
@@ -145,7 +144,7 @@ class Module:
     def compile(self, **kwargs):
         """Compile this module's forward in place (like ``torch.nn.Module.compile``); keyword
         arguments are those of ``nbaccel.compile``. The compiled function is ``self.compiled``."""
-        from ..compiler import compile as _compile
+        from ..compiler import compile as _compile  # lazy: the compiler's call path imports numba
         object.__setattr__(self, "_compiled_forward", None)
         wrapper = _compile(self, **kwargs)
         object.__setattr__(self, "_compiled_forward", wrapper._compiled)
@@ -269,7 +268,6 @@ class Module:
 
     def to(self, *args, device=None, dtype=None, non_blocking=False):
         """Move / cast parameters and buffers in place; only floating tensors change dtype."""
-        from .. import dtypes as D
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype

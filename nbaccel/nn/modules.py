@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
-from .. import autograd
+from .. import autograd, ops
 from ..ops.creation import _full_front
 from ..tensor import Parameter
 from . import functional as F
@@ -131,7 +131,6 @@ class Embedding(Module):
     def reset_parameters(self):
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            from .. import ops
             rows = ops.arange(self.num_embeddings, device=self.weight.device).reshape((-1, 1))
             with autograd.no_grad():
                 self.weight.copy_(ops.where(rows == self.padding_idx, 0, self.weight))

@@ -28,6 +28,7 @@ from . import functional as F
 from . import init
 from .module import Module
 from .modules import _empty
+from .rnn_utils import PackedSequence, _unpack
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -203,7 +204,6 @@ class RNNBase(Module):
 
     def _packed(self, packed, hx, n_states):
         """Run a PackedSequence: (output PackedSequence, final states in the caller's order)."""
-        from .rnn_utils import PackedSequence, _unpack
         x, lens = _unpack(packed)
         mask = ops.arange(x.shape[0]).reshape((-1, 1, 1)) < _tensor(lens).reshape((1, -1, 1))
         order = packed.sorted_indices
@@ -219,7 +219,6 @@ class RNNBase(Module):
                               packed.unsorted_indices), finals
 
     def forward(self, input, hx=None):
-        from .rnn_utils import PackedSequence
         if isinstance(input, PackedSequence):
             out, (hn,) = self._packed(input, hx, 1)
             return out, hn
@@ -310,7 +309,6 @@ class LSTM(RNNBase):
         return list(_lstm_step(xw, cur[0], cur[1], w_hh, b_hh))
 
     def forward(self, input, hx=None):
-        from .rnn_utils import PackedSequence
         if isinstance(input, PackedSequence):    # (masked: the composed loop, not lstm_scan)
             out, (hn, cn) = self._packed(input, hx, 2)
             return out, (hn, cn)

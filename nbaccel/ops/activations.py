@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from .fronts import apply, as_tensor
 from .registry import defop
+from .. import ops
 
 
 def _ops():
-    from .. import ops
     return ops
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from . import attention_backends as backends
 from . import attention_flash as flash
 from .fronts import apply, as_tensor
@@ -26,7 +26,6 @@ _NEG_INF = float("-inf")
 
 
 def _ops():
-    from .. import ops
     return ops
 
 

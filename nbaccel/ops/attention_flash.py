@@ -12,15 +12,17 @@ from __future__ import annotations
 import math
 
 from .registry import defop
+from .indexing import strided_slice
+from .fronts import apply
 
 
 def _kernels(xp):
     """The kernel module for an array module: the CPU kernel for NumPy, Triton otherwise."""
     if getattr(xp, "__name__", "") == "numpy":
-        from nbaccel_kernels.attention import cpu
+        from nbaccel_kernels.attention import cpu  # lazy: the kernels import numba (or Triton) on first use
         return cpu
-    from nbaccel_kernels.attention import triton as tk
-    from ..gpu import triton_driver
+    from nbaccel_kernels.attention import triton as tk  # lazy: Triton, on a GPU only
+    from ..gpu import triton_driver  # lazy: CuPy, on a GPU only
     triton_driver.activate()   # Triton launches on CuPy's current device and stream, torch-free
     return tk
 
@@ -44,7 +46,6 @@ def _flash_infer(args, params):
 def slice_last(t, start, stop):
     """t[..., start:stop] as a strided_slice (a view whose gradient is a slice_scatter, not the
     general index scatter of getitem)."""
-    from .indexing import strided_slice
     slices = tuple((0, n, 1) for n in t.shape[:-1]) + ((start, stop, 1),)
     return strided_slice.front(t, slices)
 
@@ -80,14 +81,12 @@ def _flash_backward_infer(args, params):
 
 def apply_forward(q, k, v, mask, scale, causal):
     """The packed (B, Hq, L, Dv + 1) output of the fused kernel on 4-D tensors."""
-    from .fronts import apply
     args = (q, k, v) + ((mask,) if mask is not None else ())
     return apply(flash_attention, args, {"scale": float(scale), "causal": bool(causal),
                                          "kernel": _kernel_name(q)})
 
 
 def apply_backward(g, q, k, v, packed, mask, scale, causal):
-    from .fronts import apply
     return apply(flash_attention_backward, (g, q, k, v, packed) + tuple(mask),
                  {"scale": float(scale), "causal": bool(causal), "kernel": _kernel_name(q)})
 

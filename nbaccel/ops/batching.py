@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .fronts import _tensor, apply
+from .fronts import _tensor, apply, as_tensor
 from .registry import OPS
 
 
@@ -51,7 +51,6 @@ def with_batch(x, batched: bool, size: int):
     if batched:
         return x
     if not is_tensor(x):
-        from .fronts import as_tensor
         x = as_tensor(x)
     return apply(OPS["broadcast_to"], (x,), {"shape": (size,) + tuple(x.shape)})
 

@@ -19,14 +19,13 @@ import math
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from .fronts import apply, as_tensor, as_tensor_arg
 from .meta import apply_dtype_rule, broadcast_shapes, default_float, shape_of
 from .registry import defop
 
 
 def _ops():
-    from .. import ops
     return ops
 
 

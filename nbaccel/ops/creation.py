@@ -14,6 +14,7 @@ from ..devices import device as _device
 from .fronts import apply, as_tensor
 from .movement import _shape_arg
 from .registry import defalias, defop
+from ..tensor import asarray
 
 
 def _dev(device):
@@ -175,7 +176,6 @@ vmap_random_hook = None
 
 
 def _random_tensor(sample, shape, dtype, device, requires_grad):
-    from ..tensor import asarray
     shape = _shape_arg(shape)
     make = lambda data: asarray(data, dtype=dtype, device=device, _np=False)   # noqa: E731
     t = make(sample(shape)) if vmap_random_hook is None else vmap_random_hook(sample, shape, make)

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 import string
 
+from .. import ops
+
 _LETTERS = string.ascii_letters
 
 
 def _ops():
-    from .. import ops
     return ops
 
 

@@ -20,9 +20,10 @@ import math
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from .fronts import apply, as_tensor, as_tensor_arg
-from .meta import real_only
+from .meta import (real_only, broadcast_shapes, default_float, shape_of, default_infer,
+    apply_dtype_rule)
 from .registry import OPS, defop
 
 _LN2 = math.log(2.0)
@@ -31,7 +32,6 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -72,7 +72,6 @@ def _ufloat_binary_infer(args, params):
     """NumPy's float loops for two operands: each integer operand goes to the smallest float
     that holds it (uint8 with int8 -> float16, not float32); a Python float with only
     integer operands gives the default float."""
-    from .meta import broadcast_shapes, default_float, shape_of
     shape = broadcast_shapes(*(shape_of(a) for a in args))
     strong = [a for a in args if _is_tensor(a)]
     if all(a.dtype.kind != "f" for a in strong) and any(isinstance(a, float) for a in args):
@@ -188,7 +187,6 @@ def _pow_grad(g, out, a, b):
 def _power_infer(args, params):
     """NumPy refuses integer arrays to negative integer powers whatever the data: so does the
     shape rule (tracing raises where NumPy raises, and an unused power still raises)."""
-    from .meta import default_infer
     shape, dtype = default_infer("binary", "int8bool")(args, params)
     b = args[1]
     size = 1
@@ -385,7 +383,6 @@ erf = defop("erf", kind="unary", impl=erf_xp, dtype_rule="ufloat", inplace=True,
 
 def _float_of(x):
     """x as the float dtype a float function of it returns (int8 -> float16 for NumPy data)."""
-    from .meta import apply_dtype_rule
     dt = apply_dtype_rule("ufloat", x.dtype, [x])
     return x if x.dtype is dt else x.astype(dt)
 

@@ -6,13 +6,13 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from .fronts import as_tensor, as_tensor_arg
 from .registry import defalias
+from .elementwise import _float_of
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -112,7 +112,6 @@ defalias("isneginf", isneginf, numpy="isneginf", methods="isneginf")
 
 def rint(x):
     """Round to the nearest integer, half to even, as a float (NumPy's ``rint``)."""
-    from .elementwise import _float_of
     return _ops().round(_float_of(as_tensor(x)))
 
 

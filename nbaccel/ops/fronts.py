@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .meta import normalize_axis
+from .. import dtypes as D
 
 _SCALARS = (bool, int, float, complex)
 
@@ -55,7 +56,6 @@ def as_tensor(x, like=None):
     if isinstance(x, Tensor):
         return x
     if isinstance(x, _SCALARS) and like is not None:
-        from .. import dtypes as D
         dt = D.result_type(like, x, default_float=D.float64 if like._np else D.float32)
         return asarray(x, dtype=dt, device=like.device, _np=like._np)
     return asarray(x)
@@ -70,7 +70,6 @@ def reduce_params(x, axis=None, keepdims=False, dim=None, keepdim=None, dtype=No
         keepdims = keepdim
     params = {"axis": normalize_axis(axis, x.ndim), "keepdims": bool(keepdims)}
     if dtype is not None:
-        from .. import dtypes as D
         params["dtype"] = D.dtype(dtype)
     return params
 

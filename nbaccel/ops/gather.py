@@ -9,6 +9,7 @@ from .indexing import _index_tensor, argwhere, index, index_put
 from .meta import broadcast_shapes
 from .movement import _method, axis_index
 from .registry import defalias
+from ..tensor import asarray
 
 
 def _int_index(indices, x, what):
@@ -43,7 +44,6 @@ defalias("index_select", _index_select, methods="index_select")
 
 def _grids(x, idx, axis, shape):
     """Index arrays for every axis: ``idx`` on ``axis``, position grids elsewhere."""
-    from ..tensor import asarray
     arrays = []
     for d in range(x.ndim):
         if d == axis:

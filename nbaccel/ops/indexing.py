@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes as D, ops, autograd
 from .batching import batched_index_key, logical_ndim, pad_batched, with_batch
 from .fronts import _tensor, apply, as_tensor, as_tensor_arg
 from .meta import DataDependentShape, broadcast_shapes
-from .registry import defalias, defop
+from .registry import defalias, defop, OPS
+from ..tensor import Tensor, asarray
 
 _FULL = ("s", None, None, None)
 _BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and integer or boolean "
@@ -27,12 +28,10 @@ _BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and integer o
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
 def _index_tensor(obj, device=None):
-    from ..tensor import Tensor, asarray
     if isinstance(obj, Tensor):
         return obj
     if isinstance(obj, (list, tuple)) and len(obj) == 0:
@@ -351,7 +350,6 @@ def _basic(x, slices, mid):
 
 
 def _adv_arrays(adv, idx, device):
-    from ..tensor import asarray
     arrays, axes = [], []
     for pos, e in adv:
         if e[0] == "i":
@@ -443,7 +441,6 @@ def _whole_mask(x, index) -> bool:
 
 def _setitem_front(x, index, value):
     """``x[index] = value`` in place: NumPy semantics, value broadcast and cast to x's dtype."""
-    from .. import autograd
     entries, tensors = encode_index(index, x.device)
     value = as_tensor_arg(value)
     is_t = hasattr(value, "_node")
@@ -459,7 +456,6 @@ def _setitem_front(x, index, value):
     if tracing and _whole_mask(x, index) and (not is_t or value.ndim == 0):
         # x[mask] = v, a boolean mask of x's shape and one value: where(mask, v, x) needs no
         # data-dependent count, so a compiled function stays one graph
-        from .registry import OPS
         new = OPS["where"].front(index, value, x)
         x._assign(new if new.dtype is x.dtype else new.astype(x.dtype), "setitem")
         return x

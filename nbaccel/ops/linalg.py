@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import math
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from . import einsum_rules
 from .batching import logical_ndim, pad_batched, reshape
 from .fronts import apply, as_tensor, override
 from .meta import broadcast_shapes
 from .registry import defalias, defop
+from ..autograd import needs_input_grad as need
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -49,7 +49,6 @@ def _matmul_grad(g, out, a, b):
         g2 = g2.reshape(tuple(g2.shape[:-1]) + (1, g2.shape[-1])) if b.ndim > 1 else g2.reshape((1,) + tuple(g2.shape))
     if b.ndim == 1:
         g2 = g2.reshape(tuple(g2.shape) + (1,))
-    from ..autograd import needs_input_grad as need
     ga = g2 @ b2.swapaxes(-1, -2) if need(0) else None   # (no matmul for an unneeded grad)
     gb = a2.swapaxes(-1, -2) @ g2 if need(1) else None
     if ga is None or gb is None:

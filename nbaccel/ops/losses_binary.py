@@ -13,12 +13,12 @@ import math
 from .fronts import apply, as_tensor
 from .meta import broadcast_shapes
 from .registry import defop
+from .. import ops
 
 _REDUCTIONS = ("none", "mean", "sum")
 
 
 def _ops():
-    from .. import ops
     return ops
 
 

@@ -13,7 +13,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from .batching import leading_dims_rule
 from .fronts import apply, as_tensor
 from .meta import broadcast_shapes, default_float, normalize_axis, reduced_shape
@@ -25,7 +25,6 @@ _INF = float("inf")
 
 
 def _ops():
-    from .. import ops
     return ops
 
 

@@ -10,12 +10,13 @@ import math
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from ..devices import device as _device
 from .batching import pad_batched
 from .fronts import apply, as_tensor
-from .meta import normalize_axis
+from .meta import normalize_axis, broadcast_shapes
 from .registry import ALIAS_METHODS, NUMPY_FUNCS, defalias, defop
+from ..tensor import asarray
 
 
 def _resolve_shape(shape, numel):
@@ -106,7 +107,6 @@ def _broadcast_front(x, *shape, **named):
     if nd < 0:
         raise ValueError(f"cannot broadcast a tensor of shape {x.shape} to shape {shape}")
     shape = tuple(x.shape[i - nd] if s == -1 else s for i, s in enumerate(shape))
-    from .meta import broadcast_shapes
     try:
         ok = broadcast_shapes(x.shape, shape) == shape
     except ValueError:
@@ -181,7 +181,6 @@ clone = defop(
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -439,7 +438,6 @@ def _tri(x, k, lower):
                          f"tensor of shape {tuple(x.shape)}")
     n, m = x.shape[-2:]
     mask = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
-    from ..tensor import asarray
     ops = _ops()
     return ops.where(asarray(mask, device=x.device, _np=False), x, ops.zeros_like(x))
 

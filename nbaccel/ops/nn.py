@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from .batching import leading_dims_rule
 from .fronts import apply, as_tensor, override
 from .meta import broadcast_shapes, default_float, normalize_axis
 from .registry import OPS, defop
+from ..autograd import needs_input_grad as need
+from ..tensor import asarray
+from . import creation
 
 
 class ShapeError(ValueError, RuntimeError):
@@ -24,7 +27,6 @@ class ShapeError(ValueError, RuntimeError):
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -349,7 +351,6 @@ def _linear_infer(args, params):
 
 
 def _linear_grad(g, out, x, w, *b, bias):
-    from ..autograd import needs_input_grad as need
     n_out, n_in = w.shape
     rows = math.prod(x.shape[:-1])
     g2 = g.reshape((rows, n_out))
@@ -389,8 +390,6 @@ def keep_mask(shape, p, device):
 
     Drawn with the (static) shape of the input, even when the input is a tracer, so a compiled
     graph receives the mask as an input and stays deterministic given it."""
-    from ..tensor import asarray
-    from . import creation
     sample = lambda s: creation.generator().random(tuple(s)) >= p   # noqa: E731
     make = lambda data: asarray(data, device=device, _np=False)     # noqa: E731
     if creation.vmap_random_hook is not None:   # inside vmap: randomness= decides

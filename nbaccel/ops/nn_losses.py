@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import math
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from .fronts import apply, as_tensor
 from .meta import broadcast_shapes, default_float
 from .nn import ShapeError, log_softmax
 from .registry import defop
+from ..autograd import needs_input_grad as need
 
 _REDUCTIONS = ("none", "mean", "sum")
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -181,7 +181,6 @@ def _mse_impl(xp, x, y, reduction):
 
 
 def _mse_grad(g, out, x, y, reduction):
-    from ..autograd import needs_input_grad as need
     shape = broadcast_shapes(x.shape, y.shape)
     if reduction == "none":
         d = 2 * (x - y) * g

@@ -29,10 +29,10 @@ from .fronts import as_tensor
 from .nn import ShapeError
 from .pooling import _avg_pool2d_front, _max_pool2d_front
 from .registry import ALIASES, defalias
+from .. import ops
 
 
 def _ops():
-    from .. import ops
     return ops
 
 

@@ -21,6 +21,7 @@ from .. import dtypes as D
 from .batching import leading_dims_rule
 from .fronts import apply, as_tensor
 from .registry import defop
+from nbaccel_kernels.quant import packing
 
 MODES = ("int8", "int4", "int8-dynamic")
 ACTIVATION_DTYPES = (D.float32, D.float64)
@@ -35,9 +36,9 @@ def _kernels(xp):
     if kern is None:
         import numpy as np
         if xp is np:
-            from nbaccel_kernels.quant import cpu as kern
+            from nbaccel_kernels.quant import cpu as kern  # lazy: the kernels import numba (or Triton) on first use
         else:
-            from nbaccel_kernels.quant import triton as kern
+            from nbaccel_kernels.quant import triton as kern  # lazy: Triton, on a GPU only
         _KERNEL_MODULES[xp] = kern
     return kern
 
@@ -61,7 +62,6 @@ def _dequant_infer(args, params):
 
 
 def _dequant_impl(xp, qdata, scale, *rest, mode, group_size, zeros):
-    from nbaccel_kernels.quant import packing
     import numpy as np
     to_np = (lambda a: a) if xp is np else (lambda a: a.get())
     z, _ = _split_rest(rest, zeros, False)

@@ -15,15 +15,14 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from .batching import axis_param_rule
 from .fronts import apply, as_tensor, reduce_params
-from .meta import default_float, normalize_axis, real_only, reduced_shape
+from .meta import default_float, normalize_axis, real_only, reduced_shape, default_infer
 from .registry import ReduceRule, constant, defalias, defop, highest, lowest
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -93,7 +92,6 @@ def _nonempty_infer(name, rule):
     """The shape rule of a reduction without identity: an empty reduction raises while tracing,
     as NumPy raises whatever the data (so a compiled function raises even if the result is
     never used)."""
-    from .meta import default_infer
     base = default_infer("reduce", rule)
 
     def infer(args, params):

@@ -51,6 +51,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from .meta import default_infer
+from .fronts import default_front
+
 
 OPS: dict[str, "OpDef"] = {}
 NUMPY_FUNCS: dict[str, Callable] = {}     # numpy function name -> front
@@ -117,14 +120,12 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
     if operands is not None and operands not in OPERAND_CLASSES:
         raise ValueError(f"op {name!r}: unknown operand class {operands!r}")
     if infer is None:
-        from .meta import default_infer
         infer = default_infer(kind, dtype_rule)
     op = OpDef(name, kind, impl, infer, grad, decomp, decomp is None, differentiable,
                tuple(methods) if not isinstance(methods, str) else (methods,),
                tuple(numpy) if not isinstance(numpy, str) else (numpy,),
                view, inplace, doc, dtype_rule)
     if front is None:
-        from .fronts import default_front
         front = default_front(op)
     front.__name__ = front.__qualname__ = name
     if not front.__doc__:

@@ -22,10 +22,10 @@ from ..autograd import is_grad_enabled
 from ..dispatch import active_trace
 from .fronts import apply, as_tensor
 from .registry import defop
+from .. import ops
 
 
 def _ops():
-    from .. import ops
     return ops
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 
-from .. import dtypes as D
+from .. import dtypes as D, ops
 from .batching import axis_param_rule
 from .fronts import apply, as_tensor
 from .gather import _take_along_axis
@@ -17,7 +17,6 @@ from .registry import defalias, defop
 
 
 def _ops():
-    from .. import ops
     return ops
 
 

@@ -24,10 +24,15 @@ from .registry import defop
 
 def _kernels(xp):
     """The kernel module for an array module: numba on NumPy, Triton on CuPy."""
-    if xp.__name__ == "numpy":
-        from nbaccel_kernels.sparse import cpu
+    return kernels_for(xp.__name__ == "numpy")
+
+
+def kernels_for(on_cpu):
+    """The kernel module: numba on the CPU, Triton on a GPU (``sparse.semi_structured`` too)."""
+    if on_cpu:
+        from nbaccel_kernels.sparse import cpu  # lazy: the kernels import numba (or Triton) on first use
         return cpu
-    from nbaccel_kernels.sparse import triton
+    from nbaccel_kernels.sparse import triton  # lazy: Triton, on a GPU only
     return triton
 
 
@@ -126,8 +131,7 @@ def _gather_infer(args, p):
 
 def _gather_impl(xp, dense, meta):
     if xp.__name__ == "numpy":
-        from nbaccel_kernels.sparse import cpu
-        return cpu.gather(dense, meta)
+        return _kernels(xp).gather(dense, meta)
     rows, cols = dense.shape   # on CuPy: the reference's index arithmetic, on the device
     nib = xp.stack([meta & 15, meta >> 4], axis=-1).reshape(rows, -1)[:, :cols // 4].astype(xp.int64)
     pos = xp.stack([nib & 3, nib >> 2], axis=-1) + 4 * xp.arange(cols // 4)[None, :, None]

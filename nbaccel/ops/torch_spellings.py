@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes as D, ops, autograd
 from .creation import _full_front, generator
 from .fronts import as_tensor
 from .meta import normalize_axis
 from .registry import ALIAS_METHODS, defalias
+from ..tensor import tensor, asarray
 
 
 def _ops():
-    from .. import ops
     return ops
 
 
@@ -131,7 +131,6 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=F
 
 
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
-    from ..tensor import tensor
     if hasattr(data, "_node"):
         data = data.detach().clone()
         data = data.astype(dtype) if dtype is not None else data
@@ -150,8 +149,6 @@ for _name, _f in (("new_zeros", _new(0)), ("new_ones", _new(1)), ("new_empty", _
 
 def _fill_random(self, sample, what):
     """Write ``sample(shape)`` (a NumPy array from nbaccel's seeded generator) into self."""
-    from .. import autograd
-    from ..tensor import asarray
     if self.dtype.kind not in "fc" and what in ("normal_", "uniform_", "exponential_"):
         raise TypeError(f"{what} expects a floating point tensor, got {self.dtype}")
     values = asarray(sample(tuple(self.shape)), dtype=self.dtype, device=self.device, _np=False)
@@ -236,7 +233,6 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
             raise RuntimeError("multinomial: invalid multinomial distribution (with replacement"
                                "=False, not enough non-negative category to sample)")
         out[i] = rng.choice(n, size=num_samples, replace=replacement, p=r / total)
-    from ..tensor import asarray
     return asarray(out.reshape(w.shape[:-1] + (num_samples,)), dtype=D.int64, device=x.device,
                    _np=False)
 

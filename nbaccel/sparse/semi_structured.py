@@ -19,11 +19,7 @@ _FLOATS = (D.float32, D.float64)
 
 
 def _kernels(device):
-    if device.type == "cpu":
-        from nbaccel_kernels.sparse import cpu
-        return cpu
-    from nbaccel_kernels.sparse import triton
-    return triton
+    return sparse_ops.kernels_for(device.type == "cpu")
 
 
 class SparseSemiStructuredTensor:

@@ -19,6 +19,8 @@ import numpy as np
 
 from .dataset import IterableDataset, Subset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
+from ... import ops, dtypes as D
+from ...ops.creation import generator
 
 _worker = threading.local()
 
@@ -64,7 +66,6 @@ def default_collate(batch):
     tensor; strings stay a list; tuples, lists, named tuples and dicts are collated field by
     field."""
     T = _tensor_module()
-    from ... import ops, dtypes as D
     elem = batch[0]
     if isinstance(elem, T.Tensor):
         return ops.stack(list(batch), 0)
@@ -213,7 +214,6 @@ class DataLoader:
     def _start_pool(self):
         if self._pool is not None:
             return self._pool
-        from ...ops.creation import generator
         base = int(generator().integers(0, 2 ** 62))
         ids = iter(range(self.num_workers))
         lock = threading.Lock()

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ops.creation import generator as default
+
 
 def _rng(generator):
     """The NumPy generator to draw from: ``generator`` (a ``nbaccel.Generator`` or any NumPy
     Generator) or nbaccel's seeded default (``nbaccel.manual_seed``)."""
     if generator is not None:
         return generator
-    from ...ops.creation import generator as default
     return default()
 
 
