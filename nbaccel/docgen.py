@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import sys
 
-from .ops.registry import ALIASES, OPS
+from .ops.registry import ALIASES, OPS, NUMPY_FUNCS
+from .compiler.codegen.numba import SCALAR
+from .compiler.codegen.numpy import UFUNC, reduce_function
+from .ndarray_methods import _NUMPY_MEANING, _PLAIN_ONLY
 
 KIND_TITLES = {
     "unary": "Elementwise, one operand", "binary": "Elementwise, two operands",
@@ -21,9 +24,6 @@ def _cell(items):
 
 
 def render() -> str:
-    import nbaccel  # noqa: F401  (registers every op family)
-    from .compiler.codegen.numba import SCALAR
-    from .compiler.codegen.numpy import UFUNC, reduce_function
     prims = [o for o in OPS.values() if o.primitive]
 
     def rendering(o):
@@ -79,8 +79,6 @@ SURFACE_TESTS = [
 
 def _numpy_surface():
     """The NumPy names a %%compile cell captures into its graph, and how the rest behave."""
-    from .ndarray_methods import _NUMPY_MEANING, _PLAIN_ONLY
-    from .ops.registry import NUMPY_FUNCS
     groups = {"numpy": [], "numpy.linalg": [], "numpy.fft": []}
     for name in NUMPY_FUNCS:
         module, _, short = name.rpartition(".")

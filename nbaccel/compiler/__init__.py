@@ -17,7 +17,7 @@ __all__ = ["GraphBreakError", "CompileReport", "config", *_FROM_API]
 
 def __getattr__(name):
     if name in _FROM_API:
-        from . import api
+        from . import api  # lazy: the call path imports numba (~0.5 s); import nbaccel stays fast
         for n in _FROM_API:
             globals()[n] = getattr(api, n)
         return globals()[name]

@@ -24,9 +24,12 @@ from .views import numpy_gives_array as _numpy_gives_array
 from .entries import GraphCache
 from .guarded import GuardedReplays, call_key
 from .read_recorder import ReadRecorder
-from . import cache, cheap_path
+from . import cache, cheap_path, jit_split
 from .report import CompileReport
 from .config import config  # noqa: F401 - the settings dict; nbaccel.config is the same one
+from . import train_step
+from .. import nn
+from .replay import record, metadata_key, scalar_args
 
 MODES = ("default", "reduce-overhead", "max-autotune")
 BACKENDS = ("auto", "numba", "numpy", "eager", "triton")
@@ -96,6 +99,7 @@ class CompiledFunction:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if backend == "triton":          # a GPU with CuPy, or the interpreter when asked; else say so now
+            # lazy: Triton's tier and renderer stay out of %load_ext
             from .triton_runtime import run_mode
             run_mode()
         self.fn = fn
@@ -216,11 +220,9 @@ class CompiledFunction:
         kinds = {isinstance(x, np.ndarray) for _, x in _flatten((args, kwargs), "", [])}
         numpy_out = True if kinds == {True} else False if kinds else None   # None: follow the data
         if replay_key is not None:
-            from .replay import record
             rp = record(session, leaf_index, out, numpy_out, replay_key)
             if rp is None:       # a training step (in-place updates, backward inside)
-                from .train_step import record_step
-                rp = record_step(self, session, leaf_index, out, numpy_out, replay_key, snap)
+                rp = train_step.record_step(self, session, leaf_index, out, numpy_out, replay_key, snap)
             else:                # a pure function: guards on its reads where they can be had
                 rp.reads = self._guarded.reads_of(recorder, session)
             if rp is not None:
@@ -261,8 +263,6 @@ class CompiledFunction:
         session.close()
 
     def _replay_key(self, args, kwargs):
-        from .replay import metadata_key, scalar_args
-        from .train_step import Snapshot
         scalars = scalar_args(args, kwargs)
         if scalars is None:
             return None, None, None
@@ -270,7 +270,7 @@ class CompiledFunction:
         if len({id(x) for x in leaves}) != len(leaves):
             return None, None, None   # the same array passed twice: trace to keep aliasing right
         # the modules, optimizers and tensors the function names are guarded too (train_step.py)
-        snap = Snapshot(self.fn, leaves)
+        snap = train_step.Snapshot(self.fn, leaves)
         return metadata_key(leaves, scalars) + snap.key, leaves, snap
 
     def _arg_names(self, args, kwargs):
@@ -317,7 +317,6 @@ class CompiledFunction:
             rep.eager_estimate_seconds = sum(ests) if all(x is not None for x in ests) else None
             rep.path, rep.path_reason = cheap_path.report_path(events)
             if any(e.get("jit_split") for e in events):
-                from . import jit_split
                 rep.jit_breakdown = jit_split.total(e.get("jit_split") for e in events)
             rep.compile_seconds = sum(br.values())   # capture (re-tracing) is paid on hits too
             rep.compiled_seconds = sum(e["seconds"] for e in events)
@@ -406,8 +405,7 @@ def compile(fn=None, *, mode="default", backend="auto", dynamic=None, fullgraph=
     """
     if fn is None:
         return lambda f: compile(f, mode=mode, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
-    from ..nn import Module
-    if isinstance(fn, Module):
+    if isinstance(fn, nn.Module):
         module = fn
         names = lambda: {id(p): n for n, p in module.named_parameters()}  # noqa: E731
         cf = CompiledFunction(module.forward, mode=mode, backend=backend, dynamic=dynamic,
@@ -455,16 +453,3 @@ def explain(fn, *args, **kwargs):
             "op_count": sum(1 for g in graphs for line in g.splitlines() if " = " in line),
             "break_reasons": rep.graph_breaks, "graphs": graphs,
             "kernels": rep.kernels, "report": rep}
-
-
-def _warn_limit(cf, reason):
-    msg = (f"nbaccel: {cf.name} recompiled {cf.stats['compiles']} times (limit "
-           f"{cf.recompile_limit or config['recompile_limit']}); running it eagerly from now on. "
-           f"Last reason: {reason}")
-    # point at the user's code (the calling line, else the compiled function), not at nbaccel
-    from .capture import user_frame
-    fn, line, _ = user_frame()
-    code = getattr(cf.fn, "__code__", None)
-    if not line and code is not None:
-        fn, line = code.co_filename, code.co_firstlineno
-    warnings.warn_explicit(msg, RuntimeWarning, fn, line or 1, module="nbaccel")

@@ -40,6 +40,7 @@ import numpy as np
 
 from . import cache_fs, cache_housekeeping as hk
 from .config import config
+from .. import __version__
 
 _MEMORY_DIR = "<nbaccel memory>"
 _loaded: dict[str, object] = {}         # path -> module (once per process)
@@ -66,7 +67,6 @@ class _Session:
 
 @functools.lru_cache(maxsize=None)
 def _versions():
-    from .. import __version__
     try:
         import llvmlite
         import numba
@@ -292,7 +292,7 @@ def module_file(source: str) -> tuple[str, str]:
 
 
 def _numba_files(vdir, h):
-    from . import numba_cache
+    from . import numba_cache  # lazy: it imports numba; %load_ext reads this cache without it
     return numba_cache.files_for(os.path.join(vdir, "numba"), f"nbk_{h}")
 
 
@@ -327,7 +327,7 @@ def load_module(path: str):
                 raise ImportError(f"nbaccel: {path} does not match its content hash; not imported")
             text = data.decode()
         in_memory = path.startswith(_MEMORY_DIR)
-        from . import numba_cache
+        from . import numba_cache  # lazy: it imports numba; %load_ext reads this cache without it
         numba_cache.expect(path, h)
         try:
             mod = types.ModuleType(name)

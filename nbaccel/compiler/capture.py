@@ -22,9 +22,11 @@ import sys
 import weakref
 
 from ..ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
-from ..tensor import Tensor, _eager
+from ..tensor import Tensor, _eager, set_active_trace
 from .views import ViewTracking
 from .ir import Graph
+from ..devices import cpu
+from ..ops.registry import OPS
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # frames in these files are nbaccel's own machinery, never "the user's line"
@@ -259,7 +261,6 @@ class TraceSession(ViewTracking):
                 dev = dev or a.device
                 npflag = npflag or a._np
         if dev is None:
-            from ..devices import cpu
             dev = params.get("device") or cpu
         node = self.graph.add(op, tuple(a._node if isinstance(a, Tensor) else a for a in args),
                               params, shape, dtype)
@@ -297,7 +298,7 @@ class TraceSession(ViewTracking):
             info = None                               # real/imag: the old refusal below applies
         new = self.lift(new)
         if isinstance(new, Tensor) and new.dtype is not target.dtype:
-            from ..ops.registry import OPS          # an in-place result keeps the target's dtype
+            # an in-place result keeps the target's dtype
             new = self.record(OPS["astype"], (new,), {"dtype": target.dtype})
         if info is not None:                         # a write through a view updates its root
             root, chain, _ = info
@@ -380,7 +381,6 @@ class TraceSession(ViewTracking):
                 outs.append(n)
         g.outputs = outs
         g.sources = list(self.ph_sources)
-        from ..tensor import set_active_trace
         prev = set_active_trace(None)      # compiling and running are not part of the trace
         try:
             arrays = self.runner.run_segment(self, g, live) if outs else []
@@ -391,7 +391,6 @@ class TraceSession(ViewTracking):
             holders = [t for t in live if t._node is n]
             npflag = any(t._np for t in holders)
             dev = holders[0].device if holders else g.sources[0].device if g.sources else None
-            from ..devices import cpu
             concrete[id(n)] = Tensor._wrap(a, n.dtype, dev or cpu, npflag)
         self.runner.link_autograd(self, g, live, concrete)
         for t in live:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..autograd import no_grad
 from ..tensor import Tensor
 from .ir import Graph, Node
+from ..devices import cpu
 
 
 class Recorder(Graph):
@@ -58,7 +59,6 @@ class Recorder(Graph):
     def input_like(self, node: Node, name=None):
         p = self.placeholder(node.shape, node.dtype, name or node.name)
         p.params = dict(node.params)
-        from ..devices import cpu
         return Tensor._tracer(p, node.dtype, cpu, bool(node.params.get("np")))
 
 

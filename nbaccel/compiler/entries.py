@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 from .. import autograd
 from .. import dtypes as D
@@ -11,10 +12,14 @@ from .aot import derive_backward
 from .decompose import decompose
 from .guards import all_dims, dynamic_spec, explain_miss, shape_only_diff, similarity
 from .runtime import EagerProgram, Program, interpret
+from .config import config
+from .capture import user_frame
+from ..gpu.placement import graph_device, label_kernels
 
 
 def _program_class(backend):
     if backend == "triton":
+        # lazy: Triton's tier and renderer stay out of %load_ext
         from .triton_runtime import TritonProgram
         return TritonProgram
     return Program
@@ -63,7 +68,6 @@ class Entry:
 
     def compiler_error(self, graph, exc, stage):
         """Compiling this graph failed: it runs eagerly (or raises, for tests and bug reports)."""
-        from .config import config
         if config.get("strict"):
             raise exc
         return EagerProgram(graph, f"{type(exc).__name__}: {exc}", stage)
@@ -77,7 +81,6 @@ class Entry:
             if isinstance(prog, EagerProgram):
                 raise
             out = interpret(graph, arrays)      # raises the user's error if the graph has one
-            from .config import config
             if config.get("strict"):
                 raise
             sig = tuple(p.shape for p in graph.placeholders)
@@ -229,7 +232,6 @@ class GraphCache:
             cf.stats["recompiles"] += 1
             self.recompile_log.append({"reason": reason, "dynamic_dims": self.dynamic_dim_names()})
             if cf.stats["compiles"] >= limit:
-                from .api import _warn_limit
                 _warn_limit(cf, reason)
                 cf.eager_only = True
                 cf.stats["eager_fallbacks"] += 1
@@ -321,7 +323,6 @@ class _BackwardRunner:
 
 
 def _event(cache, tier, graph, prog, seconds, _unused, eager, breakdown=None):
-    from ..gpu.placement import graph_device, label_kernels
     device = graph_device(graph)      # 'cuda:0' kernels show it, and cuBLAS behind matmul
     return {"cache": cache, "tier": tier, "pending": bool(prog and prog.pending()),
             "breakdown": breakdown or {"capture": 0.0, "lowering": 0.0, "codegen": 0.0, "jit": 0.0},
@@ -331,5 +332,16 @@ def _event(cache, tier, graph, prog, seconds, _unused, eager, breakdown=None):
 
 
 def _limit():
-    from .config import config
     return config["recompile_limit"]
+
+
+def _warn_limit(cf, reason):
+    msg = (f"nbaccel: {cf.name} recompiled {cf.stats['compiles']} times (limit "
+           f"{cf.recompile_limit or config['recompile_limit']}); running it eagerly from now on. "
+           f"Last reason: {reason}")
+    # point at the user's code (the calling line, else the compiled function), not at nbaccel
+    fn, line, _ = user_frame()
+    code = getattr(cf.fn, "__code__", None)
+    if not line and code is not None:
+        fn, line = code.co_filename, code.co_firstlineno
+    warnings.warn_explicit(msg, RuntimeWarning, fn, line or 1, module="nbaccel")

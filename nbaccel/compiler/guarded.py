@@ -24,6 +24,8 @@ from .. import autograd
 from ..tensor import Tensor
 from .read_recorder import ReadRecorder
 from .readset import Unguardable, analyse, describe, guard_array_values
+from .entries import compile_for_outputs
+from .replay import record
 
 PROBES = 3              # timings of each side before plain-or-compiled is decided
 MAX_ENTRIES = 32        # replay entries kept per function (one per argument signature)
@@ -212,8 +214,6 @@ class GuardedReplays:
 
     def record(self, key, recorder, session, leaf_index, out, numpy_out, input_tracers=(), env=None):
         """After a traced call: keep its program for replay, or say why it cannot replay."""
-        from .entries import compile_for_outputs
-        from .replay import record
         why = None
         rp = None
         if recorder is None:
@@ -242,11 +242,14 @@ class GuardedReplays:
             return
         snap = None
         if reads.modules:
-            from .train_step import Snapshot
-            snap = Snapshot(self.cf.fn)
+            snap = train_step.Snapshot(self.cf.fn)
         if len(self.entries) >= MAX_ENTRIES:
             self.entries.pop(next(iter(self.entries)))
         # a cell's plain run is the magic's business (cheap_cells.py): no plain probes here
         self.entries[key] = ReplayEntry(rp, reads, snap, numpy_out is True and env is None)
         self.refusal = None
         self.failures = 0
+
+
+# Snapshot of the modules a step reaches: train_step imports this module (through api)
+from . import train_step  # noqa: E402

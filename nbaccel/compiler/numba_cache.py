@@ -35,7 +35,7 @@ import numba
 from numba.core import caching, serialize
 from numba.core.dispatcher import Dispatcher
 
-from . import cache_fs
+from . import cache_fs, cache
 from .config import config
 
 MAGIC = b"NBACCEL-NUMBA-1\n"
@@ -133,7 +133,6 @@ class KernelDiskCache(caching.FunctionCache):
 
     @property
     def cache_path(self):
-        from . import cache
         return cache.numba_dir(for_write=False) or ""
 
     def flush(self):
@@ -143,7 +142,6 @@ class KernelDiskCache(caching.FunctionCache):
         return os.path.join(directory, f"{self._base}.{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}.nbc")
 
     def load_overload(self, sig, target_context):
-        from . import cache
         if not self._enabled:
             return None
         directory = cache.numba_dir(for_write=False)
@@ -175,7 +173,6 @@ class KernelDiskCache(caching.FunctionCache):
             self.save_seconds = time.perf_counter() - t0
 
     def _save(self, sig, data):
-        from . import cache
         if not self._enabled:
             return
         directory = cache.numba_dir(for_write=True)

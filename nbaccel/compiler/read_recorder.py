@@ -16,6 +16,8 @@ import types
 
 import numpy as np
 
+from ..ops import creation
+
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
 _LIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in
@@ -175,7 +177,6 @@ class ReadRecorder:
 
 
 def _random_fingerprint():
-    from ..ops import creation
     legacy = np.random.mtrand._rand._bit_generator.state
     return (creation._rng, creation._rng.bit_generator.state, legacy)
 

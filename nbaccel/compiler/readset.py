@@ -33,6 +33,8 @@ import numpy as np
 
 from ..tensor import Tensor
 from .read_recorder import ReadRecorder, _draws_random, _is_user
+from ..optim import Optimizer
+from .. import nn
 
 _IMMUTABLE_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(...), slice, range, np.generic)
 
@@ -333,8 +335,6 @@ def _guard(rs, g: Guard):
 
 
 def _spec(rs, v, desc, depth=0):
-    from ..nn import Module
-    from ..optim import Optimizer
     if v is _RAISES:
         return ("raises",)
     if isinstance(v, _IMMUTABLE_SCALARS):
@@ -352,7 +352,7 @@ def _spec(rs, v, desc, depth=0):
         return ("is", v)
     if isinstance(v, types.MethodType):
         owner = v.__self__
-        if isinstance(owner, (Module, Optimizer)):
+        if isinstance(owner, (nn.Module, Optimizer)):
             _add_module(rs, owner)          # its parameters, buffers and flags: Snapshot's key
         elif isinstance(owner, type):
             _walk_class(rs, owner)          # a classmethod
@@ -374,7 +374,7 @@ def _spec(rs, v, desc, depth=0):
     if isinstance(v, type):
         _walk_class(rs, v)
         return ("is", v)
-    if isinstance(v, (Module, Optimizer)):
+    if isinstance(v, (nn.Module, Optimizer)):
         _add_module(rs, v)
         return ("is", v)
     if isinstance(v, types.ModuleType) or _library_object(v):
@@ -398,6 +398,7 @@ def _library_object(v) -> bool:
 
 def _compiled_target(v):
     """The function an ``nb.compile`` result wraps (a CompiledFunction or CompiledModule)."""
+    # circle: api imports this module (through guarded), and importing readset alone must work
     from .api import CompiledFunction, CompiledModule
     if isinstance(v, CompiledFunction):
         return v.fn
@@ -422,12 +423,11 @@ def _walk_class(rs, cls):
 
 
 def _add_module(rs, obj):
-    from ..nn import Module
     if id(obj) in rs._seen:
         return
     rs._seen.add(id(obj))
     rs.modules.append(obj)
-    mods = obj.modules() if isinstance(obj, Module) else ()
+    mods = obj.modules() if isinstance(obj, nn.Module) else ()
     for m in mods:
         # a module's methods read ``self``: walk them rooted at this instance
         for klass in type(m).__mro__:

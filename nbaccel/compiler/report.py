@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from .config import config
+
 
 @dataclass
 class CompileReport:
@@ -162,7 +164,6 @@ def _baseline(thunk):
     try:
         return thunk()
     except Exception:
-        from .config import config
         if config.get("strict"):
             raise
         return None

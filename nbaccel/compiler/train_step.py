@@ -40,6 +40,10 @@ from ..nn import Module
 from ..optim import BRANCH_KEYS, HYPER, LIFTED_KEYS, Optimizer
 from ..tensor import Tensor
 from .replay import output_tree
+from .decompose import decompose
+from .runtime import Program
+from .loops import Kernel, Layout
+from .config import config
 
 _DEPTH = 3          # how deep plain functions named by the step are searched for modules
 
@@ -326,7 +330,6 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
         prog2, consts2 = _program(cf, graph, needed)
         _write_in_place(prog2, plan, writes)
     except Exception:
-        from .config import config
         if config.get("strict"):
             raise
         return None
@@ -336,8 +339,6 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
 def _program(cf, graph, needed):
     """The step's program with only the outputs a replay uses (no intermediates the trace kept
     alive, no views the tape held)."""
-    from .decompose import decompose
-    from .runtime import Program
     g = copy.copy(graph)
     g.outputs = list(needed)
     prim = decompose(g)
@@ -369,7 +370,6 @@ def _write_in_place(prog, plan, writes):
     """Let each update kernel write into the buffer it updates when that is safe: the kernel
     is elementwise (no reduction), reads the old value only at the element it writes, and no
     later step reads the old value."""
-    from .loops import Kernel, Layout
     sch = prog.schedule
     places = {}
     for i, acc, _ in writes:
@@ -406,7 +406,6 @@ def _write_in_place(prog, plan, writes):
 
 
 def _reads(step, ph):
-    from .loops import Kernel
     if isinstance(step, Kernel):
         return ph in step.inputs
     return any(b is ph for b, _ in step.views)

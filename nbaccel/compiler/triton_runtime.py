@@ -92,7 +92,7 @@ def _gpu_launch_args():
     """Make Triton launch through CuPy (the gpu package's driver; idempotent) and return how
     a CuPy array becomes a launch argument."""
     try:
-        from ..gpu import triton_driver
+        from ..gpu import triton_driver  # optional: not in every build (the except below)
     except ImportError:          # not in this build: Triton's own CUDA driver launches
         return DeviceBuffer
     triton_driver.activate()
@@ -253,7 +253,7 @@ class TritonSlot:
         trials call this slot again, so it is switched off first)."""
         self.autotune = False
         try:
-            from ..gpu import autotune
+            from ..gpu import autotune  # optional: not in every build (the except below)
             best = autotune.tune(self, *arrays)
             self.tune_note = f"autotuned: {best}"
         except ImportError:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 
+from .triton_runtime import gpu_present, interpret_requested
+
 
 def _version(dist):
     try:
@@ -18,7 +20,6 @@ def triton_status() -> tuple[str, str]:
     """(state, reason): state is 'available', 'interpreter only' or 'missing'."""
     if importlib.util.find_spec("triton") is None:
         return "missing", "Triton is not installed (pip install 'nbaccel[gpu]' on a machine with an NVIDIA GPU)"
-    from .triton_runtime import gpu_present, interpret_requested
     ok, why = gpu_present()
     version = f"triton {_version('triton')}"
     if ok:

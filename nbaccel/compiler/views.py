@@ -10,6 +10,7 @@ its root changed is derived again from the root's new value. NumPy's scalar copi
 from __future__ import annotations
 
 from ..tensor import Tensor
+from ..ops.registry import OPS
 
 _ARRAY_OPS = {"astype", "clone", "copy", "detach", "real", "imag"}
 
@@ -91,7 +92,6 @@ class ViewTracking:
         """The value of ``base`` after its view ``chain`` was set to ``new``."""
         if not chain:
             return new
-        from ..ops.registry import OPS
         op, params, extra = chain[0]
         sub = self.record(op, (base,) + extra, params)
         sub_new = self._scatter(sub, chain[1:], new)

@@ -35,5 +35,5 @@ def holds_dask(args, kwargs) -> bool:
 
 def call(compiled, args, kwargs):
     """Run ``compiled`` (a CompiledFunction) on arguments holding Dask arrays: a lazy result."""
-    from .bridge import call as _call
-    return _call(compiled, args, kwargs)
+    return _bridge.call(compiled, args, kwargs)
+from . import bridge as _bridge  # noqa: E402  (the bridge reads the helpers above)

@@ -13,9 +13,11 @@ import time
 import numpy as np
 
 from .. import dtypes as D
-from ..tensor import Tensor
+from ..tensor import Tensor, _Size
 from . import is_dask_array
 from .plan import NotChunkWork, Plan
+from ..export.dims import ExportError
+from ..export.trace import trace
 
 
 class DaskFallback(Exception):
@@ -43,17 +45,19 @@ def call(cf, args, kwargs):
         result, lowering, plan, inputs, outs = _compiled_call(cf, args, kwargs)
     except NotChunkWork as e:
         return _plain(cf, args, kwargs, str(e), t0)
+    # lazy: the Dask side loads with the first Dask call, not %load_ext
     from .cluster import check_workers, current_client
+    from .report import dask_report  # lazy, as above
     client = current_client()
     if client is not None:              # a worker without nbaccel: one clear error, before compute
         check_workers(client)
-    from .report import dask_report
     cf._report = dask_report(cf, plan, lowering, inputs, outs, time.perf_counter() - t0)
     cf.stats["dask_calls"] = cf.stats.get("dask_calls", 0) + 1
     return result
 
 
 def _plain(cf, args, kwargs, reason, t0):
+    # lazy: the Dask side loads with the first Dask call, not %load_ext
     from .report import fallback_report
     cf._report = fallback_report(cf, reason, time.perf_counter() - t0)
     cf.stats["dask_plain"] = cf.stats.get("dask_plain", 0) + 1
@@ -126,8 +130,6 @@ def _names(cf, args, kwargs, leaves):
 
 def _compiled_call(cf, args, kwargs):
     import dask.array as da
-    from ..export.dims import ExportError
-    from ..export.trace import trace
     leaves = _leaves(args, kwargs)
     names = _names(cf, args, kwargs, leaves)
     for n, (_, a) in zip(names, leaves):
@@ -160,8 +162,9 @@ def _compiled_call(cf, args, kwargs):
         if not isinstance(data, np.ndarray) or data.dtype.kind not in "biuf":
             raise NotChunkWork("the function reads a constant that is not a NumPy array")
         inputs.append(da.asarray(data))
-    from .lower import Lowering
     plan = Plan(g, [a.chunks for a in inputs])
+    # lazy: the Dask side loads with the first Dask call, not %load_ext
+    from .lower import Lowering
     lowering = Lowering(plan, inputs, _backend(cf))
     plan.build(lowering.between)
     by_id = {}
@@ -192,7 +195,6 @@ def _tensors(v, out, depth):
 
 
 def _substitute(v, by_id, depth):
-    from ..tensor import _Size
     if isinstance(v, Tensor):
         return by_id[id(v)]
     if type(v) is _Size:

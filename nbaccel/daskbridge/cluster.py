@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from .worker import ping
+
 _state = {"cluster": None, "client": None}
 _checked: set = set()
 
@@ -79,7 +81,6 @@ def check_workers(client):
     key = (id(client), workers)
     if key in _checked or not workers:
         return
-    from .worker import ping
     answers = client.run(ping, on_error="return")
     missing = [w for w, a in sorted(answers.items()) if a is not True]
     if missing:

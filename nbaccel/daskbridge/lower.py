@@ -16,6 +16,8 @@ import numpy as np
 from . import worker
 from .plan import ARGS, MOMENTS, SIMPLE, NotChunkWork, reduced_axes
 from .source import StageSource, key_of
+from .twins import dask_twin
+from .. import dtypes as D
 
 
 def _is_node(a):
@@ -46,7 +48,6 @@ class Lowering:
 
     def between(self, node):
         """A node that is not chunk work, as Dask's own op on the stages before it."""
-        from .twins import dask_twin
         args = [self.value(a) if _is_node(a) else a for a in node.args]
         try:
             arr = dask_twin(node, args)
@@ -199,7 +200,6 @@ class Lowering:
                             name=f"nbaccel-partial-{key[:10]}-" + _token(args))
 
 def _f64():
-    from .. import dtypes as D
     return D.dtype("float64")
 
 

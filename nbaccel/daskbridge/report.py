@@ -9,6 +9,7 @@ import sys
 
 
 from ..compiler.report import CompileReport
+from .twins import dask_twin
 
 
 def task_count(arrays) -> int:
@@ -27,7 +28,6 @@ def task_count(arrays) -> int:
 
 def plain_outputs(graph, inputs, nodes):
     """The plain Dask arrays for ``nodes``: the graph op by op with Dask's own NumPy calls."""
-    from .twins import dask_twin
     vals = {p: inputs[p.index] for p in graph.placeholders}
     for n in graph.nodes:
         vals[n] = dask_twin(n, [vals[a] if hasattr(a, "graph") and hasattr(a, "op") else a for a in n.args])

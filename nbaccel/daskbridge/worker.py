@@ -15,14 +15,17 @@ import threading
 
 import numpy as np
 
+from ..dispatch import apply
+from ..ops.registry import OPS
+from ..tensor import Tensor, asarray
+from .. import dtypes as D
+from ..compiler import api as compiler_api
+
 MOMENTS = np.dtype([("n", "f8"), ("mean", "f8"), ("m2", "f8")])
 _local = threading.local()
 
 
 def _op(name, *args, **params):
-    from ..dispatch import apply
-    from ..ops.registry import OPS
-    from ..tensor import Tensor, asarray
     if any(isinstance(a, Tensor) for a in args):
         return apply(OPS[name], args, params)
     # the stage called plainly (the compiler also times a function's plain run): NumPy in and out
@@ -37,14 +40,12 @@ def compiled(source, key, backend):
         fns = _local.fns = {}
     cf = fns.get(key)
     if cf is None:
-        import nbaccel as nb
-        from .. import dtypes as D
         scope = {"op": _op, "dt": D.dtype, "np": np}
         exec(compile(source, f"<nbaccel dask stage {key}>", "exec"), scope)
         # chunks differ in size (edge blocks, uneven chunks): sizes are symbols from the start
         # a stage is pure (its inputs in, arrays out): "reduce-overhead" replays it on a chunk of
         # known metadata without tracing again, and never times a plain run of it
-        cf = fns[key] = nb.compile(scope["stage"], backend=backend, dynamic=True, mode="reduce-overhead")
+        cf = fns[key] = compiler_api.compile(scope["stage"], backend=backend, dynamic=True, mode="reduce-overhead")
         cf.recompile_limit = 64
     return cf
 
@@ -163,5 +164,4 @@ def arg_aggregate(pick, x, axis=None, keepdims=True):
 
 def ping():
     """A worker's answer to "can you run nbaccel's stages?" (client.run calls it there)."""
-    import nbaccel  # noqa: F401
     return True

@@ -30,6 +30,6 @@ __all__ = ["checkpoint", "Shard", "ShardedTensor", "DataParallel", "WorkerLostEr
 def __getattr__(name):
     # the data-parallel side needs dask.distributed: import it when it is first asked for
     if name in ("DataParallel", "WorkerLostError"):
-        from . import data_parallel
+        from . import data_parallel  # lazy: DataParallel (on Dask) is imported when used
         return getattr(data_parallel, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,8 @@ import warnings
 import numpy as np
 
 from .sharded import _chunk_bounds
+from .replica import Replica
+import nbaccel as nb
 
 
 class WorkerLostError(RuntimeError):
@@ -77,7 +79,6 @@ class DataParallel:
         return workers
 
     def _start_replicas(self, workers, checkpoint_id=None):
-        from .replica import Replica
         self.workers = list(workers)
         futures = [self.client.submit(Replica, (self._model, self._optimizer), self.compile_mode,
                                       actor=True, workers=[w], allow_other_workers=False, pure=False)
@@ -175,7 +176,6 @@ class DataParallel:
     @property
     def module(self):
         """The driver's model with the replicas' (identical) trained parameters copied in."""
-        import nbaccel as nb
         params = self._all(lambda r: r.parameters())[0]
         with nb.no_grad():
             for k, v in self._model.state_dict().items():

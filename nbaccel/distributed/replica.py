@@ -13,10 +13,14 @@ import time
 
 import numpy as np
 
+from .checkpoint.flatten import walk
+from .checkpoint import store
+from . import checkpoint
+import nbaccel as nb
+
 
 class Replica:
     def __init__(self, payload, compile_mode):
-        import nbaccel as nb
         self.nb = nb
         self.model, self.optimizer = payload
         self.params = [p for g in self.optimizer.param_groups for p in dict.__getitem__(g, "params")]
@@ -97,7 +101,6 @@ class Replica:
 
     def skeleton(self):
         """The nested state_dict with every tensor replaced by (shape, dtype name)."""
-        from .checkpoint.flatten import walk
         tree = self.state()
         out = []
         for path, _, _, value in walk(tree):
@@ -110,7 +113,6 @@ class Replica:
     def write_shards(self, data_dir, items):
         """Write this worker's share of the checkpoint: ``(array path, key path, offsets,
         sizes)`` for each region it was given."""
-        from .checkpoint import store
         tree = self.state()
         for array_path, path, offsets, sizes in items:
             t = tree
@@ -123,7 +125,6 @@ class Replica:
 
     def load_checkpoint(self, checkpoint_id):
         """Load model and optimizer state from a checkpoint (each worker reads it itself)."""
-        from . import checkpoint
         sd = {"model": self.model.state_dict(), "optim": self.optimizer.state_dict()}
         checkpoint.load(sd, checkpoint_id=checkpoint_id)
         self.model.load_state_dict(sd["model"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor, asarray
+from .. import zeros
 
 
 class Shard:
@@ -119,7 +120,6 @@ class ShardedTensor:
     @classmethod
     def zeros(cls, global_shape, num_shards: int, dim: int = 0, dtype=None) -> "ShardedTensor":
         """Zero-filled shards laid out as :meth:`split` lays them out: a target to load into."""
-        from .. import zeros
         shape = tuple(global_shape)
         shards = []
         for lo, hi in _chunk_bounds(shape[dim], num_shards):

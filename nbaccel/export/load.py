@@ -27,10 +27,12 @@ import tempfile
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes as D, __version__
 from ..ops.registry import OPS
 from .dims import ExportError, Poly
 from .serialize import DTYPE_NAMES, Ref, decode, encode
+from .runner import build_graph
+from . import program as _program
 
 FORMAT = "nbaccel-export"
 FORMAT_VERSION = 1
@@ -90,7 +92,6 @@ def _weights_npz(ep):
 
 def save(ep, path) -> None:
     """Write ``ep`` to directory ``path`` (replacing an earlier export there, atomically)."""
-    from .. import __version__
     path = os.fspath(path)
     if os.path.exists(path) and not (os.path.isdir(path) and (is_export_dir(path) or not os.listdir(path))):
         raise ExportError(f"{path} exists and is not an exported program; choose another path")
@@ -120,7 +121,6 @@ def save(ep, path) -> None:
 # -- load --------------------------------------------------------------------------------------------
 def load(path):
     """Read an exported program written by ``ExportedProgram.save``."""
-    from .program import ExportedProgram
     path = os.fspath(path)
     if not is_export_dir(path):
         raise ExportError(f"{path}: not an exported program (no {MANIFEST})")
@@ -148,8 +148,7 @@ def load(path):
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         raise ExportError(f"{path}/{PROGRAM}: malformed program ({type(e).__name__}: {e})") from None
     weights = _decode_weights(weights_blob, spec, path)
-    ep = ExportedProgram(spec, weights)
-    from .runner import build_graph
+    ep = _program.ExportedProgram(spec, weights)
     env = {n: d["example"] for n, d in spec["dims"].items()}
     try:
         build_graph(spec, env)

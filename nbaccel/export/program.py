@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiler.ir import fmt_param
+from ..compiler.ir import fmt_param, _SHORT
 from ..devices import cpu
-from ..tensor import Tensor, active_trace
+from ..tensor import Tensor, active_trace, asarray
 from .dims import ExportError, Poly
 from .runner import Executable, bind, replay
 from .serialize import Ref
+from .load import save
+from ..autograd import is_grad_enabled
+from .module import ExportedModule
 
 BACKENDS = ("auto", "numba", "numpy", "eager")
 MAX_EXECUTABLES = 32     # built graphs kept per program (one per set of sizes and backend)
@@ -28,6 +31,7 @@ MAX_EXECUTABLES = 32     # built graphs kept per program (one per set of sizes a
 
 def _backends():
     """The compiler's backends (a triton backend, where the compiler has one, is accepted too)."""
+    # lazy: the compiler's call path imports numba; export is loaded by import nbaccel
     from ..compiler.api import BACKENDS as compiler_backends
     return tuple(dict.fromkeys(BACKENDS + tuple(compiler_backends)))
 
@@ -167,18 +171,15 @@ class ExportedProgram:
     def module(self):
         """An ``nn.Module`` that runs this program; its parameters and buffers are the
         program's weights under their original names (``state_dict`` keys match the model's)."""
-        from .module import ExportedModule
         return ExportedModule(self)
 
     def save(self, path) -> None:
         """Write the program to directory ``path``: ``manifest.json``, ``program.json`` and
         ``weights.npz`` (no pickle; nothing executable). ``nb.load(path)`` reads it back."""
-        from .load import save
         save(self, path)
 
 
 def _needs_grad(inputs, weights):
-    from ..autograd import is_grad_enabled
     if not is_grad_enabled():
         return False
     ts = list(inputs) + list(weights or [])
@@ -186,7 +187,6 @@ def _needs_grad(inputs, weights):
 
 
 def _as_tensor(a):
-    from ..tensor import asarray
     return asarray(a)
 
 
@@ -208,7 +208,6 @@ def _rebuild(tree, leaves):
 
 
 def _type(dtype, shape):
-    from ..compiler.ir import _SHORT
     dims = ", ".join(str(s) for s in shape)
     return f"{_SHORT.get(dtype.name, dtype.name)}[{dims}]"
 

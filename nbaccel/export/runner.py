@@ -14,8 +14,10 @@ from ..autograd import no_grad
 from ..devices import cpu
 from ..ops.registry import OPS
 from ..tensor import Tensor
+from ..compiler.decompose import Recorder, decompose
 from .dims import ExportError, Poly
 from .serialize import Ref
+from ..dispatch import apply
 
 
 def evaluate(v, env):
@@ -82,7 +84,6 @@ def bind(spec, args):
 
 def build_graph(spec, env):
     """The concrete graph at dim values ``env`` (a compiler Recorder; no decomposition)."""
-    from ..compiler.decompose import Recorder
     rec = Recorder(decompose=False)
     rec.dynamic = {i: {d: str(s) for d, s in enumerate(e["shape"]) if isinstance(s, Poly)}
                    for i, e in enumerate(spec["inputs"]) if any(isinstance(s, Poly) for s in e["shape"])}
@@ -137,13 +138,12 @@ class Executable:
         self.program = None
         self.consts = []
         if backend != "eager":
-            from ..compiler import entries
-            from ..compiler.decompose import decompose
-            from ..compiler.runtime import Program
+            # lazy: the compiler's programs (and numba) load when an exported program first runs
+            from ..compiler import entries, runtime
             prim = decompose(self.graph)
             # the compiler's choice of program class per backend (a Triton program, where the
             # compiler has one), else the CPU program
-            pick = getattr(entries, "_program_class", lambda _backend: Program)
+            pick = getattr(entries, "_program_class", lambda _backend: runtime.Program)
             self.program = pick(backend)(prim, backend, "default", dynamic=bool(env))
             n0 = len(self.graph.placeholders)
             self.consts = [prim.constants[i] for i in range(n0, len(prim.placeholders))]
@@ -151,7 +151,7 @@ class Executable:
     def run(self, arrays):
         """Arrays for every value the outputs refer to: ``{value number: array}``."""
         if self.program is None:
-            from ..compiler.runtime import interpret
+            from ..compiler.runtime import interpret  # lazy, as in __init__
             outs = interpret(self.graph, arrays)
         else:
             outs = self.program.run(list(arrays) + self.consts)
@@ -169,7 +169,6 @@ class Executable:
 def replay(spec, tensors, env):
     """Run the program op by op through the engine (``apply``): inside a compiled function
     this records into its trace, and on tensors that require grad it records autograd."""
-    from ..dispatch import apply
     values = list(tensors)
     for n in spec["nodes"]:
         args = tuple(values[a.k] if isinstance(a, Ref) else evaluate(a, env) for a in n["args"])

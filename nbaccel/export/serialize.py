@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import dtypes as D
-from ..devices import Device
+from ..devices import Device, device
 from .dims import ExportError, Poly
 
 
@@ -112,7 +112,6 @@ def decode(v, ctx):
             raise ExportError(f"unknown dtype {body!r}")
         return D.dtype(body)
     if tag == "$device":
-        from ..devices import device
         if not isinstance(body, str):
             raise ExportError(f"malformed device {v!r}")
         try:

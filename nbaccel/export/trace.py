@@ -20,6 +20,7 @@ from ..compiler.capture import TraceSession, _fix_for, user_frame
 from ..compiler.views import numpy_gives_array
 from ..tensor import Tensor, asarray, set_active_trace
 from .dims import ExportError
+from ..ops import creation
 
 
 class _Runner:
@@ -148,6 +149,5 @@ def _tree(session, out, leaves):
 
 def _rng_states():
     """nbaccel's and NumPy's global generator states (random draws are eager, not graph ops)."""
-    from ..ops import creation
     st = np.random.get_state(legacy=False)
     return (repr(creation._rng.bit_generator.state), st["state"]["key"].tobytes(), st["state"]["pos"])

@@ -29,6 +29,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..compiler import cache, cache_fs
+from . import triton_driver
+
 __all__ = ["Config", "AutotuneError", "candidates", "shape_class", "choose", "tune", "median_seconds",
            "cache_path", "clear_memory"]
 
@@ -177,7 +180,6 @@ def _key(kernel_key, arch, shape, cands) -> str:
 
 def _default_dir() -> str | None:
     try:
-        from ..compiler import cache
         return os.path.join(cache.cache_dir(), "autotune")
     except Exception:      # an untrusted or unusable cache: choices stay in memory
         return None
@@ -194,7 +196,6 @@ def cache_path(kernel_key, arch, candidates_, shape=None, cache_dir=None) -> str
 
 
 def _read(path, cands):
-    from ..compiler import cache_fs
     data = cache_fs.read_bytes(path) if path else None
     if not data:
         return None
@@ -207,7 +208,6 @@ def _read(path, cands):
 
 
 def _write(path, record) -> bool:
-    from ..compiler import cache_fs
     if not path:
         return False
     try:
@@ -284,7 +284,6 @@ def tune(kernel, *arrays, arch: str | None = None, shape=None, cache_dir=None, t
     launch that counts. ``timer(fn) -> seconds`` defaults to :func:`median_seconds`."""
     timer = timer or median_seconds
     if arch is None:
-        from . import triton_driver
         arch = triton_driver.arch()
     cands = [c if isinstance(c, Config) else Config.from_dict(c) for c in kernel.candidates()]
     if not cands:
@@ -309,5 +308,4 @@ def tune(kernel, *arrays, arch: str | None = None, shape=None, cache_dir=None, t
 def median_seconds(fn, *, warmup: int = 2, rounds: int = 10) -> float:
     """The median GPU time of ``fn`` (CUDA events on CuPy's current stream): a ``bench_fn``
     body for :func:`choose`."""
-    from . import triton_driver
     return statistics.median(triton_driver.bench(fn, warmup=warmup, rounds=rounds))

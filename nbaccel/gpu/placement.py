@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..devices import _cupy
+
 __all__ = ["AUTO_MIN_BYTES", "Placement", "gpu_available", "decide", "label_kernels", "graph_device",
            "backend_for", "timed_sync"]
 
@@ -38,7 +40,6 @@ def _threshold() -> int:
 
 @functools.lru_cache(maxsize=1)
 def _gpu_status() -> tuple[bool, str]:
-    from ..devices import _cupy
     try:
         _cupy()
         return True, ""

@@ -27,6 +27,8 @@ import threading
 
 import numpy as np
 
+from ..tensor import Tensor
+
 __all__ = ["CudaUnavailable", "activate", "is_active", "kernel_arg", "DevicePointer", "current_stream",
            "device_capability", "arch", "synchronize", "bench", "availability"]
 
@@ -166,7 +168,6 @@ def kernel_arg(x):
     (it would hand the GPU a host address)."""
     if isinstance(x, DevicePointer) or isinstance(x, (bool, int, float)) or x is None:
         return x
-    from ..tensor import Tensor
     if isinstance(x, Tensor):
         if x.device.type != "cuda":
             raise TypeError(f"a {x.device} tensor was passed to a GPU kernel: move it with .cuda() first")

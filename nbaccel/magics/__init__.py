@@ -11,13 +11,13 @@ _EXT_ATTR = "_nbaccel_magics"
 
 def load_ipython_extension(ip):
     """Register ``%%compile`` and ``%nbaccel`` (loading twice is harmless)."""
-    from .extension import NbaccelMagics
+    from .extension import NbaccelMagics  # lazy: IPython loads with %load_ext, not import nbaccel
     if getattr(ip, _EXT_ATTR, None) is not None:
         return
     magics = NbaccelMagics(ip)
     ip.register_magics(magics)
     setattr(ip, _EXT_ATTR, magics)
-    from ..compiler import numba_warmup
+    from ..compiler import numba_warmup  # lazy: the compiler's call path stays out of import nbaccel
     numba_warmup.start()      # numba's first-use set-up while the user types (numba_warmup.py)
 
 

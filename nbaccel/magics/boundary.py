@@ -24,6 +24,8 @@ import numpy as np
 from . import snapshot
 from ..compiler.read_recorder import calls_for_the_user
 from ..tensor import Tensor, _Size, active_trace
+from ..numpy_api import settle_pending_readers
+from .. import numpy_api
 
 # builtins that only pass references along or read metadata: no value is needed
 _TRANSPARENT_BUILTINS = {builtins.len, builtins.getattr, builtins.hasattr, builtins.setattr,
@@ -168,7 +170,6 @@ def call(f, /, *args, **kwargs):
                 raise TypeError(f"nbaccel's {_name(f)} does not take these arguments ({e})") from None
             raise
     reason = f"{_name(f)} is outside NumPy's namespace: it receives NumPy values"
-    from ..numpy_api import settle_pending_readers
     for a in list(args) + list(kwargs.values()):
         if isinstance(a, Tensor):               # it may write into an input's own buffer
             settle_pending_readers(a, reason)
@@ -227,7 +228,6 @@ def setmask(target, index, value, op, later=None):
 
 def _where_into(target, mask, value):
     """``target[...] = where(mask, value, target)`` cast to ``target``'s dtype, captured."""
-    from .. import numpy_api
     new = numpy_api.where(mask, value, target)
     if new.dtype is not target.dtype:
         new = new.astype(target.dtype)

@@ -25,13 +25,13 @@ from ..compiler import GraphBreakError
 from ..compiler import api as capi
 from ..compiler.capture import TooManyGraphBreaks
 from ..tensor import Tensor
+from ..compiler.report import CompileReport
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _swap_out(value):
-    from .extension import _swap_out as swap     # (extension imports this module)
-    return swap(value)
+    return extension._swap_out(value)
 
 
 class CellRuns:
@@ -49,8 +49,7 @@ class CellRuns:
                 _fix_containers(v, prefix=entry.qualprefix)
         for v in env.values.values():
             _fix_containers(v)
-        from .cheap_cells import _names       # (cheap_cells imports this module)
-        for k in _names(entry):               # containers the cell reads as globals (lst.append(t))
+        for k in cheap_cells._names(entry):   # containers the cell reads as globals (lst.append(t))
             v = ns.get(k)
             if type(v) in (list, dict) or type(v).__module__ == "__main__":
                 _fix_containers(v, keep=keep)       # (tensors it held before the cell stay)
@@ -159,7 +158,6 @@ class CellRuns:
         return None if entry.quiet else value
 
     def _show_plain(self, entry, count, opts, reason, seconds):
-        from ..compiler.report import CompileReport
         rep = CompileReport(name=f"In[{count}]", tier="plain", backend=opts.backend, mode=opts.mode,
                             compiled_seconds=seconds, graphs=0, fallback=reason)
         rep.first_call_seconds = seconds
@@ -306,3 +304,4 @@ def _as_name_error(exc, entry):
     new = NameError(f"name '{m.group(1)}' is not defined")
     new.__suppress_context__ = True
     return new.with_traceback(exc.__traceback__)
+from . import cheap_cells, extension  # noqa: E402  (both import this module, so they come last)

@@ -25,6 +25,7 @@ from .cellrun import _from_cell
 from ..compiler import cheap_path
 from ..compiler.config import config
 from ..tensor import Tensor
+from ..compiler.report import CompileReport
 
 _MISSING = object()
 
@@ -202,7 +203,6 @@ def run(ext, pc):
 
 
 def _show(ext, pc, count, seconds):
-    from ..compiler.report import CompileReport
     opts = pc.opts
     rep = CompileReport(name=f"In[{count}]", tier="plain", backend=opts.backend, mode=opts.mode,
                         compiled_seconds=seconds, graphs=0, fallback=pc.reason, path="plain",

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from IPython.core.error import UsageError
 
-from . import options
-from ..compiler import api as capi
+from . import options, cache_text
+from ..devices import cuda_available
+from ..compiler import api as capi, cache
 
 MODES = capi.MODES
 BACKENDS = capi.BACKENDS
@@ -31,18 +32,16 @@ class NbaccelCommands:
 
     def status_info(self):
         """The data `%nbaccel status` shows (a dict; also handy in tests)."""
-        from ..compiler import cache
         import importlib.util
         backends = ["numpy", "eager"] + (["numba"] if importlib.util.find_spec("numba") else [])
         devices = ["cpu"]
         try:
-            from ..devices import cuda_available
             if cuda_available():
                 devices.append("cuda")
         except Exception:  # pragma: no cover - a broken CuPy must not break status
             pass
         try:                 # available / interpreter only / missing, with the reason
-            from ..compiler.triton_status import triton_status
+            from ..compiler.triton_status import triton_status  # lazy: ~50 ms of imports, for %nbaccel status
             import nbaccel_ext
             state, reason = triton_status()
             if state == "available":
@@ -130,8 +129,6 @@ class NbaccelCommands:
     def _cache_cmd(self, rest):
         """`cache` / `cache info`: location, size, entries, versions; `cache clear [all |
         current | VERSION]`: remove every version (the default), this one, or a named one."""
-        from . import cache_text
-        from ..compiler import cache
         if not rest or rest == ["info"]:
             print(cache_text.render_info(cache.info()))
             return
@@ -153,6 +150,7 @@ class NbaccelCommands:
         """`cluster start [--workers N] [--threads T]`, `cluster connect ADDRESS [--timeout S]`,
         `cluster stop`, `cluster` / `cluster status`: Dask's LocalCluster or a running scheduler
         (see nbaccel/daskbridge/cluster.py and docs/dask.md)."""
+        # lazy: the Dask side loads with the first Dask call, not %load_ext
         from ..daskbridge import cluster
         sub, args = (rest[0], rest[1:]) if rest else ("status", [])
         flags = dict(zip(args[::2], args[1::2])) if sub == "start" else dict(zip(args[1::2], args[2::2]))

@@ -33,7 +33,7 @@ from ..compiler.capture import TooManyGraphBreaks
 from ..daskbridge import is_dask_array
 from ..daskbridge.bridge import DaskFallback
 from ..gpu import placement as gpu_placement
-from ..tensor import Tensor
+from ..tensor import Tensor, asarray
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 MODES = capi.MODES
@@ -296,6 +296,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             elif val not in allowed:
                 raise UsageError(f"%%compile: --{key} must be one of {', '.join(allowed)}, got {val!r}")
         if opts.backend == "triton":      # no GPU (and no interpreter asked for): say what to install
+            # lazy: Triton's tier and renderer stay out of %load_ext
             from ..compiler.triton_runtime import run_mode
             try:
                 run_mode()
@@ -401,7 +402,6 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     def _to_device(v, device):
         if device != "cuda":
             return v
-        from ..tensor import asarray
         return asarray(v).to("cuda")
 
     @staticmethod

@@ -19,14 +19,13 @@ _RUNNER = compile("__nbaccel_method__(*__nbaccel_args__, **__nbaccel_kwargs__)",
 
 
 def _plain_locals(local_vars) -> dict:
-    from .extension import _swap_out
     out = {}
     for k, v in local_vars.items():
         if k.startswith(LOCAL):
             k = k[len(LOCAL):]
         elif k.startswith("__nbaccel"):
             continue
-        out[k] = _swap_out(boundary.to_numpy(v, "a line magic or shell command reads the cell's values"))
+        out[k] = extension._swap_out(boundary.to_numpy(v, "a line magic or shell command reads the cell's values"))
     return out
 
 
@@ -59,3 +58,4 @@ def call(local_vars, method, *args, **kwargs):
         for k, v in ns.items():                     # names the magic bound (%time y = x * 2)
             if k not in before or before[k] is not v:
                 user[k] = v
+from . import extension  # noqa: E402  (extension combines the mixins, so it comes last)

@@ -29,6 +29,7 @@ import types
 import numpy as np
 
 from ..tensor import Tensor
+from .. import ndarray_methods
 
 _DRAWS = re.compile(r"rand|seed|shuffle|choice|permutation|normal|uniform|default_rng")
 _MAX_ITEMS = 100_000            # larger containers are not copied (the re-run sees them as left)
@@ -56,7 +57,6 @@ def guard(values):
 
 
 def _register():
-    from .. import ndarray_methods
     if guard not in ndarray_methods.ALIAS_HOOKS:
         ndarray_methods.ALIAS_HOOKS.append(guard)   # an input's .view(dtype) is such a hand-out
 

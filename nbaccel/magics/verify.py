@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import cellfunc
+from .cellfunc import ends_quiet
+
 NOT_CHECKED = ("files written", "plots and displays", "other side effects of the shadow run")
 
 
@@ -73,7 +76,6 @@ def _copy(v):
 
 
 def _reads(src):
-    from . import cellfunc
     try:
         tree = ast.parse(src)
     except SyntaxError:
@@ -202,7 +204,6 @@ def _run_plain(shell, src, shadow):
                 value = eval(compile(ast.Expression(last.value), "<nbaccel --verify>", "eval"), shadow)  # noqa: S307
         except Exception as e:
             exc = e
-    from .cellfunc import ends_quiet
     if ends_quiet(src):
         value = None
     return value, exc, out.getvalue()

@@ -12,6 +12,9 @@ from ..sharded import ShardedTensor
 from . import store
 from .flatten import EMPTY, array_names, key_of, kind_of, walk
 from .layout import check_tiling, chunk_shape
+from ...autograd import no_grad
+from ...quant.tensor import QuantizedTensor
+from ...sparse.semi_structured import SparseSemiStructuredTensor
 
 
 class FileSystemWriter:
@@ -243,7 +246,6 @@ def _fill(target, reader, region):
 
 
 def _copy(target, data: np.ndarray):
-    from ...autograd import no_grad
     if isinstance(target, np.ndarray):
         target[...] = data
         return
@@ -258,8 +260,6 @@ def _new_tensor(reader):
 def _load_entry(entry, target, readers):
     """Load one manifest entry: into ``target`` in place, or, when ``target`` is EMPTY, as a
     new value. Returns the value to store in the container (None: nothing to replace)."""
-    from ...quant.tensor import QuantizedTensor
-    from ...sparse.semi_structured import SparseSemiStructuredTensor
     key, kind = entry["key"], entry["kind"]
     found = "an empty dict" if target is EMPTY else type(target).__name__
     if target is not EMPTY and kind_of(target) != kind:

@@ -9,6 +9,8 @@ import numpy as np
 
 from ...tensor import Tensor
 from ..sharded import ShardedTensor
+from ...quant.tensor import QuantizedTensor
+from ...sparse.semi_structured import SparseSemiStructuredTensor
 
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
@@ -47,8 +49,6 @@ def key_of(path) -> str:
 
 
 def kind_of(value) -> str:
-    from ...quant.tensor import QuantizedTensor
-    from ...sparse.semi_structured import SparseSemiStructuredTensor
     if isinstance(value, (Tensor, np.ndarray, ShardedTensor)) or hasattr(value, "__nbaccel_checkpoint__"):
         return "tensor"
     if isinstance(value, QuantizedTensor):

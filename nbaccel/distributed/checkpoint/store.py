@@ -24,6 +24,7 @@ import numpy as np
 
 from . import rowchunks
 from .layout import chunks_of_region
+from ... import __version__, dtypes as D
 
 FORMAT = "nbaccel.distributed.checkpoint"
 VERSION = 1
@@ -119,7 +120,6 @@ def _fsync_dir(path):
 def publish(root: str, data_name: str, arrays: dict, entries: list) -> None:
     """Make ``data_name`` the checkpoint: write the manifest under a temporary name, flush it,
     rename it over the old one; then drop the data directories no manifest names."""
-    from ... import __version__
     fsync_tree(os.path.join(root, data_name))
     doc = {"format": FORMAT, "version": VERSION, "nbaccel": __version__, "data": data_name,
            "arrays": arrays, "entries": entries}
@@ -252,7 +252,6 @@ class ArrayReader:
         if out is not None:
             return out
         if self.dtype_name == "bfloat16":
-            from ... import dtypes as D
             buf = buf.view(D.dtype("bfloat16").np)
         return buf
 
