@@ -2,12 +2,13 @@
 
 The imports are read with ``ast`` from every module of ``nbaccel/`` and ``kernels/`` (shipped as
 ``nbaccel_kernels``), at module level and inside functions alike (a function-level import is
-an arrow too: it only moves the cost to the first call). Two checks:
+an arrow too: it only moves the cost to the first call). The checks:
 
 * every arrow goes to the same layer or a lower one (``LAYERS`` below; docs/architecture.md
   draws them);
 * with the arrows listed in ``tests/layering_exceptions.txt`` taken out, the graph has no
-  circle.
+  circle;
+* the imports inside functions only get fewer, and each says why it is not at module level.
 
 Each listed arrow has a reason; a listed arrow that no longer exists fails the test too, so
 the list only shrinks. No imports are executed (no mocks, nothing to install).
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import pathlib
+import tokenize
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXCEPTIONS = pathlib.Path(__file__).with_name("layering_exceptions.txt")
@@ -234,3 +237,73 @@ def test_the_walker_sees_module_and_function_level_imports():
     assert ("nbaccel.compiler.kernel_passes", "nbaccel.compiler.codegen.common") in edges
     assert any(level == "function" for level in edges.values())
     assert circles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [["a", "b", "c"]]
+
+
+# ---- imports inside functions ------------------------------------------------------------------
+# An import of nbaccel's own modules inside a function is an arrow that shows only at the first
+# call. The ones left are there for a reason: an import circle the module level cannot close
+# (the engine core, the magics' mixins), or start-up time (``import nbaccel`` and ``%load_ext``
+# must not load numba, Triton, IPython or the compiler's call path: tests/test_startup.py), and
+# each says which on its line or the line above. Both numbers only go down: lower them when an
+# import moves to module level.
+MAX_FUNCTION_LEVEL_IMPORTS = 46
+MAX_UNEXPLAINED_FUNCTION_LEVEL_IMPORTS = 13
+
+
+def _is_own_import(node):
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").split(".")[0] in ("nbaccel", "nbaccel_kernels")
+    return any(a.name.split(".")[0] in ("nbaccel", "nbaccel_kernels") for a in node.names)
+
+
+def _function_level_imports_in(text, filename="<text>"):
+    """[(line, source line, explained)] of the imports of nbaccel's own modules inside functions
+    in ``text``; explained: a comment on one of the import's lines or alone on the line above."""
+    lines = text.splitlines()
+    comments = {tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+                if tok.type == tokenize.COMMENT}
+    out = []
+    for node, level in _walk_imports(ast.parse(text, filename)):
+        if level != "function" or not _is_own_import(node):
+            continue
+        above = node.lineno - 1
+        explained = (any(n in comments for n in range(node.lineno, node.end_lineno + 1))
+                     or (above in comments and lines[above - 1].lstrip().startswith("#")))
+        out.append((node.lineno, lines[node.lineno - 1].strip(), explained))
+    return out
+
+
+def function_level_imports():
+    """[(path, line, source line, explained)] over every module of nbaccel and its kernels."""
+    return [(str(path.relative_to(ROOT)), *row)
+            for path in modules().values()
+            for row in _function_level_imports_in(path.read_text(), str(path))]
+
+def _listing(rows):
+    return "\n".join(f"  {path}:{line}: {text}" for path, line, text, _ in rows)
+
+
+def test_function_level_imports_only_go_down():
+    rows = function_level_imports()
+    assert len(rows) <= MAX_FUNCTION_LEVEL_IMPORTS, (
+        f"{len(rows)} imports of nbaccel's own modules inside functions (at most "
+        f"{MAX_FUNCTION_LEVEL_IMPORTS}): move the new one to module level, or, where a circle or "
+        "start-up time forces it, make room by moving another:\n" + _listing(rows))
+    if len(rows) < MAX_FUNCTION_LEVEL_IMPORTS:
+        print(f"fewer function-level imports: lower MAX_FUNCTION_LEVEL_IMPORTS to {len(rows)}")
+
+
+def test_each_function_level_import_says_why():
+    bare = [r for r in function_level_imports() if not r[3]]
+    assert len(bare) <= MAX_UNEXPLAINED_FUNCTION_LEVEL_IMPORTS, (
+        f"{len(bare)} function-level imports of nbaccel's own modules without a comment saying why "
+        f"they are not at module level (at most {MAX_UNEXPLAINED_FUNCTION_LEVEL_IMPORTS}; a comment "
+        "on the import's line or the line above: the circle, or what it keeps out of start-up):\n"
+        + _listing(bare))
+
+
+def test_the_import_reader_sees_comments():
+    text = ("from . import top\n\n\ndef f():\n    # why\n    from . import a\n"
+            "    from . import b  # why\n    x = 1\n    from nbaccel import c\n    import numpy\n")
+    assert [(line, explained) for line, _, explained in _function_level_imports_in(text)] == [
+        (6, True), (7, True), (9, False)]
