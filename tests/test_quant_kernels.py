@@ -247,7 +247,7 @@ def test_cpu_parallel_versions_match_the_reference(monkeypatch, m):
 @pytest.mark.parametrize("m", [1, 2, 3, 5, 8])
 @pytest.mark.parametrize("n,k,group_size", [(37, 128, 32), (130, 256, 64), (7, 384, 128)])
 def test_cpu_chunked_threads_match_the_reference(monkeypatch, m, n, k, group_size):
-    """The helper-thread launcher (kernels/quant/_pool.py) over many small chunks, with odd
+    """The helper-thread launcher (kernels/_pool.py) over many small chunks, with odd
     row counts (a short last chunk / tile), batch 1..8 and each group size."""
     monkeypatch.setattr(cpu, "PARALLEL_WORK", 0)
     monkeypatch.setattr(cpu, "_threads", lambda: 3)
@@ -264,7 +264,7 @@ def test_cpu_chunked_threads_match_the_reference(monkeypatch, m, n, k, group_siz
 def test_pool_runs_every_chunk_once_with_late_helpers():
     """Every chunk is claimed exactly once whether or not the helpers wake in time."""
     from numba import njit
-    from nbaccel_kernels.quant import _pool
+    from nbaccel_kernels import _pool
 
     @njit(nogil=True)
     def count(hits, ctr, n_chunks, wait):
@@ -281,3 +281,45 @@ def test_pool_runs_every_chunk_once_with_late_helpers():
         for _ in range(20):
             _pool.run(count, (hits,), n_chunks, 3)
         np.testing.assert_array_equal(hits, 20)
+
+
+def test_quant_pool_module_is_the_shared_one():
+    from nbaccel_kernels import _pool
+    from nbaccel_kernels.quant import _pool as qpool
+    assert qpool.run is _pool.run and qpool.claim is _pool.claim
+
+
+@pytest.mark.parametrize("vnni", [True, False])
+@pytest.mark.parametrize("m,n,k", [(1, 9, 64), (4, 4, 64), (5, 13, 65), (7, 37, 200), (17, 30, 128),
+                                   (64, 67, 321), (3, 8, 127), (9, 16, 63)])
+def test_cpu_int8_int8_tiles_chunked_match_the_reference(monkeypatch, vnni, m, n, k):
+    """The int8 x int8 GEMM and the dynamic linear on the helper-thread launcher, in VNNI tiles
+    (where the CPU has them) and in the portable tile: tokens and rows left over from whole
+    tiles, K not a multiple of 64 (or below it), float32 and float64 activations."""
+    if vnni and not cpu._vnni.available():
+        pytest.skip("no AVX-512 VNNI on this CPU")
+    monkeypatch.setattr(cpu, "_VNNI", vnni)
+    monkeypatch.setattr(cpu, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpu, "_threads", lambda: 3)
+    monkeypatch.setattr(cpu, "CHUNKS_PER_THREAD", 5)
+    xq = RNG.integers(-127, 128, size=(m, k)).astype(np.int8)
+    wq = RNG.integers(-127, 128, size=(n, k)).astype(np.int8)
+    np.testing.assert_array_equal(cpu.int8_int8_matmul(xq, wq), R.int8_int8_matmul(xq, wq))
+    w, b = _w(n, k), _w(1, n)[0]
+    q, s = P.quantize_int8(w)
+    for dt in (np.float32, np.float64):
+        x = _w(m, k, dt)
+        _close(cpu.int8_dynamic_matmul(x, q, s, b), R.int8_dynamic_matmul(x, q, s, b))
+
+
+@pytest.mark.parametrize("vnni", [True, False])
+def test_cpu_int8_int8_extreme_codes_both_tiles(monkeypatch, vnni):
+    """All codes +-127 over a long K: the VNNI tile's +128 weight offset must not overflow."""
+    if vnni and not cpu._vnni.available():
+        pytest.skip("no AVX-512 VNNI on this CPU")
+    monkeypatch.setattr(cpu, "_VNNI", vnni)
+    k = 8192 + 64
+    for xv, wv in ((127, -127), (-127, -127), (127, 127), (-127, 127)):
+        xq = np.full((5, k), xv, np.int8)
+        wq = np.full((9, k), wv, np.int8)
+        np.testing.assert_array_equal(cpu.int8_int8_matmul(xq, wq), np.full((5, 9), xv * wv * k))

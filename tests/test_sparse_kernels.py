@@ -152,6 +152,39 @@ def test_cpu_linear_full_size_gemv_and_gemm(rows):
                                    rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("rows,cols", [(37, 44), (130, 68), (5, 12), (64, 36)])
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("batch", [None, 3, 5, 67])
+def test_cpu_linear_chunked_threads(monkeypatch, rows, cols, dt, batch):
+    """The helper-thread launcher (kernels/_pool.py) over many small chunks: rows left over
+    from the GEMV's 4-row passes and from whole chunks, odd group counts, GEMM column blocks
+    of one metadata byte and of a partial last block."""
+    monkeypatch.setattr(cpu, "_threads", lambda work: 3)
+    monkeypatch.setattr(cpu, "CHUNKS_PER_THREAD", 5)
+    w = _weight(rows, cols, dt)
+    values, meta = cpu.compress(w)
+    x = np.random.default_rng(4).standard_normal(cols if batch is None else (batch, cols)).astype(dt)
+    want = ref.linear(x, values, meta, cols)
+    for block_bytes in (1, 3 * 8 * 67 * 8, cpu._GEMM_BLOCK_BYTES):
+        monkeypatch.setattr(cpu, "_GEMM_BLOCK_BYTES", block_bytes)
+        np.testing.assert_allclose(cpu.linear(x, values, meta, cols), want, **_tol(dt))
+
+
+def test_sparse_products_load_from_numbas_disk_cache():
+    """The products are top-level functions (a closure holding other jitted functions missed
+    numba's cache in every new process): a fresh process compiles nothing for them."""
+    import subprocess
+    import sys
+    code = ("import numpy as np, time\n"
+            "from nbaccel_kernels.sparse import cpu\n"
+            "v, m = cpu.compress(np.ones((8, 64), np.float32))\n"
+            "cpu.linear(np.ones(64, np.float32), v, m, 64); cpu.linear(np.ones((9, 64), np.float32), v, m, 64)\n"
+            "print(*(sum(cpu._k(n).stats.cache_misses.values()) for n in ('gemv', 'gemm_t')))\n")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)   # fill it
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.split() == ["0", "0"], out.stdout
+
+
 def test_cpu_linear_shape_errors():
     values, meta = cpu.compress(np.ones((4, 8), np.float32))
     with pytest.raises(ValueError, match="input of shape"):

@@ -3,10 +3,9 @@
 The weight stays quantized in memory: each kernel converts int8 / int4 codes to floats inside
 its inner loop (a batch-1 layer larger than the cache is limited by the bytes it reads, so
 reading a quarter or an eighth of float32's bytes is the whole point). Work is split over
-output rows, so threads never write the same output: the weight-only kernels claim chunks of
-rows from an atomic counter, the calling thread included (:mod:`._pool`: a thread that wakes
-late costs nothing, where a ``prange`` waited for it at its closing barrier); the int8 x int8
-kernels use ``prange`` with dynamic chunks.
+output rows, so threads never write the same output: every kernel claims chunks of rows
+from an atomic counter, the calling thread included (``kernels/_pool.py``: a thread that
+wakes late costs nothing, where a ``prange`` waited for it at its closing barrier).
 
 * batch 1 (decoding): a GEMV, one pass over the weight, four output rows at a time (four
   weight streams; each activation load serves four rows), in 512-bit vectors where the CPU
@@ -17,20 +16,21 @@ kernels use ``prange`` with dynamic chunks.
   micro-tile, so each weight value loaded serves four tokens and each activation four output
   rows. For int4 the four rows' codes are dequantized into a small per-thread tile (4 x K
   floats), never the matrix.
+* int8 x int8 (the dynamic-activation linear): 4 tokens x 4 rows per tile in AVX-512 VNNI
+  (:mod:`._vnni`, ``vpdpbusd``) where the CPU has it, else 2 tokens x 8 rows of int16
+  products; the dynamic linear rescales each chunk of rows as soon as it is done.
 
 Formats are those of :mod:`.packing`. Shapes: ``x [M, K]`` float32 / float64, weight
 ``[N, K]``; results ``[M, N]`` in ``x``'s dtype.
 """
 from __future__ import annotations
 
-import types as _pytypes
-
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import intrinsic
+from numba import njit
 
-from .._parallel import CHUNKS_PER_THREAD, dynamic_chunks
-from . import _pool
+from .._parallel import CHUNKS_PER_THREAD
+from .. import _pool
+from . import _vnni
 from .packing import INT4_BLOCK, INT4_SYMMETRIC_ZERO, check_group_size, quantize_per_token_int8
 
 # fastmath without the no-NaN / no-Inf assumptions (see FINDINGS.md); reassociation is what
@@ -39,22 +39,7 @@ _FM = {"reassoc", "contract", "arcp", "nsz", "afn"}
 _TILE = 4
 
 
-@intrinsic
-def _wide_vectors(typingctx):
-    """Called first in a kernel: lets LLVM vectorise that kernel's loops with 512-bit vectors.
-
-    On AVX-512 CPUs LLVM defaults to 256-bit vectors (``prefer-256-bit``, against clock
-    throttling on older Xeons); the int4 GEMV's unpacking loop is bound by instruction
-    throughput, and 512-bit vectors made it 1.4x faster (1.60 -> 1.15 ms per 4096 x 4096
-    layer, measured here). The two LLVM function attributes are added to the kernel's own
-    function (llvmlite knows no string attributes, hence ``set.add``); where there are no
-    512-bit registers they change nothing."""
-    def codegen(context, builder, sig, args):
-        attrs = builder.function.attributes
-        set.add(attrs, '"prefer-vector-width"="512"')
-        set.add(attrs, '"min-legal-vector-width"="512"')
-        return context.get_dummy_value()
-    return types.none(), codegen
+_wide_vectors = _pool.wide_vectors     # 512-bit vectors for the kernel that calls it
 
 
 # multiply-adds from which a kernel runs its parallel version (as the compiler's numba tier,
@@ -62,29 +47,6 @@ def _wide_vectors(typingctx):
 PARALLEL_WORK = 1 << 20
 # int4 batches up to this size run the GEMV loop with shared unpacking, larger ones the GEMM
 INT4_GEMV_BATCH = 8
-
-
-class _Kernel:
-    """A kernel compiled twice: parallel over output rows for big problems, serial for small
-    ones (launching threads costs more than a small layer's work, and far more when the
-    cores are busy). The serial copy gets its own name so numba's disk cache keeps both.
-    The parallel copy hands out its rows in small chunks (``_parallel.dynamic_chunks``), so a
-    thread that starts late costs one chunk, not half the kernel."""
-
-    def __init__(self, fn):
-        serial = _pytypes.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
-                                       fn.__defaults__, fn.__closure__)
-        serial.__qualname__ = fn.__qualname__ + "_serial"
-        self.serial = njit(fastmath=_FM, cache=True)(serial)
-        self.parallel = njit(parallel=True, fastmath=_FM, cache=True)(fn)
-        self.__doc__ = fn.__doc__
-
-    def __call__(self, work, iterations, *args):
-        """``work``: multiply-adds (picks the version); ``iterations``: of the ``prange`` loop."""
-        if work < PARALLEL_WORK:
-            return self.serial(*args)
-        with dynamic_chunks(iterations):
-            return self.parallel(*args)
 
 
 # ---- shared micro-kernel: out[m, n] = sum_k x[m, k] * w[n, k] for 4 rows of w ----------------
@@ -530,19 +492,21 @@ def _i8dot(xq, m, wq, r, k_total):
 
 
 _I8_ROWS = 8
+# int8 x int8 tiles in AVX-512 VNNI where the CPU has it (tests turn it off for the portable tile)
+_VNNI = _vnni.available()
 
 
-@_Kernel
-def _int8_int8_gemm(xq, wq, out):
+@njit(fastmath=_FM, cache=True, inline="always")
+def _i8_rows(xq, wq, out, r0, r1):
     """2 tokens x 8 output rows per micro-tile. Products of two int8 codes in [-127, 127] fit
     in int16 and are summed in int32; the explicit narrow casts keep LLVM on 16/32-bit vector
     lanes (numba would otherwise widen every integer operation to int64). 2 x 8 measured 12%
-    faster than 2 x 4 and 4 x 4."""
-    n_total, k_total = wq.shape
+    faster than 2 x 4 and 4 x 4. Output rows ``r0..r1``: tiles of 8 from ``r0``, then one row
+    at a time."""
+    k_total = wq.shape[1]
     m_total = xq.shape[0]
-    n_tiles = n_total // _I8_ROWS
-    for t in prange(n_tiles):
-        r = t * _I8_ROWS
+    r = r0
+    while r + _I8_ROWS <= r1:
         m = 0
         while m + 2 <= m_total:
             a00 = a01 = a02 = a03 = a04 = a05 = a06 = a07 = np.int32(0)
@@ -594,17 +558,98 @@ def _int8_int8_gemm(xq, wq, out):
         if m < m_total:
             for i in range(_I8_ROWS):
                 out[m, r + i] = _i8dot(xq, m, wq, r + i, k_total)
-    for r in range(n_tiles * _I8_ROWS, n_total):
+        r += _I8_ROWS
+    for rr in range(r, r1):
         for m in range(m_total):
-            out[m, r] = _i8dot(xq, m, wq, r, k_total)
+            out[m, rr] = _i8dot(xq, m, wq, rr, k_total)
 
 
-@_Kernel
-def _rescale(acc, xscale, wscale, out):
-    for m in prange(acc.shape[0]):
-        xs = out.dtype.type(xscale[m])
-        for n in range(acc.shape[1]):
-            out[m, n] = out.dtype.type(acc[m, n]) * (xs * out.dtype.type(wscale[n]))
+@njit(fastmath=_FM, cache=True, inline="always")
+def _rescale_rows(acc, xscale, wscale, out, r0, r1):
+    ft = out.dtype.type
+    for m in range(acc.shape[0]):
+        xs = ft(xscale[m])
+        for n in range(r0, r1):
+            out[m, n] = ft(acc[m, n]) * (xs * ft(wscale[n]))
+
+
+@njit(**_NOGIL)
+def _int8_int8_part(xq, wq, acc, xscale, wscale, out, rescale, chunk, ctr, n_chunks, wait):
+    """Chunks of ``chunk`` output rows (a multiple of 8) into the int32 ``acc``; with
+    ``rescale``, each chunk's columns are then rescaled into the float ``out`` while they
+    are in cache (the dynamic linear: no second pass, no second launch)."""
+    _wide_vectors()
+    n_total = wq.shape[0]
+    while True:
+        c = _pool.claim(ctr, n_chunks)
+        if c < 0:
+            break
+        r0 = c * chunk
+        r1 = min(n_total, r0 + chunk)
+        _i8_rows(xq, wq, acc, r0, r1)
+        if rescale:
+            _rescale_rows(acc, xscale, wscale, out, r0, r1)
+        _pool.finish(ctr, False, n_chunks)
+    _pool.finish(ctr, wait, n_chunks)
+
+
+@njit(**_NOGIL)
+def _int8_int8_vnni_part(xq, wq, xsum, acc, xscale, wscale, out, rescale, chunk, ctr, n_chunks,
+                         wait):
+    """:func:`_int8_int8_part` with 4 x 4 tiles in AVX-512 VNNI (:mod:`._vnni`): ``xsum[m]``
+    is the sum of token ``m``'s codes over the first ``64 * (K // 64)`` columns (the tile's
+    +128 offset on the weight, taken back out); the last ``K % 64`` columns and the rows /
+    tokens left over from whole tiles are summed as in the portable tile."""
+    n_total, k_total = wq.shape
+    m_total = xq.shape[0]
+    steps = k_total // _vnni.STEP
+    kv = steps * _vnni.STEP
+    res = np.empty(_vnni.TILE_M * _vnni.TILE_N, np.int32)
+    while True:
+        c = _pool.claim(ctr, n_chunks)
+        if c < 0:
+            break
+        r0 = c * chunk
+        r1 = min(n_total, r0 + chunk)
+        r = r0
+        while r + _vnni.TILE_N <= r1:
+            m = 0
+            while m + _vnni.TILE_M <= m_total:
+                _vnni.vnni_tile(xq, wq, m, r, steps, res)
+                for i in range(_vnni.TILE_M):
+                    for j in range(_vnni.TILE_N):
+                        v = np.int32(res[i * _vnni.TILE_N + j] - np.int32(128) * xsum[m + i])
+                        for k in range(kv, k_total):
+                            v = np.int32(v + np.int16(np.int16(xq[m + i, k]) * np.int16(wq[r + j, k])))
+                        acc[m + i, r + j] = v
+                m += _vnni.TILE_M
+            for mm in range(m, m_total):
+                for j in range(_vnni.TILE_N):
+                    acc[mm, r + j] = _i8dot(xq, mm, wq, r + j, k_total)
+            r += _vnni.TILE_N
+        for rr in range(r, r1):
+            for mm in range(m_total):
+                acc[mm, rr] = _i8dot(xq, mm, wq, rr, k_total)
+        if rescale:
+            _rescale_rows(acc, xscale, wscale, out, r0, r1)
+        _pool.finish(ctr, False, n_chunks)
+    _pool.finish(ctr, wait, n_chunks)
+
+
+def _int8_int8_launch(xq, wq, acc, xscale, wscale, out, rescale):
+    """Row chunks of whole 8-row tiles on the calling thread and helpers (see :mod:`._pool`),
+    in VNNI tiles where the CPU has them (``_VNNI``)."""
+    n, k = wq.shape
+    threads = 1 if acc.size * k < PARALLEL_WORK else _threads()
+    chunk, n_chunks = _pool.chunked(n, threads, CHUNKS_PER_THREAD, _I8_ROWS)
+    if _VNNI and k >= _vnni.STEP and k <= _vnni.VNNI_MAX_K and xq.shape[0] >= _vnni.TILE_M:
+        kv = k - k % _vnni.STEP
+        xsum = xq[:, :kv].sum(axis=1, dtype=np.int32)
+        _pool.run(_int8_int8_vnni_part, (xq, wq, xsum, acc, xscale, wscale, out, rescale, chunk),
+                  n_chunks, threads)
+        return
+    _pool.run(_int8_int8_part, (xq, wq, acc, xscale, wscale, out, rescale, chunk), n_chunks,
+              threads)
 
 
 # ---- wrappers: check, allocate, launch ---------------------------------------------------------
@@ -619,6 +664,8 @@ def _prepare_x(x, k):
 
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_NO_SCALE = np.zeros(0, np.float32)      # int8_int8_matmul: no rescale
+_NO_FLOAT = np.zeros((0, 0), np.float32)
 
 
 def _add_bias(out, bias):
@@ -676,7 +723,7 @@ def int8_int8_matmul(xq, wq):
         raise ValueError(f"int8 matmul shapes don't match: {xq.shape} and {wq.shape}")
     out = np.empty((xq.shape[0], wq.shape[0]), np.int32)
     if out.size:
-        _int8_int8_gemm(out.size * xq.shape[1], wq.shape[0] // _I8_ROWS, xq, wq, out)
+        _int8_int8_launch(xq, wq, out, _NO_SCALE, _NO_SCALE, _NO_FLOAT, False)
     return out
 
 
@@ -684,8 +731,11 @@ def int8_dynamic_matmul(x, wq, wscale, bias=None):
     """Quantize ``x`` per token to int8, multiply in int32, rescale: the dynamic int8 linear."""
     x = _prepare_x(x, np.shape(wq)[1])
     xq, xs = quantize_per_token_int8(x)
-    acc = int8_int8_matmul(xq, wq)
+    wq = np.ascontiguousarray(wq, np.int8)
+    acc = np.empty((x.shape[0], wq.shape[0]), np.int32)
     out = np.empty(acc.shape, x.dtype)
     if out.size:
-        _rescale(out.size, out.shape[0], acc, xs, np.ascontiguousarray(wscale, np.float32), out)
+        _int8_int8_launch(np.ascontiguousarray(xq, np.int8), wq, acc,
+                          np.ascontiguousarray(xs, np.float32),
+                          np.ascontiguousarray(wscale, np.float32), out, True)
     return _add_bias(out, bias)

@@ -2,23 +2,28 @@
 sparse x dense products (see ``reference.py`` for the format).
 
 The products read only the kept values and the packed metadata, never a dense weight, and run
-in parallel over the weight's rows (the output features):
+in parallel over the weight's rows (the output features): the calling thread and one helper
+per extra core claim chunks of rows from an atomic counter (``kernels/_pool.py``; a ``prange``
+waited at its closing barrier for a worker that another process's job held back). The
+kernels themselves are in ``_products.py``:
 
 * GEMV (one input vector): each row is a dot product of its kept values with the input entries
   their 2-bit positions select (by selects over the 8 inputs of a metadata byte's two groups,
-  which vectorise). The input (a few KB) stays in L1, so what it costs is streaming the values
-  and the metadata: 0.53 of the dense weight's bytes.
+  which vectorise), four rows per pass sharing the input loads. The input (a few KB) stays in
+  L1, so what it costs is streaming the values and the metadata: 0.53 of the dense weight's
+  bytes.
 * GEMM (a batch of inputs): the batch is transposed so the ``m`` inputs of one column ``k`` are
   contiguous; each kept value ``w[n, k]`` then adds ``w * xt[k, :]`` to the output row ``n``: a
-  vectorised axpy over the batch, half the multiply-adds of the dense product.
+  vectorised axpy over the batch, half the multiply-adds of the dense product. The columns go
+  in blocks whose ``xt`` rows stay in L1 while every row of a chunk uses them.
 """
 from __future__ import annotations
 
-import types
 
 import numpy as np
 
-from .._parallel import dynamic_chunks
+from .. import _pool
+from .._parallel import CHUNKS_PER_THREAD
 from .reference import check_dense, meta_cols
 
 # no-NaN/no-Inf assumptions stay off (see FINDINGS.md: they turn overflow into NaN)
@@ -84,84 +89,10 @@ def _build():
                 out[r, 2 * g] = dense[r, 4 * g + (nib & 3)]
                 out[r, 2 * g + 1] = dense[r, 4 * g + (nib >> 2)]
 
-    @nb.njit(parallel=True, **jit)
-    def gemv(x, xp, values, meta, out, zero):
-        # xp: x deinterleaved, xp[i, b] = x[8 * b + i] (contiguous loads per position; every
-        # row reuses it, so the shuffles are paid once instead of once per row)
-        rows = values.shape[0]
-        groups = values.shape[1] // 2
-        pairs = groups // 2
-        for r in nb.prange(rows):
-            vr = values[r]
-            mr = meta[r]
-            acc = zero                      # of the values' dtype: float32 stays float32
-            for b in range(pairs):          # one metadata byte: two groups, four kept values
-                m = np.int32(mr[b])
-                j = 4 * b
-                p0 = m & 3
-                p1 = (m >> 2) & 3
-                p2 = (m >> 4) & 3
-                p3 = m >> 6
-                x0, x1, x2, x3 = xp[0, b], xp[1, b], xp[2, b], xp[3, b]
-                x4, x5, x6, x7 = xp[4, b], xp[5, b], xp[6, b], xp[7, b]
-                # a group's first kept position is 0, 1 or 2 and its second 1, 2 or 3: selects
-                # over the eight loaded inputs vectorise, where gathers x[c + p] did not
-                a0 = x0 if p0 == 0 else (x1 if p0 == 1 else x2)
-                a1 = x3 if p1 == 3 else (x2 if p1 == 2 else x1)
-                a2 = x4 if p2 == 0 else (x5 if p2 == 1 else x6)
-                a3 = x7 if p3 == 3 else (x6 if p3 == 2 else x5)
-                acc += vr[j] * a0 + vr[j + 1] * a1 + vr[j + 2] * a2 + vr[j + 3] * a3
-            if groups % 2:                  # a last group alone in its byte
-                m = np.int32(mr[pairs])
-                c = 8 * pairs
-                j = 4 * pairs
-                acc += vr[j] * x[c + (m & 3)] + vr[j + 1] * x[c + ((m >> 2) & 3)]
-            out[r] = acc
+    from . import _products
 
-    @nb.njit(parallel=True, **jit)
-    def gemm_t(xt, values, meta, outt):
-        # outt = W @ xt: W is (rows, cols) 2:4, xt the batch transposed, (cols, m) contiguous.
-        # Each output row accumulates axpys of whole xt rows (the batch is the vector axis).
-        rows = values.shape[0]
-        groups = values.shape[1] // 2
-        pairs = groups // 2
-        m_cols = xt.shape[1]
-        for r in nb.prange(rows):
-            o = outt[r]
-            vr = values[r]
-            mr = meta[r]
-            for i in range(m_cols):
-                o[i] = 0
-            for b in range(pairs):          # four kept values per pass over the output row
-                m = np.int64(mr[b])
-                c = 8 * b
-                j = 4 * b
-                xa = xt[c + (m & 3)]
-                xb = xt[c + ((m >> 2) & 3)]
-                xc = xt[c + 4 + ((m >> 4) & 3)]
-                xd = xt[c + 4 + (m >> 6)]
-                va, vb, vc, vd = vr[j], vr[j + 1], vr[j + 2], vr[j + 3]
-                for i in range(m_cols):
-                    o[i] += va * xa[i] + vb * xb[i] + vc * xc[i] + vd * xd[i]
-            if groups % 2:
-                m = np.int64(mr[pairs])
-                xa = xt[8 * pairs + (m & 3)]
-                xb = xt[8 * pairs + ((m >> 2) & 3)]
-                va, vb = vr[4 * pairs], vr[4 * pairs + 1]
-                for i in range(m_cols):
-                    o[i] += va * xa[i] + vb * xb[i]
-
-    def serial(fn):
-        """The same kernel without threads, under its own name (numba's disk cache keys
-        entries by name, so the two versions keep separate entries)."""
-        f = fn.py_func
-        g = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__,
-                               f.__closure__)
-        g.__qualname__ = f.__qualname__ + "_serial"
-        return nb.njit(**jit)(g)
-
-    return {"compress": compress, "decompress": decompress, "gather": gather, "gemv": gemv,
-            "gemm_t": gemm_t, "gemv_serial": serial(gemv), "gemm_t_serial": serial(gemm_t)}
+    return {"compress": compress, "decompress": decompress, "gather": gather, "gemv": _products.gemv,
+            "gemm_t": _products.gemm_t}
 
 
 def _k(name):
@@ -212,15 +143,31 @@ def gather(dense, meta):
     return out
 
 
+def _threads(work):
+    """Threads for a product of ``work`` multiply-adds: one below ``PARALLEL_WORK``."""
+    if work < PARALLEL_WORK:
+        return 1
+    import numba
+    return numba.get_num_threads()
+
+
+def _run(kernel, args, rows, threads):
+    """``kernel`` over ``rows`` output rows in chunks of whole 4-row blocks, on the calling
+    thread and ``threads - 1`` helpers claiming chunks (``kernels/_pool.py``: no closing
+    barrier, so a helper that another process's job holds back costs at most one chunk)."""
+    chunk, n_chunks = _pool.chunked(rows, threads, CHUNKS_PER_THREAD, 4)
+    _pool.run(_k(kernel), args + (chunk,), n_chunks, threads)
+
+
 def _gemv(x, values, meta, out):
     cols = x.shape[0]
     planes = np.ascontiguousarray(x[:cols - cols % 8].reshape(-1, 8).T)
-    args = (x, planes, values, meta, out, values.dtype.type(0))
-    if values.size < PARALLEL_WORK:
-        _k("gemv_serial")(*args)
-        return
-    with dynamic_chunks(values.shape[0]):      # a late thread costs one chunk of rows
-        _k("gemv")(*args)
+    _run("gemv", (x, planes, values, meta, out, values.dtype.type(0)), values.shape[0],
+         _threads(values.size))
+
+
+# xt bytes per column block of the batch GEMM: well inside L1 (48 KiB), next to the output rows
+_GEMM_BLOCK_BYTES = 16 << 10
 
 
 def linear(x, values, meta, cols: int, out=None):
@@ -246,11 +193,9 @@ def linear(x, values, meta, cols: int, out=None):
     else:
         xt = np.ascontiguousarray(x.T)
         outt = np.empty((rows, m), values.dtype)
-        if outt.size and values.size * m < PARALLEL_WORK:
-            _k("gemm_t_serial")(xt, values, meta, outt)
-        elif outt.size:
-            with dynamic_chunks(rows):
-                _k("gemm_t")(xt, values, meta, outt)
+        if outt.size:
+            block = max(1, _GEMM_BLOCK_BYTES // (8 * m * xt.itemsize))   # metadata bytes
+            _run("gemm_t", (xt, values, meta, outt, block), rows, _threads(values.size * m))
         res = outt.T
     if out is None:
         return np.ascontiguousarray(res)
