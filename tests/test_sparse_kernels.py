@@ -170,19 +170,20 @@ def test_cpu_linear_chunked_threads(monkeypatch, rows, cols, dt, batch):
         np.testing.assert_allclose(cpu.linear(x, values, meta, cols), want, **_tol(dt))
 
 
-def test_sparse_products_load_from_numbas_disk_cache():
-    """The products are top-level functions (a closure holding other jitted functions missed
-    numba's cache in every new process): a fresh process compiles nothing for them."""
+def test_sparse_kernels_load_from_numbas_disk_cache():
+    """The products and the compression are top-level functions (a closure holding other
+    jitted functions missed numba's cache in every new process): a fresh process compiles
+    nothing for them."""
     import subprocess
     import sys
     code = ("import numpy as np, time\n"
             "from nbaccel_kernels.sparse import cpu\n"
             "v, m = cpu.compress(np.ones((8, 64), np.float32))\n"
             "cpu.linear(np.ones(64, np.float32), v, m, 64); cpu.linear(np.ones((9, 64), np.float32), v, m, 64)\n"
-            "print(*(sum(cpu._k(n).stats.cache_misses.values()) for n in ('gemv', 'gemm_t')))\n")
+            "print(*(sum(cpu._k(n).stats.cache_misses.values()) for n in ('compress', 'gemv', 'gemm_t')))\n")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)   # fill it
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert out.stdout.split() == ["0", "0"], out.stdout
+    assert out.stdout.split() == ["0", "0", "0"], out.stdout
 
 
 def test_cpu_linear_shape_errors():

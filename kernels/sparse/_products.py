@@ -1,9 +1,10 @@
-"""The 2:4 sparse x dense products (numba), on the row-chunk launcher of ``kernels/_pool.py``.
+"""The 2:4 sparse x dense products (numba), on the row-chunk launcher of ``kernels/_pool.py``,
+and the compression (``compress``, which calls ``_key``).
 
 Top-level functions of their own module (imported on first use by ``cpu._build``): numba's
 disk cache keys a function by its closure's contents too, and a closure holding other jitted
 functions (dispatchers pickle with a per-process id) missed the cache in every new process
-(1.9 s of compilation on each first GEMV).
+(1.9 s of compilation on each first GEMV; ``compress``, calling ``_key``, likewise).
 
 Each kernel is the whole job of one thread: it claims chunks of output rows from ``ctr``
 until none is left (``_pool.claim`` / ``_pool.finish``); called alone with one chunk it is the
@@ -12,12 +13,43 @@ serial kernel. Both ask for 512-bit vectors (``_pool.wide_vectors``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .. import _pool
 
 # no-NaN/no-Inf assumptions stay off (see FINDINGS.md: they turn overflow into NaN)
 _JIT = dict(nogil=True, cache=True, fastmath={"reassoc", "contract", "arcp", "nsz", "afn"})
+
+
+@njit(inline="always", **_JIT)
+def _key(v):
+    a = abs(np.float64(v))
+    return np.inf if a != a else a
+
+
+@njit(parallel=True, **_JIT)
+def compress(w, values, meta):
+    rows, cols = w.shape
+    groups = cols // 4
+    for r in prange(rows):
+        for g in range(groups):
+            key = (_key(w[r, 4 * g]), _key(w[r, 4 * g + 1]), _key(w[r, 4 * g + 2]),
+                   _key(w[r, 4 * g + 3]))
+            nib = 0
+            slot = 0
+            for i in range(4):
+                beaten = 0   # entries that outrank i: larger, or equal at a smaller position
+                for j in range(4):
+                    if key[j] > key[i] or (key[j] == key[i] and j < i):
+                        beaten += 1
+                if beaten < 2:
+                    values[r, 2 * g + slot] = w[r, 4 * g + i]
+                    nib |= i << (2 * slot)
+                    slot += 1
+            if g % 2 == 0:
+                meta[r, g // 2] = nib
+            else:
+                meta[r, g // 2] |= nib << 4
 
 
 @njit(inline="always", **_JIT)
@@ -34,6 +66,7 @@ def _pick(m, x0, x1, x2, x3, x4, x5, x6, x7):
     a3 = x7 if p3 == 3 else (x6 if p3 == 2 else x5)
     return a0, a1, a2, a3
 
+
 @njit(inline="always", **_JIT)
 def _gemv_tail(x, vr, mr, pairs, groups, zero):
     acc = zero
@@ -43,6 +76,7 @@ def _gemv_tail(x, vr, mr, pairs, groups, zero):
         j = 4 * pairs
         acc += vr[j] * x[c + (m & 3)] + vr[j + 1] * x[c + ((m >> 2) & 3)]
     return acc
+
 
 @njit(inline="always", **_JIT)
 def _gemv_rows(x, xp, values, meta, out, zero, r0, r1):
@@ -86,6 +120,7 @@ def _gemv_rows(x, xp, values, meta, out, zero, r0, r1):
         out[r] = acc + _gemv_tail(x, vr, mr, pairs, groups, zero)
         r += 1
 
+
 @njit(**_JIT)
 def gemv(x, xp, values, meta, out, zero, chunk, ctr, n_chunks, wait):
     # the whole kernel for one thread: claims chunks of rows until none is left (_pool)
@@ -98,6 +133,7 @@ def gemv(x, xp, values, meta, out, zero, chunk, ctr, n_chunks, wait):
         _gemv_rows(x, xp, values, meta, out, zero, c * chunk, min(rows, (c + 1) * chunk))
         _pool.finish(ctr, False, n_chunks)
     _pool.finish(ctr, wait, n_chunks)
+
 
 @njit(inline="always", **_JIT)
 def _gemm_rows(xt, values, meta, outt, r0, r1, block):
@@ -140,6 +176,7 @@ def _gemm_rows(xt, values, meta, outt, r0, r1, block):
             va, vb = vr[4 * pairs], vr[4 * pairs + 1]
             for i in range(m_cols):
                 o[i] += va * xa[i] + vb * xb[i]
+
 
 @njit(**_JIT)
 def gemm_t(xt, values, meta, outt, block, chunk, ctr, n_chunks, wait):

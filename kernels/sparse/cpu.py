@@ -40,35 +40,6 @@ def _build():
 
     jit = dict(nogil=True, cache=True, fastmath=_FASTMATH)
 
-    @nb.njit(inline="always", **jit)
-    def _key(v):
-        a = abs(np.float64(v))
-        return np.inf if a != a else a
-
-    @nb.njit(parallel=True, **jit)
-    def compress(w, values, meta):
-        rows, cols = w.shape
-        groups = cols // 4
-        for r in nb.prange(rows):
-            for g in range(groups):
-                key = (_key(w[r, 4 * g]), _key(w[r, 4 * g + 1]), _key(w[r, 4 * g + 2]),
-                       _key(w[r, 4 * g + 3]))
-                nib = 0
-                slot = 0
-                for i in range(4):
-                    beaten = 0   # entries that outrank i: larger, or equal at a smaller position
-                    for j in range(4):
-                        if key[j] > key[i] or (key[j] == key[i] and j < i):
-                            beaten += 1
-                    if beaten < 2:
-                        values[r, 2 * g + slot] = w[r, 4 * g + i]
-                        nib |= i << (2 * slot)
-                        slot += 1
-                if g % 2 == 0:
-                    meta[r, g // 2] = nib
-                else:
-                    meta[r, g // 2] |= nib << 4
-
     @nb.njit(parallel=True, **jit)
     def decompress(values, meta, out):
         rows, cols = out.shape
@@ -91,7 +62,7 @@ def _build():
 
     from . import _products
 
-    return {"compress": compress, "decompress": decompress, "gather": gather, "gemv": _products.gemv,
+    return {"compress": _products.compress, "decompress": decompress, "gather": gather, "gemv": _products.gemv,
             "gemm_t": _products.gemm_t}
 
 
