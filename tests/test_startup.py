@@ -126,3 +126,16 @@ def test_a_plain_process_gets_sleeping_openmp_workers_and_dynamic_chunks():
     assert got["policy"] == "PASSIVE" and got["ok"]
     assert got["layer"] in ("omp", "tbb", "workqueue")
     assert got["inside"] == got["chunk"] >= 1 and got["after"] == 0
+
+
+def test_warm_up_and_a_first_kernel_import_do_not_deadlock():
+    """`%load_ext` starts numba's warm-up on a thread; the compile thread's first kernel
+    imports the fastmath helpers (@njit at import) meanwhile. The warm-up used to take numba's
+    compiler lock and then the target context's cached-property lock, the @njit the other way
+    round: the two threads waited on each other for ever (regression)."""
+    got = _fresh("import json, threading\nfrom nbaccel.compiler import numba_warmup\n"
+                 "numba_warmup.start()\n"
+                 "t = threading.Thread(target=lambda: __import__('nbaccel.compiler.codegen.fastmath'), daemon=True)\n"
+                 "t.start()\nt.join(60)\n"
+                 "print(json.dumps([not t.is_alive(), numba_warmup.wait(60)]))")
+    assert got == [True, True]

@@ -23,9 +23,13 @@ def _warm():
     try:
         from numba.core.compiler_lock import global_compiler_lock
         from numba.core.registry import cpu_target
+        # the contexts are cached properties whose first computation takes the compiler lock
+        # itself: made outside it, as a compile thread's first @njit does (taken inside, the
+        # two threads took the property's lock and the compiler lock in opposite orders)
+        typing, target = cpu_target.typing_context, cpu_target.target_context
         with global_compiler_lock:
-            cpu_target.typing_context.refresh()
-            cpu_target.target_context.refresh()
+            typing.refresh()
+            target.refresh()
     except Exception:        # pragma: no cover - a warm-up never fails anything
         pass
     finally:
