@@ -465,3 +465,18 @@ def test_numpy_tier_writes_a_stored_value_straight_into_the_output():
     np.testing.assert_allclose(c.numpy(), (x * 2).sum(0), rtol=1e-4, atol=1e-4)
     code = f.report.code
     assert "out=w" in code, code
+
+
+def test_numpy_tier_direct_store_matches_whole_buffer_names():
+    """out=t0 must not match out=t03 (regression: a llama step's kernel wrote w03)."""
+    from nbaccel.compiler.codegen import numpy as C
+    r = object.__new__(C._Renderer)
+    r.temps = [("t0", (4,), "np.dtype('<f4')"), ("t03", (4,), "np.dtype('<f4')")]
+    r.stored = {"w0": ((4,), "np.dtype('<f4')")}
+    r.body = ["np.exp(v0, out=t03, casting='unsafe')", "np.copyto(w0, t0, casting='unsafe')"]
+    before = list(r.body)
+    r._store_directly()
+    assert r.body == before
+    r.body = ["np.exp(v0, out=t0, casting='unsafe')", "np.copyto(w0, t0, casting='unsafe')"]
+    r._store_directly()
+    assert r.body == ["np.exp(v0, out=w0, casting='unsafe')"]

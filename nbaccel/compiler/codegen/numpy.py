@@ -248,13 +248,14 @@ class _Renderer:
         for i in range(1, len(self.body)):
             m = copy.match(self.body[i])
             prev = self.body[i - 1]
-            if m is None or prev is None or prev.startswith("np.copyto") or f"out={m.group(2)}" not in prev:
+            if m is None or prev is None or prev.startswith("np.copyto"):
                 continue
             dst, src, t = m.groups()
-            if info.get(t) != self.stored.get(dst) or \
+            out = re.compile(rf"out={re.escape(src)}(?=[,)])")      # not out=t03 for t0
+            if len(out.findall(prev)) != 1 or info.get(t) != self.stored.get(dst) or \
                     any(b is not None and re.search(rf"\b{t}\b", b) for b in self.body[i + 1:]):
                 continue
-            self.body[i - 1] = prev.replace(f"out={src}", f"out={dst}")
+            self.body[i - 1] = out.sub(lambda _: f"out={dst}", prev)
             self.body[i] = None
         self.body = [b for b in self.body if b is not None]
 
