@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+from .conv import _pair
 from .fronts import as_tensor
 from .nn import ShapeError
 from .pooling import _avg_pool2d_front, _max_pool2d_front
@@ -37,14 +38,7 @@ def _ops():
 
 
 def _triple(v, name, n=3):
-    if isinstance(v, int):
-        return (int(v),) * n
-    v = tuple(int(a) for a in v)
-    if len(v) == 1:
-        return v * n
-    if len(v) != n:
-        raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {v}")
-    return v
+    return _pair(v, name, n)        # conv's size parser, for three axes by default
 
 
 def _batched5(x, what):
