@@ -15,7 +15,7 @@ gates instead of recomputing them.
 from __future__ import annotations
 
 import numpy as np
-from nbaccel_kernels._openblas import single_threaded
+from nbaccel_kernels._openblas import StepThreads
 from nbaccel_kernels.rnn import cpu as rnn_kernels
 
 from ..autograd import is_grad_enabled
@@ -23,10 +23,6 @@ from ..dispatch import active_trace
 from .fronts import apply, as_tensor
 from .registry import defop
 from .. import ops
-
-
-def _ops():
-    return ops
 
 
 def _impl(xp, xw, h0, c0, w_hh):
@@ -44,7 +40,6 @@ def _grad(gY, Y, xw, h0, c0, w_hh):
 
 
 def _grad_ops(gY, Y, xw, h0, c0, w_hh):
-    ops = _ops()
     L, N, G = xw.shape
     H = G // 4
     hs, cs = Y[..., :H], Y[..., H:2 * H]
@@ -60,8 +55,9 @@ def _grad_ops(gY, Y, xw, h0, c0, w_hh):
     direct = gY[..., 2 * H:] * act       # gradient reaching the gate channels of Y themselves
     dh_next = dc_next = None
     steps = [None] * L
-    with single_threaded():
-        for t in range(L - 1, -1, -1):
+    threads = StepThreads()           # the same BLAS thread choice as the array loops
+    for t in range(L - 1, -1, -1):
+        with threads.step():
             dh = gh[t] if dh_next is None else gh[t] + dh_next
             dc = gc[t] + dh * a[t] if dc_next is None else gc[t] + dc_next + dh * a[t]
             dg = ops.cat([dc, dc, dc, dh], -1) * k[t] + direct[t]
