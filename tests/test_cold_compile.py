@@ -183,7 +183,10 @@ def test_report_splits_the_jit_time(tmp_path, monkeypatch):
         rep = cf.report
         jb = rep.jit_breakdown
         assert set(jb) == set(jit_split.KEYS) and all(v >= 0 for v in jb.values())
-        assert jb["numba typing"] > 0 and jb["llvm"] > 0 and jb["numba lowering"] > 0
+        # lowering is the lowering passes' time less LLVM's (LLVM runs inside them); numba's
+        # llvm_lock timer also counts waiting for the lock another compile thread holds, so on
+        # a loaded machine the difference can clip to 0 (CI once)
+        assert jb["numba typing"] > 0 and jb["llvm"] > 0 and jb["numba lowering"] >= 0
         assert sum(jb.values()) == pytest.approx(rep.compile_breakdown["jit"], rel=0.05, abs=1e-3)
         # the split sits in compile_breakdown too, beside (not among) the four parts
         bd = rep.compile_breakdown

@@ -197,33 +197,37 @@ def test_killed_worker_stops_training_with_a_clear_error(client):
     client.wait_for_workers(2, timeout=60)
 
 
+def test_a_re_created_replica_is_refused_not_trained(client):
+    # Dask retries an actor call by waiting for the actor's task; were that task ever re-run,
+    # a fresh replica (initial weights) would answer under the old handle. Each call carries the
+    # identity the replica made for itself, so a stranger is a lost worker, not a silent answer.
+    model = make_model()
+    dp = DataParallel(model, nb.optim.SGD(model.parameters(), lr=0.1), client=client, compile_mode=None)
+    x, y = data()
+    dp.step(F.mse_loss, x, y)
+    dp._identities[1] = "0" * 32
+    with pytest.raises(WorkerLostError, match="re-created on its worker"):
+        dp.step(F.mse_loss, x, y)
+
+
 def test_killed_worker_resumes_from_the_last_checkpoint(client, tmp_path):
-    # The scheduler notices a SIGKILLed worker asynchronously; on a loaded 2-core VM the step
-    # after the kill once ran before the loss was visible (no resume, no warning). The scenario
-    # gets a second try on a fresh DataParallel; a real failure fails both.
-    failures = []
-    for attempt in range(2):
-        try:
-            _resume_scenario(client, tmp_path / f"try{attempt}")
-            return
-        except (AssertionError, pytest.fail.Exception) as e:     # (pytest.warns' "DID NOT WARN")
-            failures.append(e)
-    raise failures[-1]
-
-
-def _resume_scenario(client, path):
     client.wait_for_workers(2, timeout=60)
     model = make_model()
     dp = DataParallel(model, nb.optim.AdamW(model.parameters(), lr=1e-2), client=client,
                       compile_mode=None, resume=True)
     x, y = data()
     losses = [dp.step(F.mse_loss, x, y) for _ in range(3)]
-    checkpoint.save(dp.state_dict(), checkpoint_id=path)
+    checkpoint.save(dp.state_dict(), checkpoint_id=tmp_path)
     losses.append(dp.step(F.mse_loss, x, y))                       # step 4: lost with the worker
     _kill_one_worker(client, dp)
-    with pytest.warns(RuntimeWarning, match="resumed on 2 workers from the checkpoint of step 3"):
-        client.wait_for_workers(2, timeout=60)
-        redone = dp.step(F.mse_loss, x, y)                         # step 4 again
+    # The RuntimeWarning is not what this asserts: warnings.catch_warnings (and pytest.warns) swap
+    # process-wide state, and Dask's threads enter and leave their own catch_warnings meanwhile,
+    # so a capture here sometimes recorded nothing although the warning was issued (CI's "DID
+    # NOT WARN"). dp.resumed keeps the same message.
+    client.wait_for_workers(2, timeout=60)
+    redone = dp.step(F.mse_loss, x, y)                             # step 4 again
+    assert len(dp.resumed) == 1 and "resumed on 2 workers from the checkpoint of step 3" in dp.resumed[0]
+    assert dp.report()["resumed"] == dp.resumed
     assert dp.steps == 4 and dp.replicas_identical()
     after = dp.step(F.mse_loss, x, y)                              # step 5
     _, ref = single_process(5, x, y)

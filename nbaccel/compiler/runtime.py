@@ -27,6 +27,20 @@ _NUMBA_KERNELS: dict[str, "NumbaKernel"] = {}
 _LOCK = threading.Lock()
 
 
+def _quiet_numba_ir_warnings():
+    """Ignore numba's internal SSA pedantry about inlined helpers (noise for users) with one
+    process-wide filter. Not ``warnings.catch_warnings()``: this runs on a compile thread,
+    and that context swaps the process's filters and ``showwarning`` on entry and puts back its
+    own copy on exit, which dropped the warnings a notebook cell (or pytest.warns) was
+    recording meanwhile and undid filters set in between."""
+    # numba loads here, on the compiler's thread, not with `%load_ext` (0.2 s)
+    from numba.core.errors import NumbaIRAssumptionWarning
+    # looked up each time, not remembered: a catch_warnings() the user left meanwhile takes
+    # the filter with it
+    if not any(f[0] == "ignore" and f[2] is NumbaIRAssumptionWarning for f in warnings.filters):
+        warnings.filterwarnings("ignore", category=NumbaIRAssumptionWarning)
+
+
 class NumbaKernel:
     """One generated numba module, shared by every graph whose kernel has the same source."""
 
@@ -44,12 +58,8 @@ class NumbaKernel:
     def compile(self, signature):
         t0 = time.perf_counter()
         try:
-            # numba loads here, on the compiler's thread, not with `%load_ext` (0.2 s)
-            from numba.core.errors import NumbaIRAssumptionWarning
-            with warnings.catch_warnings():
-                # numba's internal SSA pedantry about inlined helpers is noise for users
-                warnings.simplefilter("ignore", NumbaIRAssumptionWarning)
-                self._compile(signature)
+            _quiet_numba_ir_warnings()
+            self._compile(signature)
         except Exception as e:   # a kernel numba cannot build stays on the NumPy tier
             self.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.state = "failed"

@@ -18,12 +18,19 @@ import warnings
 import numpy as np
 
 from .sharded import _chunk_bounds
-from .replica import Replica
+from .replica import Replica, ReplicaReplacedError
 import nbaccel as nb
 
 
 class WorkerLostError(RuntimeError):
     """A worker holding a replica died: training stopped (or resumed, with ``resume=True``)."""
+
+
+class _GoneError(OSError):
+    """A replica's worker left the scheduler while the driver waited for its answer."""
+
+
+_POLL_S = 2.0
 
 
 class _RemoteTensor:
@@ -51,7 +58,8 @@ class DataParallel:
     * ``state_dict()`` is ``{"model": ..., "optim": ...}`` for ``checkpoint.save``; the workers
       write it. With ``resume=True`` a lost worker makes the next step rebuild the replicas on
       the workers that are up, from the last checkpoint saved through this object, and redo
-      the step (with a warning); otherwise it raises :class:`WorkerLostError`.
+      the step (with a warning, also kept in ``resumed``); otherwise it raises
+      :class:`WorkerLostError`.
     * ``report()``: steps per second, time computing against communicating, the workers.
     """
 
@@ -67,6 +75,7 @@ class DataParallel:
         self._loss_fn = None
         self._broken = None
         self.steps = 0
+        self.resumed = []             # one message per resumption (each also a RuntimeWarning)
         self._times = []              # (wall, max compute) per step
         self._start_replicas(self._workers_now())
 
@@ -85,19 +94,21 @@ class DataParallel:
                    for w in self.workers]
         self._futures = futures          # keep the actors alive
         self.replicas = [f.result() for f in futures]
+        self._identities = [r.whoami().result() for r in self.replicas]
         self._loss_fn = None
         if checkpoint_id is not None:
-            self._all(lambda r: r.load_checkpoint(checkpoint_id))
+            self._all("load_checkpoint", checkpoint_id)
 
-    def _all(self, call):
-        """Call ``call(replica)`` on every replica at once; their results, or WorkerLostError."""
+    def _all(self, method, *args, each=None):
+        """``method(*args)`` (or ``method(*each[i])`` on replica ``i``) on every replica at once;
+        their results, or WorkerLostError as soon as a replica's worker is gone."""
         try:
-            pending = [call(r) for r in self.replicas]
-            return [p.result() for p in pending]
+            pending = [r.call(ident, method, *(each[i] if each is not None else args))
+                       for i, (r, ident) in enumerate(zip(self.replicas, self._identities))]
+            return [self._wait(p) for p in pending]
         except Exception as e:            # a dead worker surfaces as a comm or actor error
-            alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
-            lost = [w for w in self.workers if w not in alive]
-            if not lost and not _is_comm_error(e):
+            lost = self._lost_workers()
+            if not lost and not _is_comm_error(e) and not isinstance(e, ReplicaReplacedError):
                 raise
             self._broken = (lost or self.workers, e)
             raise WorkerLostError(
@@ -105,6 +116,21 @@ class DataParallel:
                 f"step {self.steps + 1} ({type(e).__name__}: {e}). The replicas can no longer stay "
                 "identical, so training stopped; pass resume=True (and save checkpoints with "
                 "checkpoint.save(dp.state_dict(), ...)) to restart from the last checkpoint") from e
+
+    def _lost_workers(self):
+        alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        return [w for w in self.workers if w not in alive]
+
+    def _wait(self, pending):
+        # Dask retries a call whose worker vanished by waiting for the actor's task, which for
+        # a lost actor may never finish: the driver asks the scheduler itself between short waits
+        while True:
+            try:
+                return pending.result(timeout=_POLL_S)
+            except TimeoutError:
+                lost = self._lost_workers()
+                if lost:
+                    raise _GoneError(f"the scheduler no longer lists {', '.join(lost)}") from None
 
     def _recover(self):
         lost, err = self._broken
@@ -120,9 +146,10 @@ class DataParallel:
                 break
             time.sleep(0.2)
         path, step = self._last_checkpoint
-        warnings.warn(f"DataParallel: worker {', '.join(lost)} was lost; resumed on {len(workers)} "
-                      f"workers from the checkpoint of step {step} ({path}); steps after it are redone",
-                      RuntimeWarning, stacklevel=3)
+        message = (f"DataParallel: worker {', '.join(lost)} was lost; resumed on {len(workers)} "
+                   f"workers from the checkpoint of step {step} ({path}); steps after it are redone")
+        self.resumed.append(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
         self._broken = None
         self._start_replicas(workers, checkpoint_id=path)
         self.steps = step
@@ -151,18 +178,17 @@ class DataParallel:
                              f"{len(self.replicas)} workers")
         t0 = time.perf_counter()
         if loss_fn is not self._loss_fn:
-            self._all(lambda r: r.set_loss_fn(loss_fn))
+            self._all("set_loss_fn", loss_fn)
             self._loss_fn = loss_fn
         bounds = _even_bounds(len(x), len(self.replicas))
         weights = np.array([(hi - lo) / len(x) for lo, hi in bounds])
-        shards = iter(bounds)
-        out = self._all(lambda r: r.grads(*(lambda lo, hi: (x[lo:hi], y[lo:hi]))(*next(shards))))
+        out = self._all("grads", each=[(x[lo:hi], y[lo:hi]) for lo, hi in bounds])
         losses, grads, compute = zip(*out)
         avg = grads[0] * weights[0]
         for g, w in zip(grads[1:], weights[1:]):
             avg = avg + g * w
         avg = avg.astype(grads[0].dtype, copy=False)
-        applied = self._all(lambda r: r.apply(avg))
+        applied = self._all("apply", avg)
         wall = time.perf_counter() - t0
         self._times.append((wall, max(c + a for c, a in zip(compute, applied)), len(x)))
         self.steps += 1
@@ -170,13 +196,13 @@ class DataParallel:
 
     def replicas_identical(self) -> bool:
         """True when every replica's parameters are bit-identical."""
-        prints = self._all(lambda r: r.fingerprint())
+        prints = self._all("fingerprint")
         return len({p for p, _ in prints}) == 1
 
     @property
     def module(self):
         """The driver's model with the replicas' (identical) trained parameters copied in."""
-        params = self._all(lambda r: r.parameters())[0]
+        params = self._all("parameters")[0]
         with nb.no_grad():
             for k, v in self._model.state_dict().items():
                 if k in params:
@@ -187,7 +213,7 @@ class DataParallel:
     def state_dict(self) -> dict:
         """``{"model": ..., "optim": ...}`` whose tensors are written by the workers when passed
         to ``checkpoint.save``: each worker writes its block of rows of every tensor."""
-        skeleton = self._all(lambda r: r.skeleton())[0]
+        skeleton = self._all("skeleton")[0]
         n = len(self.replicas)
         tree: dict = {}
         for path, shape, value in skeleton:
@@ -210,8 +236,7 @@ class DataParallel:
         for array_path, remote in items:
             for i, (off, size) in enumerate(remote.boxes):
                 per_worker[i].append((array_path, remote.path, off, size))
-        jobs = iter(per_worker)
-        self._all(lambda r: r.write_shards(data_dir, next(jobs)))
+        self._all("write_shards", each=[(data_dir, jobs) for jobs in per_worker])
 
     def checkpoint_published(self, root):
         """Called by ``checkpoint.save`` once the manifest is published: resume from here."""
@@ -226,8 +251,9 @@ class DataParallel:
         wall = sum(t for t, _, _ in times)
         compute = sum(c for _, c, _ in times)
         samples = sum(s for _, _, s in times)
-        compiled = self._all(lambda r: r.compile_stats()) if self.replicas else []
-        return {"workers": list(self.workers), "steps": self.steps, "compiled_step": compiled,
+        compiled = self._all("compile_stats") if self.replicas else []
+        return {"workers": list(self.workers), "steps": self.steps, "resumed": list(self.resumed),
+                "compiled_step": compiled,
                 "steps_per_s": len(times) / wall if wall else 0.0,
                 "samples_per_s": samples / wall if wall else 0.0,
                 "compute_s": compute, "communication_s": max(wall - compute, 0.0),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import uuid
 
 import numpy as np
 
@@ -17,6 +18,10 @@ from .checkpoint.flatten import walk
 from .checkpoint import store
 from . import checkpoint
 import nbaccel as nb
+
+
+class ReplicaReplacedError(LookupError):
+    """The actor answering is not the replica the driver created (Dask re-ran its constructor)."""
 
 
 class Replica:
@@ -27,6 +32,20 @@ class Replica:
         self.compile_mode = compile_mode
         self.loss_fn = None
         self._step = None
+        # made here, not passed in: if Dask ever re-ran this constructor on another worker (a
+        # lost actor recomputed), the new replica would hold fresh weights under the old handle;
+        # its identity differs, so the driver's next call is refused instead of silently served
+        self.identity = uuid.uuid4().hex
+
+    def call(self, identity, method, *args):
+        """``method(*args)`` if this is still the replica the driver created, else an error."""
+        if identity != self.identity:
+            raise ReplicaReplacedError(f"this replica was re-created on its worker (lost {identity[:8]}); "
+                              "its state is not the training state")
+        return getattr(self, method)(*args)
+
+    def whoami(self):
+        return self.identity
 
     def set_loss_fn(self, loss_fn):
         self.loss_fn = loss_fn
