@@ -2,7 +2,7 @@
 
 Layout under the root (``$NBACCEL_CACHE_DIR``, default the user cache directory)::
 
-    <root>/v<nbaccel>-numba<>-llvmlite<>-np<>-py<>-fm<helpers>-c2/   one directory per versions
+    <root>/v<nbaccel>-numba<>-llvmlite<>-np<>-py<>-src<source hash>-c2/   one directory per versions
         kernels/nbk_<sha256 of source>.py    generated module (verified by hash on load)
         numba/nbk_<hash>.kernel.<key>.nbc    machine code, see numba_cache.py
         locks/nbk_<hash>.lock                 "compiling now" (advisory, see cache_fs.FileLock)
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import linecache
 import os
 import shutil
@@ -73,11 +74,27 @@ def _versions():
         nb = f"{numba.__version__}-llvmlite{llvmlite.__version__}"
     except Exception:   # pragma: no cover
         nb = "none"
-    # generated kernels inline the fastmath helpers, and numba's cache would not notice a change
-    with open(os.path.join(os.path.dirname(__file__), "codegen", "fastmath.py"), "rb") as f:
-        helpers = hashlib.sha256(f.read()).hexdigest()[:8]
     py = f"{sys.version_info[0]}{sys.version_info[1]}"
-    return f"v{__version__}-numba{nb}-np{np.__version__}-py{py}-fm{helpers}-c2"
+    return f"v{__version__}-numba{nb}-np{np.__version__}-py{py}-src{_source_digest()}-c2"
+
+
+def _source_digest() -> str:
+    """A hash of the compiler's and the kernels' source. The cache holds what they generated and
+    what numba built from it (generated kernels inline the fastmath helpers and call the
+    kernels' launchers, which numba's own cache does not track), so a changed renderer or
+    kernel, an upgrade from git without a version bump included, starts a new version. About a
+    millisecond: 78 files, read once per process."""
+    h = hashlib.sha256()
+    spec = importlib.util.find_spec("nbaccel_kernels")
+    roots = [os.path.dirname(__file__)] + list(spec.submodule_search_locations if spec else [])
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    with open(os.path.join(dirpath, name), "rb") as f:
+                        h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()[:10]
 
 
 def version_name() -> str:
