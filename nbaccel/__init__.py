@@ -32,7 +32,7 @@ from . import linalg  # noqa: E402,F401  (the Array API linalg extension)
 from . import fft  # noqa: E402,F401  (the Array API fft extension)
 
 bool = bool_  # noqa: A001  (Array API name; the builtin stays reachable as builtins.bool)
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 
 def result_type(*arrays_and_dtypes):

@@ -41,7 +41,7 @@ import numpy as np
 
 from . import cache_fs, cache_housekeeping as hk
 from .config import config
-from .. import __version__
+from ..version import __version__
 
 _MEMORY_DIR = "<nbaccel memory>"
 _loaded: dict[str, object] = {}         # path -> module (once per process)

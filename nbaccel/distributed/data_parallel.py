@@ -19,7 +19,8 @@ import numpy as np
 
 from .sharded import _chunk_bounds
 from .replica import Replica, ReplicaReplacedError
-import nbaccel as nb
+from ..autograd import no_grad
+from ..convert import asarray
 
 
 class WorkerLostError(RuntimeError):
@@ -203,10 +204,10 @@ class DataParallel:
     def module(self):
         """The driver's model with the replicas' (identical) trained parameters copied in."""
         params = self._all("parameters")[0]
-        with nb.no_grad():
+        with no_grad():
             for k, v in self._model.state_dict().items():
                 if k in params:
-                    v.copy_(nb.asarray(params[k]))
+                    v.copy_(asarray(params[k]))
         return self._model
 
     # -- checkpoints ------------------------------------------------------------------------------

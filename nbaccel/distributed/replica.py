@@ -17,7 +17,9 @@ import numpy as np
 from .checkpoint.flatten import walk
 from .checkpoint import store
 from . import checkpoint
-import nbaccel as nb
+from ..compiler.api import compile as nb_compile
+from ..convert import asarray
+from ..tensor import Tensor
 
 
 class ReplicaReplacedError(LookupError):
@@ -26,7 +28,6 @@ class ReplicaReplacedError(LookupError):
 
 class Replica:
     def __init__(self, payload, compile_mode):
-        self.nb = nb
         self.model, self.optimizer = payload
         self.params = [p for g in self.optimizer.param_groups for p in dict.__getitem__(g, "params")]
         self.compile_mode = compile_mode
@@ -61,18 +62,17 @@ class Replica:
             # p.grad (a replayed graph did not write a p.grad that was None before the call)
             return (loss,) + tuple(p.grad for p in params)
         self._step = forward_backward if self.compile_mode is None else \
-            self.nb.compile(forward_backward, mode=self.compile_mode)
+            nb_compile(forward_backward, mode=self.compile_mode)
         return True
 
     def grads(self, inputs, targets):
         """(loss, flat float gradients, seconds computing) for this worker's shard."""
         t0 = time.perf_counter()
-        nb = self.nb
         for p in self.params:
             # the averaged gradient that ``apply`` left in p.grad is spent: the step starts from
             # no gradient, as the traced step did (a compiled step given a stale grad adds to it)
             p.grad = None
-        loss, *grads = self._step(nb.asarray(inputs), nb.asarray(targets))
+        loss, *grads = self._step(asarray(inputs), asarray(targets))
         flat = np.concatenate([np.zeros(p.shape, p.dtype.np).ravel() if g is None
                                else np.asarray(g.numpy(force=True)).ravel() for p, g in zip(self.params, grads)]) \
             if self.params else np.zeros(0, np.float32)
@@ -81,11 +81,10 @@ class Replica:
     def apply(self, flat):
         """Use ``flat`` (the averaged gradients) as every parameter's grad; step the optimizer."""
         t0 = time.perf_counter()
-        nb = self.nb
         at = 0
         for p in self.params:
             n = int(np.prod(p.shape))
-            p.grad = nb.asarray(np.ascontiguousarray(flat[at:at + n].reshape(p.shape)).astype(p.dtype.np, copy=False))
+            p.grad = asarray(np.ascontiguousarray(flat[at:at + n].reshape(p.shape)).astype(p.dtype.np, copy=False))
             at += n
         self.optimizer.step()
         return time.perf_counter() - t0
@@ -109,21 +108,21 @@ class Replica:
         for st in self.optimizer.state.values():
             for k in sorted(st):
                 v = st[k]
-                if isinstance(v, self.nb.Tensor):
+                if isinstance(v, Tensor):
                     h.update(np.ascontiguousarray(v.numpy(force=True)).tobytes())
         return params, h.hexdigest()
 
     def parameters(self):
         """The model's state_dict as NumPy arrays (what ``DataParallel.module`` copies back)."""
         return {k: np.asarray(v.detach().numpy(force=True)) for k, v in self.model.state_dict().items()
-                if isinstance(v, self.nb.Tensor)}
+                if isinstance(v, Tensor)}
 
     def skeleton(self):
         """The nested state_dict with every tensor replaced by (shape, dtype name)."""
         tree = self.state()
         out = []
         for path, _, _, value in walk(tree):
-            if isinstance(value, self.nb.Tensor):
+            if isinstance(value, Tensor):
                 out.append((path, tuple(value.shape), value.dtype.name))
             else:
                 out.append((path, None, value))

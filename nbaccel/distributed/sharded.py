@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor, asarray
-from .. import zeros
+from ..ops import ALIASES
 
 
 class Shard:
@@ -125,7 +125,7 @@ class ShardedTensor:
         for lo, hi in _chunk_bounds(shape[dim], num_shards):
             sizes = tuple(hi - lo if d == dim else n for d, n in enumerate(shape))
             offsets = tuple(lo if d == dim else 0 for d in range(len(shape)))
-            shards.append(Shard(zeros(*sizes, dtype=dtype), offsets))
+            shards.append(Shard(ALIASES["zeros"](*sizes, dtype=dtype), offsets))
         return cls(shards, shape)
 
     def __repr__(self):

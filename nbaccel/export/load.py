@@ -27,7 +27,8 @@ import tempfile
 
 import numpy as np
 
-from .. import dtypes as D, __version__
+from .. import dtypes as D
+from ..version import __version__
 from ..ops.registry import OPS
 from .dims import ExportError, Poly
 from .serialize import DTYPE_NAMES, Ref, decode, encode

@@ -24,7 +24,8 @@ import numpy as np
 
 from . import rowchunks
 from .layout import chunks_of_region
-from ... import __version__, dtypes as D
+from ... import dtypes as D
+from ...version import __version__
 
 FORMAT = "nbaccel.distributed.checkpoint"
 VERSION = 1
