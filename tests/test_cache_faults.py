@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import nbaccel as nb
-from nbaccel.compiler import cache, cache_fs, cache_housekeeping as hk, numba_cache, runtime
+from nbaccel import cache_fs
+from nbaccel.compiler import cache, cache_housekeeping as hk, numba_cache, runtime
 from nbaccel.compiler.cache import NbaccelCacheWarning
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

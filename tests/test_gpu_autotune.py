@@ -156,7 +156,7 @@ def test_damaged_or_stale_file_is_searched_again(tmp_path):
 
 def test_an_unwritable_cache_keeps_the_choice_in_memory(tmp_path, monkeypatch):
     import errno
-    from nbaccel.compiler import cache_fs
+    from nbaccel import cache_fs
 
     def full_disk(path, data):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -170,15 +170,18 @@ def test_an_unwritable_cache_keeps_the_choice_in_memory(tmp_path, monkeypatch):
     assert not os.path.exists(at.cache_path("k", "sm_90", cands, cache_dir=str(tmp_path)))
 
 
-def test_default_location_is_inside_nbaccels_versioned_cache(tmp_path, monkeypatch):
+def test_the_compilers_location_is_inside_nbaccels_versioned_cache(tmp_path, monkeypatch):
+    # the compiler hands the tuner its directory (gpu/ does not import the compiler); without
+    # one the choice stays in memory
     from nbaccel.compiler import cache
     from nbaccel.compiler.config import config
     monkeypatch.setitem(config, "cache_dir", str(tmp_path / "c"))
     cache._reset_session_for_tests()
     try:
         cands = at.candidates("pointwise", numel=1 << 16)
-        path = at.cache_path("k", "sm_90", cands)
+        path = at.cache_path("k", "sm_90", cands, cache_dir=cache.autotune_dir())
         assert path.startswith(os.path.join(cache.cache_dir(), "autotune", "sm_90"))
+        assert at.cache_path("k", "sm_90", cands) is None
     finally:
         cache._reset_session_for_tests()
 

@@ -377,9 +377,10 @@ def test_max_autotune_hands_each_slot_to_the_gpu_autotuner_once(monkeypatch):
     import types
     calls = []
 
-    def tune(kernel, *arrays):
+    def tune(kernel, *arrays, cache_dir=None):
         cands = kernel.candidates()
         assert cands and isinstance(kernel.source, str)
+        assert cache_dir is not None and cache_dir.endswith("autotune")   # the compiler's
         for c in cands[:3]:
             kernel.configure(**c)
             kernel(*arrays)

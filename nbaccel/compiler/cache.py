@@ -39,7 +39,8 @@ import warnings
 
 import numpy as np
 
-from . import cache_fs, cache_housekeeping as hk
+from .. import cache_fs
+from . import cache_housekeeping as hk
 from .config import config
 from ..version import __version__
 
@@ -95,6 +96,15 @@ def _source_digest() -> str:
                     with open(os.path.join(dirpath, name), "rb") as f:
                         h.update(name.encode() + b"\0" + f.read())
     return h.hexdigest()[:10]
+
+
+def autotune_dir() -> str | None:
+    """Where the GPU autotuner keeps its choices: ``autotune/`` in this version's directory
+    (None when the disk cache is unusable or untrusted: the choices then stay in memory)."""
+    try:
+        return os.path.join(cache_dir(), "autotune")
+    except Exception:      # noqa: BLE001 - an unusable cache is not the tuner's error
+        return None
 
 
 def version_name() -> str:

@@ -35,7 +35,8 @@ import numba
 from numba.core import caching, serialize
 from numba.core.dispatcher import Dispatcher
 
-from . import cache_fs, cache
+from .. import cache_fs
+from . import cache
 from .config import config
 
 MAGIC = b"NBACCEL-NUMBA-1\n"

@@ -254,7 +254,7 @@ class TritonSlot:
         self.autotune = False
         try:
             from ..gpu import autotune  # optional: not in every build (the except below)
-            best = autotune.tune(self, *arrays)
+            best = autotune.tune(self, *arrays, cache_dir=cache.autotune_dir())
             self.tune_note = f"autotuned: {best}"
         except ImportError:
             self.tune_note = "no autotuner in this build"

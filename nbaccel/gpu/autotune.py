@@ -13,8 +13,9 @@ The renderer's runtime asks::
 
 ``kernel_key`` names the kernel (a hash of its generated source is right: a changed kernel is
 searched again). Choices are found, in order, in this process's memory, in
-``<nbaccel cache>/<version>/autotune/<arch>/<hash>.json`` (written atomically, like the kernel
-cache, so a reader never sees half a file), or by timing every candidate once. A candidate
+``<cache_dir>/<arch>/<hash>.json`` (written atomically, like the kernel cache, so a reader
+never sees half a file; the compiler passes ``<nbaccel cache>/<version>/autotune``, and
+without a ``cache_dir`` choices stay in memory), or by timing every candidate once. A candidate
 whose trial raises (too many resources, a compile error) is skipped; only when all fail is the
 search an error. A cache that cannot be written is not an error: the choice then lives in
 memory for this process.
@@ -29,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..compiler import cache, cache_fs
+from .. import cache_fs
 from . import triton_driver
 
 __all__ = ["Config", "AutotuneError", "candidates", "shape_class", "choose", "tune", "median_seconds",
@@ -178,17 +179,11 @@ def _key(kernel_key, arch, shape, cands) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _default_dir() -> str | None:
-    try:
-        return os.path.join(cache.cache_dir(), "autotune")
-    except Exception:      # an untrusted or unusable cache: choices stay in memory
-        return None
-
-
 def cache_path(kernel_key, arch, candidates_, shape=None, cache_dir=None) -> str | None:
-    """Where the choice for this kernel, arch, shape class and candidate list is kept (None:
-    no usable disk cache)."""
-    root = cache_dir if cache_dir is not None else _default_dir()
+    """Where the choice for this kernel, arch, shape class and candidate list is kept under
+    ``cache_dir`` (None: no disk, the choice lives in memory). The compiler passes its disk
+    cache's ``autotune/`` directory; this package does not reach up to find it."""
+    root = cache_dir
     if root is None:
         return None
     safe_arch = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in str(arch)) or "unknown"
