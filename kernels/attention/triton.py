@@ -24,7 +24,7 @@ from .checks import check_inputs
 
 @functools.lru_cache(maxsize=None)
 def _kernels():
-    from . import _triton_kernels as k
+    from . import _triton_kernels as k  # lazy: it imports Triton, and only a GPU call needs it
     return k.forward_kernel, k.dkdv_kernel, k.dq_kernel
 
 

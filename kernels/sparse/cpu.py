@@ -60,7 +60,7 @@ def _build():
                 out[r, 2 * g] = dense[r, 4 * g + (nib & 3)]
                 out[r, 2 * g + 1] = dense[r, 4 * g + (nib >> 2)]
 
-    from . import _products
+    from . import _products  # lazy: it imports numba; cpu.py loads without it until a product runs
 
     return {"compress": _products.compress, "decompress": decompress, "gather": gather, "gemv": _products.gemv,
             "gemm_t": _products.gemm_t}

@@ -14,17 +14,11 @@ import math
 from .registry import defop
 from .indexing import strided_slice
 from .fronts import apply
+from . import kernel_modules
 
 
 def _kernels(xp):
-    """The kernel module for an array module: the CPU kernel for NumPy, Triton otherwise."""
-    if getattr(xp, "__name__", "") == "numpy":
-        from nbaccel_kernels.attention import cpu  # lazy: the kernels import numba (or Triton) on first use
-        return cpu
-    from nbaccel_kernels.attention import triton as tk  # lazy: Triton, on a GPU only
-    from ..gpu import triton_driver  # lazy: CuPy, on a GPU only
-    triton_driver.activate()   # Triton launches on CuPy's current device and stream, torch-free
-    return tk
+    return kernel_modules.kernels("attention", xp)
 
 
 def _flash_impl(xp, q, k, v, *mask, scale, causal, kernel):

@@ -14,20 +14,19 @@ Params are hashable: ``stride`` (sh, sw), ``padding`` ((top, bottom), (left, rig
 """
 from __future__ import annotations
 
+from nbaccel_kernels.conv import Conv2dGeometry
+
 from .. import dtypes as D
+from ..autograd import needs_input_grad as need
+from .batching import with_batch
+from . import kernel_modules
 from .fronts import apply, as_tensor
 from .nn import ShapeError
-from .registry import defop
+from .registry import ALIASES, OPS, defop
 
 
 def _kernels(xp):
-    if getattr(xp, "__name__", "") == "numpy":
-        from nbaccel_kernels.conv import cpu
-        return cpu
-    from nbaccel_kernels.conv import triton as tk
-    from ..gpu import triton_driver
-    triton_driver.activate()
-    return tk
+    return kernel_modules.kernels("conv", xp)
 
 
 def _run(xp, fn_name, a, b, size, p):
@@ -44,7 +43,6 @@ def _run(xp, fn_name, a, b, size, p):
 
 
 def _geometry(x_shape, w_shape, p, what):
-    from nbaccel_kernels.conv import Conv2dGeometry
     try:
         return Conv2dGeometry(x_shape, w_shape, p["stride"], p["padding"], p["dilation"], p["groups"])
     except ValueError as e:
@@ -105,7 +103,6 @@ def _conv_params(p):
 
 
 def _conv2d_grad(g, out, x, w, **p):
-    from ..autograd import needs_input_grad as need
     gx = apply(conv_transpose2d, (g, w), _same(p, x.shape[2:])) if need(0) else None
     gw = apply(conv2d_weight_grad, (x, g), _same(p, w.shape[2:])) if need(1) else None
     return gx, gw
@@ -113,7 +110,6 @@ def _conv2d_grad(g, out, x, w, **p):
 
 def _transpose_grad(g, out, gy, w, **p):
     # out = C^T(gy, w): <out, g> = <gy, C(g, w)>, so d/dgy = C(g, w) and d/dw = wgrad(g, gy)
-    from ..autograd import needs_input_grad as need
     dgy = apply(conv2d, (g, w), _conv_params(p)) if need(0) else None
     dw = apply(conv2d_weight_grad, (g, gy), _same(p, w.shape[2:])) if need(1) else None
     return dgy, dw
@@ -121,7 +117,6 @@ def _transpose_grad(g, out, gy, w, **p):
 
 def _weight_grad_grad(g, out, x, gy, **p):
     # <wgrad(x, gy), g> = <C(x, g), gy> = <x, C^T(gy, g)>
-    from ..autograd import needs_input_grad as need
     dx = apply(conv_transpose2d, (gy, g), _same(p, x.shape[2:])) if need(0) else None
     dgy = apply(conv2d, (x, g), _conv_params(p)) if need(1) else None
     return dx, dgy
@@ -306,7 +301,6 @@ def _conv3d_front(input, weight, bias=None, stride=1, padding=0, dilation=1, gro
     """PyTorch's ``F.conv3d``: (N, C, D, H, W) input, (O, C/groups, KD, KH, KW) weight. One
     ``conv2d`` over (H, W): the KD depth taps of each output depth are stacked into the
     channels (group by group), the weight's KD taps likewise, so gradients are conv2d's."""
-    from .. import ops
     x, w = as_tensor(input), as_tensor(weight)
     x, unbatched = _batched(x, 3, "conv3d")
     if w.ndim != 5:
@@ -329,9 +323,9 @@ def _conv3d_front(input, weight, bias=None, stride=1, padding=0, dilation=1, gro
                            f"and {o} output channels divisible by groups={g}")
     _float_dtype(x, w, "conv3d")
     if pads[0] != (0, 0):                       # zero depth padding: concatenated zeros
-        z = [ops.zeros((n, c, q) + tuple(x.shape[3:]), dtype=x.dtype, device=x.device)
+        z = [ALIASES["zeros"]((n, c, q) + tuple(x.shape[3:]), dtype=x.dtype, device=x.device)
              for q in pads[0]]
-        x = ops.concatenate([t for t, q in zip((z[0], x, z[1]), (pads[0][0], 1, pads[0][1])) if q],
+        x = OPS["concat"].front([t for t, q in zip((z[0], x, z[1]), (pads[0][0], 1, pads[0][1])) if q],
                             axis=2)
     sd, dd = stride[0], dilation[0]
     od = (x.shape[2] - dd * (kd - 1) - 1) // sd + 1
@@ -339,7 +333,7 @@ def _conv3d_front(input, weight, bias=None, stride=1, padding=0, dilation=1, gro
         raise ShapeError(f"conv3d: input depth {d} (padding {pads[0]}) is smaller than the "
                          f"dilated kernel depth {dd * (kd - 1) + 1}")
     h, wd = x.shape[3], x.shape[4]
-    taps = ops.stack([x[:, :, i * dd:i * dd + sd * (od - 1) + 1:sd] for i in range(kd)], 2)
+    taps = ALIASES["stack"]([x[:, :, i * dd:i * dd + sd * (od - 1) + 1:sd] for i in range(kd)], 2)
     taps = taps.reshape((n, g, cg, kd, od, h, wd)).permute((0, 4, 1, 3, 2, 5, 6))
     taps = taps.reshape((n * od, g * kd * cg, h, wd))
     w2 = w.permute((0, 2, 1, 3, 4)).reshape((o, kd * cg) + tuple(w.shape[3:]))
@@ -361,7 +355,6 @@ conv3d = defalias("conv3d", _conv3d_front)
 # ---- vmap: the vmapped dim folds into the batch (shared weights) or into the groups -------------
 
 def _permute(x, axes):
-    from .registry import OPS
     return apply(OPS["permute"], (x,), {"axes": tuple(axes)})
 
 
@@ -382,8 +375,6 @@ def _conv_batch_rule(op_name):
     dim folds into N (one call, the shared weight). Otherwise each example's channels become
     groups of their own: groups * B in one call."""
     def rule(args, batched, params, size):
-        from .batching import with_batch
-        from .registry import OPS
         op = OPS[op_name]
         a, b = args
         if op_name != "conv2d_weight_grad" and batched[0] and not batched[1]:

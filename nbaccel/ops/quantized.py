@@ -19,6 +19,7 @@ import math
 
 from .. import dtypes as D
 from .batching import leading_dims_rule
+from . import kernel_modules
 from .fronts import apply, as_tensor
 from .registry import defop
 from nbaccel_kernels.quant import packing
@@ -27,20 +28,9 @@ MODES = ("int8", "int4", "int8-dynamic")
 ACTIVATION_DTYPES = (D.float32, D.float64)
 
 
-_KERNEL_MODULES = {}    # array module -> kernel module, looked up once (a layer call is ~µs)
-
-
 def _kernels(xp):
     """The kernel module for an array module: numba on NumPy arrays, Triton on CuPy ones."""
-    kern = _KERNEL_MODULES.get(xp)
-    if kern is None:
-        import numpy as np
-        if xp is np:
-            from nbaccel_kernels.quant import cpu as kern  # lazy: the kernels import numba (or Triton) on first use
-        else:
-            from nbaccel_kernels.quant import triton as kern  # lazy: Triton, on a GPU only
-        _KERNEL_MODULES[xp] = kern
-    return kern
+    return kernel_modules.kernels("quant", xp)
 
 
 def _split_rest(rest, zeros, bias):

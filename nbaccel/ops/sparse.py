@@ -18,6 +18,7 @@ import math
 
 from .. import dtypes as D
 from .batching import leading_dims_rule
+from . import kernel_modules
 from .fronts import apply
 from .registry import defop
 
@@ -29,11 +30,7 @@ def _kernels(xp):
 
 def kernels_for(on_cpu):
     """The kernel module: numba on the CPU, Triton on a GPU (``sparse.semi_structured`` too)."""
-    if on_cpu:
-        from nbaccel_kernels.sparse import cpu  # lazy: the kernels import numba (or Triton) on first use
-        return cpu
-    from nbaccel_kernels.sparse import triton  # lazy: Triton, on a GPU only
-    return triton
+    return kernel_modules.kernels("sparse", on_cpu=on_cpu)
 
 
 def _meta_cols(cols):

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from nbaccel_kernels.quant import packing
+
 from .. import dtypes as D
+from ..ops.quantized import dequantize_weight
 from ..tensor import Tensor, asarray
 
 _MODES = {8: "int8", 4: "int4"}
@@ -68,7 +71,6 @@ class QuantizedTensor:
     def from_float(cls, weight, bits=8, group_size=128, zero_point=False):
         """Quantize a float 2-D weight: int8 per output channel, or int4 in groups of
         ``group_size`` (32, 64 or 128) along ``in_features``, optionally with a zero point."""
-        from nbaccel_kernels.quant import packing
         w = weight.detach() if isinstance(weight, Tensor) else weight
         if isinstance(w, Tensor):
             if w.dtype.kind != "f":
@@ -125,7 +127,6 @@ class QuantizedTensor:
 
     def dequantize(self) -> Tensor:
         """The float32 weight (a new tensor of shape ``self.shape``)."""
-        from ..ops.quantized import dequantize_weight
         return dequantize_weight.front(self.qdata, self.scale, self.zero_point, mode=_MODES[self.bits],
                                  group_size=self.group_size)
 
