@@ -97,3 +97,7 @@ __all__ += ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_poo
             "group_norm", "interpolate", "upsample", "pad", "relu6", "hardtanh", "dropout2d",
             "conv3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "max_unpool1d",
             "max_unpool2d", "max_unpool3d", "upsample_nearest", "upsample_bilinear"]
+from .functional_pooling import (  # noqa: E402,F401
+    adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d, lp_pool1d, lp_pool2d, lp_pool3d)
+__all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "lp_pool1d",
+            "lp_pool2d", "lp_pool3d"]

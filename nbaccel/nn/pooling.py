@@ -1,5 +1,6 @@
 """Pooling and resampling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d,
-MaxUnpool1d/2d/3d, Upsample, UpsamplingNearest2d, UpsamplingBilinear2d (PyTorch's spelling).
+AdaptiveMaxPool1d/2d/3d, LPPool1d/2d/3d, MaxUnpool1d/2d/3d, Upsample, UpsamplingNearest2d,
+UpsamplingBilinear2d (PyTorch's spelling).
 
 >>> import nbaccel as nb
 >>> nb.nn.MaxPool2d(2)(nb.randn(1, 3, 8, 8)).shape
@@ -158,3 +159,64 @@ class UpsamplingNearest2d(Upsample):
 class UpsamplingBilinear2d(Upsample):
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class _AdaptiveMaxPoolNd(Module):
+    _fn = None
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input):
+        return type(self)._fn(input, self.output_size, self.return_indices)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """The maximum of each of ``output_size`` bins (PyTorch's ``nn.AdaptiveMaxPool1d``)."""
+    _fn = staticmethod(F.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """PyTorch's ``nn.AdaptiveMaxPool2d`` (``output_size`` an int or a pair, None keeps a dim)."""
+    _fn = staticmethod(F.adaptive_max_pool2d)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """PyTorch's ``nn.AdaptiveMaxPool3d``."""
+    _fn = staticmethod(F.adaptive_max_pool3d)
+
+
+class _LPPoolNd(Module):
+    _fn = None
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size = norm_type, kernel_size
+        self.stride, self.ceil_mode = stride, ceil_mode
+
+    def forward(self, input):
+        return type(self)._fn(input, float(self.norm_type), self.kernel_size, self.stride,
+                              self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling, (sum of x**p over each window) ** (1/p) (PyTorch's ``nn.LPPool1d``)."""
+    _fn = staticmethod(F.lp_pool1d)
+
+
+class LPPool2d(_LPPoolNd):
+    """PyTorch's ``nn.LPPool2d``."""
+    _fn = staticmethod(F.lp_pool2d)
+
+
+class LPPool3d(_LPPoolNd):
+    """PyTorch's ``nn.LPPool3d``."""
+    _fn = staticmethod(F.lp_pool3d)
