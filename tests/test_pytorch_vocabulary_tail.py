@@ -169,3 +169,76 @@ def test_lp_pool_too_large_kernel_raises_like_torch():
         torch.nn.functional.lp_pool1d(torch.ones(1, 2, 5), 2, 7)
     with pytest.raises(RuntimeError):
         F.lp_pool1d(nb.ones(1, 2, 5), 2, 7)
+
+
+# ---- ConvTranspose3d -------------------------------------------------------------------------------
+
+def test_conv_transpose3d_gradients_by_differences_and_shapes():
+    _numgrad_check(lambda x, w: F.conv_transpose3d(x, w, stride=(2, 1, 2), padding=(1, 0, 0),
+                                                   output_padding=(1, 0, 0), groups=2),
+                   [_rand(1, 2, 2, 3, 2), _rand(2, 1, 2, 2, 2)])
+    m = nb.nn.ConvTranspose3d(4, 6, (3, 2, 3), stride=2, padding=1, groups=2)
+    assert tuple(m.weight.shape) == (4, 3, 3, 2, 3) and list(m.state_dict()) == ["weight", "bias"]
+    x = nb.tensor(_rand(2, 4, 3, 4, 5).astype(np.float32))
+    assert m(x).shape == (2, 6, 5, 6, 9) and m(x[0]).shape == (6, 5, 6, 9)
+    assert m(x, output_size=(6, 7, 10)).shape == (2, 6, 6, 7, 10)
+    assert "output_padding" not in repr(m) and "groups=2" in repr(m)
+    with pytest.raises(ValueError):
+        m(x, output_size=(8, 7, 10))
+    with pytest.raises(ValueError):
+        F.conv_transpose3d(x, m.weight, output_padding=(1, 0, 0))      # not below stride 1
+    with pytest.raises(RuntimeError):
+        F.conv_transpose3d(x, nb.ones(3, 2, 2, 2, 2))                  # 4 channels, weight 3
+    with pytest.raises(ValueError):
+        nb.nn.ConvTranspose3d(4, 6, 3, padding_mode="reflect")
+
+
+CONV_T3D = [
+    dict(x=(2, 3, 4, 5, 6), w=(3, 2, 3, 3, 3)),
+    dict(x=(1, 4, 3, 4, 5), w=(4, 3, 2, 3, 2), stride=(2, 1, 2), padding=(1, 0, 1),
+         output_padding=(1, 0, 1), groups=2),
+    dict(x=(2, 2, 3, 3, 4), w=(2, 2, 3, 2, 2), stride=2, padding=2, dilation=(2, 1, 3),
+         output_padding=1),
+    dict(x=(4, 3, 3, 3), w=(4, 1, 2, 2, 2), groups=4, stride=3, output_padding=(2, 0, 1)),   # unbatched
+    dict(x=(1, 2, 2, 2, 2), w=(2, 3, 5, 4, 3), padding=(1, 1, 0)),      # kernel larger than input
+    dict(x=(1, 1, 5, 1, 3), w=(1, 2, 1, 1, 1), stride=(1, 2, 3), output_padding=(0, 1, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", CONV_T3D, ids=[str(i) for i in range(len(CONV_T3D))])
+def test_conv_transpose3d_equals_torch(case, dtype):
+    tF = _torch().nn.functional
+    kw = {k: v for k, v in case.items() if k not in ("x", "w")}
+    x = RNG.standard_normal(case["x"]).astype(dtype)
+    w = RNG.standard_normal(case["w"]).astype(dtype)
+    b = RNG.standard_normal(case["w"][1] * kw.get("groups", 1)).astype(dtype)
+    _both(lambda x, w, b: F.conv_transpose3d(x, w, b, **kw),
+          lambda x, w, b: tF.conv_transpose3d(x, w, b, **kw), [x, w, b],
+          tol=5e-5 if dtype == "float32" else 1e-10)
+    _both(lambda x, w: F.conv_transpose3d(x, w, **kw), lambda x, w: tF.conv_transpose3d(x, w, **kw),
+          [x, w], tol=5e-5 if dtype == "float32" else 1e-10)
+
+
+def test_conv_transpose3d_module_loads_torch_weights():
+    torch = _torch()
+    t = torch.nn.ConvTranspose3d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,
+                                 dilation=(1, 2, 1))
+    n = nb.nn.ConvTranspose3d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,
+                              dilation=(1, 2, 1))
+    assert repr(n) == repr(t)
+    assert [(k, tuple(v.shape)) for k, v in t.state_dict().items()] == \
+        [(k, tuple(v.shape)) for k, v in n.state_dict().items()]
+    n.load_state_dict({k: nb.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    a = RNG.standard_normal((2, 4, 3, 4, 3)).astype(np.float32)
+    np.testing.assert_allclose(n(nb.tensor(a)).numpy(), t(torch.tensor(a)).detach().numpy(),
+                               rtol=5e-5, atol=5e-5)
+    np.testing.assert_allclose(n(nb.tensor(a), output_size=(6, 10, 5)).numpy(),
+                               t(torch.tensor(a), output_size=(6, 10, 5)).detach().numpy(),
+                               rtol=5e-5, atol=5e-5)
+    # and back: nbaccel's weights load into PyTorch; the default init bound is PyTorch's
+    t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in nb.nn.ConvTranspose3d(
+        4, 6, 3, groups=2).state_dict().items()})
+    bound = 1 / math.sqrt(3 * 27)
+    fresh = nb.nn.ConvTranspose3d(4, 6, 3, groups=2)
+    assert float(abs(fresh.bias).max()) <= bound and float(abs(fresh.weight).max()) <= bound

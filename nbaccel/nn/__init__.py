@@ -23,7 +23,7 @@ from . import modules as _modules  # noqa: E402
 import types as _types  # noqa: E402
 # PyTorch's module path ``torch.nn.modules.linear`` (code names out_proj's class through it)
 _modules.linear = _types.SimpleNamespace(Linear=Linear, NonDynamicallyQuantizableLinear=_NDQLinear)
-from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d  # noqa: F401,E402
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401,E402
 from .pooling import (  # noqa: F401,E402
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
     AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, LPPool1d, LPPool2d, LPPool3d,

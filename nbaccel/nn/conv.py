@@ -1,6 +1,6 @@
-"""Convolution layers: Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, with PyTorch's
-parameter names, shapes and default initialisation (kaiming_uniform with a = sqrt(5), bias
-U(-1/sqrt(fan_in), 1/sqrt(fan_in))), so state_dicts load in both directions.
+"""Convolution layers: Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+with PyTorch's parameter names, shapes and default initialisation (kaiming_uniform with
+a = sqrt(5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))), so state_dicts load in both directions.
 
 >>> import nbaccel as nb
 >>> conv = nb.nn.Conv2d(3, 8, 3, padding=1)
@@ -170,5 +170,16 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     def forward(self, input, output_size=None):
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution (PyTorch's ``nn.ConvTranspose3d``); weight (C_in,
+    C_out/groups, KD, KH, KW); ``forward(input, output_size=None)``."""
+    _dims = 3
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
                                   self.dilation)

@@ -101,3 +101,5 @@ from .functional_pooling import (  # noqa: E402,F401
     adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d, lp_pool1d, lp_pool2d, lp_pool3d)
 __all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "lp_pool1d",
             "lp_pool2d", "lp_pool3d"]
+from .functional_conv import conv_transpose3d  # noqa: E402,F401
+__all__ += ["conv_transpose3d"]
