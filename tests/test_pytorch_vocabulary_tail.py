@@ -242,3 +242,45 @@ def test_conv_transpose3d_module_loads_torch_weights():
     bound = 1 / math.sqrt(3 * 27)
     fresh = nb.nn.ConvTranspose3d(4, 6, 3, groups=2)
     assert float(abs(fresh.bias).max()) <= bound and float(abs(fresh.weight).max()) <= bound
+
+
+# ---- interpolate(antialias=True) -----------------------------------------------------------------
+
+def test_antialias_known_values_and_gradients():
+    # halving a row with the widened triangle: weights 1/8, 3/8, 3/8, 1/8 inside, renormalised
+    # at the borders (3/7, 3/7, 1/7 at the first output)
+    x = nb.arange(8.0).reshape(1, 1, 1, 8)
+    y = F.interpolate(x, size=(1, 4), mode="bilinear", antialias=True)
+    np.testing.assert_allclose(y.numpy().ravel(), [(0 * 3 + 1 * 3 + 2) / 7, 2.5, 4.5,
+                                                   (5 + 6 * 3 + 7 * 3) / 7], rtol=1e-6)
+    c = F.interpolate(nb.full((1, 2, 9, 7), 1.5), scale_factor=0.4, mode="bicubic", antialias=True)
+    np.testing.assert_allclose(c.numpy(), 1.5, rtol=1e-6)
+    for mode in ("bilinear", "bicubic"):
+        _numgrad_check(lambda t: F.interpolate(t, size=(2, 3), mode=mode, antialias=True),
+                       [_rand(1, 2, 5, 7)])
+    with pytest.raises(ValueError):
+        F.interpolate(nb.ones(1, 1, 8), size=4, mode="linear", antialias=True)
+    with pytest.raises(ValueError):
+        F.interpolate(nb.ones(1, 1, 8, 8), size=4, mode="nearest", antialias=True)
+
+
+AA_CASES = [
+    ((2, 3, 17, 13), dict(size=(5, 4))), ((1, 2, 16, 16), dict(scale_factor=0.3)),
+    ((1, 1, 20, 3), dict(size=(1, 1))), ((2, 1, 7, 8), dict(scale_factor=(0.5, 1.7))),
+    ((1, 2, 9, 10), dict(size=(9, 23))),                             # upsampling too
+    ((1, 1, 15, 11), dict(scale_factor=0.45, recompute_scale_factor=True)),
+    ((1, 2, 6, 6), dict(size=(6, 6))),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("case", AA_CASES, ids=[str(i) for i in range(len(AA_CASES))])
+def test_antialias_interpolate_equals_torch(case, mode, align_corners, dtype):
+    tF = _torch().nn.functional
+    shape, kw = case
+    a = RNG.standard_normal(shape).astype(dtype)
+    _both(lambda x: F.interpolate(x, mode=mode, align_corners=align_corners, antialias=True, **kw),
+          lambda x: tF.interpolate(x, mode=mode, align_corners=align_corners, antialias=True, **kw),
+          [a])

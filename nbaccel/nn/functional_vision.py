@@ -1,6 +1,6 @@
 """The functional side of convolutional networks that is a composition of ops: batch and
 group normalisation, adaptive average pooling, interpolation (nearest, linear to trilinear,
-bicubic, area), padding, relu6 and channel
+bicubic, area, antialiased bilinear and bicubic), padding, relu6 and channel
 dropout (``nbaccel.nn.functional`` re-exports them). The convolutions and poolings
 themselves are ops (``nbaccel/ops/conv.py``, ``nbaccel/ops/pooling.py``).
 
@@ -244,6 +244,41 @@ def _interp_matrix(n_in, n_out, mode, align_corners, scale):
     return m
 
 
+def _antialias_filter(mode, v):
+    """The kernels PyTorch's antialias path widens: the triangle for bilinear, Keys' cubic
+    with A = -0.5 (not plain bicubic's -0.75) for bicubic."""
+    v = np.abs(v)
+    if mode == "bilinear":
+        return np.maximum(0.0, 1.0 - v)
+    a = -0.5
+    return np.where(v < 1, ((a + 2) * v - (a + 3)) * v * v + 1,
+                    np.where(v < 2, (((v - 5) * v + 8) * v - 4) * a, 0.0))
+
+
+def _antialias_matrix(n_in, n_out, mode, align_corners, scale):
+    """(n_out, n_in) weights of PyTorch's antialiased resampling along one axis: when
+    downsampling by s = n_in / n_out (or 1 / scale_factor) the filter is stretched by s, its
+    support (1 for the triangle, 2 for the cubic) likewise; output i reads the inputs whose
+    centres lie within the support of s * (i + 0.5), and its weights are normalised to sum 1
+    (which also handles the borders: no clamped reads)."""
+    half = 1.0 if mode == "bilinear" else 2.0
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        s = 1.0 / scale if scale else n_in / n_out
+    support, stretch = (half * s, 1.0 / s) if s >= 1.0 else (half, 1.0)
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        centre = s * (i + 0.5)
+        # int() truncates, as the C++ index arithmetic; the clamps make it a floor
+        lo = max(int(centre - support + 0.5), 0)
+        hi = min(int(centre + support + 0.5), n_in)
+        w = _antialias_filter(mode, (np.arange(lo, hi) - centre + 0.5) * stretch)
+        total = w.sum()
+        m[i, lo:hi] = w / total if total else w
+    return m
+
+
 _MODES = {"nearest": 0, "nearest-exact": 0, "area": 0, "linear": 1, "bilinear": 2,
           "bicubic": 2, "trilinear": 3}
 
@@ -252,14 +287,17 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 recompute_scale_factor=None, antialias=False):
     """PyTorch's ``F.interpolate`` for modes 'nearest', 'nearest-exact' and 'area' (3-D, 4-D
     or 5-D input), 'linear' (3-D), 'bilinear' and 'bicubic' (4-D) and 'trilinear' (5-D),
-    with ``size`` or ``scale_factor`` and ``align_corners``. Each axis is a small resampling
-    matmul ('area' is ``adaptive_avg_pool``), so gradients and compiling come from matmul."""
+    with ``size`` or ``scale_factor`` and ``align_corners``; ``antialias=True`` for
+    'bilinear' and 'bicubic' (PyTorch's filter widened by the downsampling factor). Each axis
+    is a small resampling matmul ('area' is ``adaptive_avg_pool``), so gradients and
+    compiling come from matmul."""
     x = as_tensor(input)
     if mode not in _MODES:
         raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nbaccel has "
                                   f"{', '.join(map(repr, _MODES))})")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if antialias and not (mode in ("bilinear", "bicubic") and x.ndim == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and "
+                         "requires a 4-D tensor as input")
     spatial = x.ndim - 2
     if spatial not in (1, 2, 3) or (_MODES[mode] and _MODES[mode] != spatial):
         raise ShapeError(f"interpolate: mode {mode!r} does not take a {x.ndim}-D input "
@@ -286,8 +324,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise ValueError(f"interpolate: output size {out} does not fit a {x.ndim}-D input")
     if mode == "area":
         return _ADAPTIVE[spatial](x, out if spatial > 1 else out[0])
-    make = _cubic_matrix if mode == "bicubic" else \
-        (lambda n, o, ac, s: _interp_matrix(n, o, mode, ac, s))
+    if antialias:
+        make = lambda n, o, ac, s: _antialias_matrix(n, o, mode, ac, s)  # noqa: E731
+    elif mode == "bicubic":
+        make = _cubic_matrix
+    else:
+        make = lambda n, o, ac, s: _interp_matrix(n, o, mode, ac, s)  # noqa: E731
     return _apply_axes(x, [make(n, o, bool(align_corners), s) for n, o, s in zip(n_in, out, scales)])
 
 
