@@ -318,9 +318,15 @@ def module_file(source: str) -> tuple[str, str]:
     return path, how
 
 
+def _numba_cache():
+    """numba's side of this cache (numba_cache.py), imported on first use: it imports numba,
+    and %load_ext reads this cache without it; it also imports this module (a circle)."""
+    from . import numba_cache  # lazy: see the docstring
+    return numba_cache
+
+
 def _numba_files(vdir, h):
-    from . import numba_cache  # lazy: it imports numba; %load_ext reads this cache without it
-    return numba_cache.files_for(os.path.join(vdir, "numba"), f"nbk_{h}")
+    return _numba_cache().files_for(os.path.join(vdir, "numba"), f"nbk_{h}")
 
 
 def is_warm(source: str) -> bool:
@@ -354,7 +360,7 @@ def load_module(path: str):
                 raise ImportError(f"nbaccel: {path} does not match its content hash; not imported")
             text = data.decode()
         in_memory = path.startswith(_MEMORY_DIR)
-        from . import numba_cache  # lazy: it imports numba; %load_ext reads this cache without it
+        numba_cache = _numba_cache()
         numba_cache.expect(path, h)
         try:
             mod = types.ModuleType(name)

@@ -15,7 +15,10 @@ import numpy as np
 from .. import dtypes as D
 from ..tensor import Tensor, _Size
 from . import is_dask_array
+from .cluster import check_workers, current_client
+from .lower import Lowering
 from .plan import NotChunkWork, Plan
+from .report import dask_report, fallback_report
 from ..export.dims import ExportError
 from ..export.trace import trace
 
@@ -45,9 +48,6 @@ def call(cf, args, kwargs):
         result, lowering, plan, inputs, outs = _compiled_call(cf, args, kwargs)
     except NotChunkWork as e:
         return _plain(cf, args, kwargs, str(e), t0)
-    # lazy: the Dask side loads with the first Dask call, not %load_ext
-    from .cluster import check_workers, current_client
-    from .report import dask_report  # lazy, as above
     client = current_client()
     if client is not None:              # a worker without nbaccel: one clear error, before compute
         check_workers(client)
@@ -57,8 +57,6 @@ def call(cf, args, kwargs):
 
 
 def _plain(cf, args, kwargs, reason, t0):
-    # lazy: the Dask side loads with the first Dask call, not %load_ext
-    from .report import fallback_report
     cf._report = fallback_report(cf, reason, time.perf_counter() - t0)
     cf.stats["dask_plain"] = cf.stats.get("dask_plain", 0) + 1
     if cf._in_cell:
@@ -163,8 +161,6 @@ def _compiled_call(cf, args, kwargs):
             raise NotChunkWork("the function reads a constant that is not a NumPy array")
         inputs.append(da.asarray(data))
     plan = Plan(g, [a.chunks for a in inputs])
-    # lazy: the Dask side loads with the first Dask call, not %load_ext
-    from .lower import Lowering
     lowering = Lowering(plan, inputs, _backend(cf))
     plan.build(lowering.between)
     by_id = {}

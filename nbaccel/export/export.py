@@ -15,6 +15,7 @@ from ..tensor import Tensor
 from .dims import ExportError, Poly, fit, parse_dynamic_shapes, probe_points, symbols_of
 from .serialize import Ref
 from .trace import arg_names, trace
+from . import call_path
 from ..nn import Module
 from .program import ExportedProgram
 
@@ -27,8 +28,8 @@ def export(fn_or_module, *example_args, dynamic_shapes=None):
     in-place update of an input or a weight, or random numbers are errors (:class:`ExportError`).
     Non-array arguments are baked in: the program checks that later calls pass the same value.
     """
-    # lazy: the compiler's call path imports numba; export is loaded by import nbaccel
-    from ..compiler.api import CompiledFunction, CompiledModule
+    api = call_path.compiler()[0]
+    CompiledFunction, CompiledModule = api.CompiledFunction, api.CompiledModule
     target = fn_or_module
     if isinstance(target, CompiledModule):
         target = target._orig_mod

@@ -24,6 +24,7 @@ from .serialize import Ref
 from .load import save
 from ..autograd import is_grad_enabled
 from .module import ExportedModule
+from . import call_path
 
 BACKENDS = ("auto", "numba", "numpy", "eager")
 MAX_EXECUTABLES = 32     # built graphs kept per program (one per set of sizes and backend)
@@ -31,9 +32,7 @@ MAX_EXECUTABLES = 32     # built graphs kept per program (one per set of sizes a
 
 def _backends():
     """The compiler's backends (a triton backend, where the compiler has one, is accepted too)."""
-    # lazy: the compiler's call path imports numba; export is loaded by import nbaccel
-    from ..compiler.api import BACKENDS as compiler_backends
-    return tuple(dict.fromkeys(BACKENDS + tuple(compiler_backends)))
+    return tuple(dict.fromkeys(BACKENDS + tuple(call_path.compiler()[0].BACKENDS)))
 
 
 class ExportedProgram:

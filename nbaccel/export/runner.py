@@ -17,6 +17,7 @@ from ..tensor import Tensor
 from ..compiler.decompose import Recorder, decompose
 from .dims import ExportError, Poly
 from .serialize import Ref
+from . import call_path
 from ..dispatch import apply
 
 
@@ -138,8 +139,7 @@ class Executable:
         self.program = None
         self.consts = []
         if backend != "eager":
-            # lazy: the compiler's programs (and numba) load when an exported program first runs
-            from ..compiler import entries, runtime
+            _, entries, runtime = call_path.compiler()
             prim = decompose(self.graph)
             # the compiler's choice of program class per backend (a Triton program, where the
             # compiler has one), else the CPU program
@@ -151,8 +151,7 @@ class Executable:
     def run(self, arrays):
         """Arrays for every value the outputs refer to: ``{value number: array}``."""
         if self.program is None:
-            from ..compiler.runtime import interpret  # lazy, as in __init__
-            outs = interpret(self.graph, arrays)
+            outs = call_path.compiler()[2].interpret(self.graph, arrays)
         else:
             outs = self.program.run(list(arrays) + self.consts)
         got = dict(zip(self.node_refs, outs))

@@ -8,6 +8,7 @@ from IPython.core.error import UsageError
 from . import options, cache_text
 from ..devices import cuda_available
 from ..compiler import api as capi, cache
+from ..daskbridge import cluster   # (Dask itself loads with the first cluster command)
 
 MODES = capi.MODES
 BACKENDS = capi.BACKENDS
@@ -150,8 +151,6 @@ class NbaccelCommands:
         """`cluster start [--workers N] [--threads T]`, `cluster connect ADDRESS [--timeout S]`,
         `cluster stop`, `cluster` / `cluster status`: Dask's LocalCluster or a running scheduler
         (see nbaccel/daskbridge/cluster.py and docs/dask.md)."""
-        # lazy: the Dask side loads with the first Dask call, not %load_ext
-        from ..daskbridge import cluster
         sub, args = (rest[0], rest[1:]) if rest else ("status", [])
         flags = dict(zip(args[::2], args[1::2])) if sub == "start" else dict(zip(args[1::2], args[2::2]))
         try:
