@@ -129,6 +129,8 @@ def _getattr(self, name):
 # ---- the methods whose NumPy meaning differs from the Tensor's --------------------------------
 
 def _sort(self, axis=-1, kind=None, order=None, *, stable=None):
+    if self.ndim == 0 and axis is not None:     # PyTorch sorts a 0-d tensor; NumPy refuses
+        raise np.exceptions.AxisError(axis, 0)
     if order is not None:
         return _numpy_method(self, "sort")(axis=axis, kind=kind, order=order)
     self._assign(NUMPY_FUNCS["sort"](self, axis=axis), "ndarray.sort")

@@ -37,6 +37,13 @@ def _inplace_cast_error(src, dst, what):
     return TypeError(f"result type {src} can't be cast to the desired output type {dst} in an {what}")
 
 
+# ``Tensor._np`` is falsy for nbaccel's own tensors and truthy for NumPy-flavoured ones (a
+# %%compile cell's values). A 0-d NumPy value is a scalar (ufuncs, reductions) or a 0-d ndarray
+# (reshape, copy, an array written in place); a traced value knows which from the op that made
+# it, and a tracer that outlives its trace keeps the answer here.
+NP_ARRAY_0D = 2
+
+
 class Tensor:
     """An n-dimensional array with dtype, device and autograd.
 

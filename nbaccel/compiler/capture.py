@@ -22,8 +22,8 @@ import sys
 import weakref
 
 from ..ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
-from ..tensor import Tensor, _eager, set_active_trace
-from .views import ViewTracking
+from ..tensor import NP_ARRAY_0D, Tensor, _eager, set_active_trace
+from .views import ViewTracking, numpy_gives_array
 from .ir import Graph
 from ..devices import cpu
 from ..ops.registry import OPS
@@ -291,6 +291,9 @@ class TraceSession(ViewTracking):
 
     # -- in-place ---------------------------------------------------------------------------------
     def assign(self, target: Tensor, new: Tensor):
+        # only an array is written in place: a 0-d target stays a 0-d array, whatever op made
+        # its new value (`z[...] = 0`, `z += 1` on np.zeros(()) leave an ndarray, not a scalar)
+        keeps_array = not target.shape and numpy_gives_array(target._node)
         info = self.view_of.get(id(target))
         if info is not None and any(op.name not in self._INVERTIBLE for op, _, _ in info[1]):
             if any(op.name == "broadcast_to" for op, _, _ in info[1]):
@@ -312,6 +315,8 @@ class TraceSession(ViewTracking):
             elif id(target) in self.view_base:       # writing through a view: the base is stale
                 self.stale.add(id(self.view_base[id(target)]))
         self.stale.discard(id(target))
+        if keeps_array and isinstance(new, Tensor) and not numpy_gives_array(new._node):
+            new = self.record(OPS["clone"], (new,), {})
         target._node = new._node
         self.mutated = True
         self.assigned[id(target)] = target
@@ -348,8 +353,10 @@ class TraceSession(ViewTracking):
             if id(t) in self.materialized:
                 return self.materialized[id(t)][1]._data
             return t._data
-        if node.is_placeholder and t._data is not None:
+        if node.is_placeholder and t._data is not None and id(t) not in self.assigned:
             return t._data                           # an input: its value is known, no break
+        # (a tensor written in this segment may hold another tensor's placeholder, e.g. after
+        # `z.put(...)` ran NumPy on its value: its own buffer is stale until the flush)
         if reason is not None:
             self._break(reason)
         self.flush()
@@ -443,6 +450,8 @@ class TraceSession(ViewTracking):
         for t, c in list(self.materialized.values()) + self.placeholders_made:
             if t._node is None or t is c:
                 continue
+            if t._np and not t._data.shape and numpy_gives_array(t._node):
+                t._np = NP_ARRAY_0D                  # NumPy holds a 0-d array here, not a scalar
             t._node = None
             t._data = c._data
             t._version = c._version

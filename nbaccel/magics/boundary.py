@@ -23,7 +23,8 @@ import numpy as np
 
 from . import snapshot
 from ..compiler.read_recorder import calls_for_the_user
-from ..tensor import Tensor, _Size, active_trace
+from ..compiler.views import numpy_gives_array
+from ..tensor import NP_ARRAY_0D, Tensor, _Size, active_trace
 from ..numpy_api import settle_pending_readers
 from .. import numpy_api
 
@@ -102,10 +103,12 @@ def to_numpy(value, reason="a NumPy value is needed"):
             if value._node is None:
                 return value
             return Tensor._wrap(value._value(reason), value.dtype, value.device, False)
+        # a 0-d value is a NumPy scalar unless NumPy's own op made a 0-d array (see views.py)
+        array_0d = value._np == NP_ARRAY_0D or (value._node is not None and numpy_gives_array(value._node))
         a = value._value(reason)
         if not isinstance(a, np.ndarray):          # a GPU array
             a = a.get()
-        return a[()] if a.ndim == 0 else a
+        return a[()] if a.ndim == 0 and not array_0d else a
     if type(value) is _Size:
         return int(value)
     if isinstance(value, tuple) and hasattr(type(value), "_fields"):

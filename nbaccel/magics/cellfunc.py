@@ -31,7 +31,7 @@ import ast
 import io
 import tokenize
 
-from .cellnames import _Renamer, local_names
+from .cellnames import _Renamer, evaluated_at_definition, local_names, nested_free
 
 ENV = "__nbaccel_env__"
 NP = "__nbaccel_np__"
@@ -140,9 +140,13 @@ def read_first(tree: ast.Module) -> set:
 
     def visit(node):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for sub in _walk_all(node):
-                if sub is not node and isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
-                    use(sub.id, True)
+            # what the definition evaluates now (decorators, defaults, bases), then the names its
+            # body may read from outside when it runs: never its own parameters or locals (a
+            # `def f(Z)` does not read the notebook's Z)
+            for part in evaluated_at_definition(node):
+                visit(part)
+            for name in sorted(nested_free(node)[0]):
+                use(name, True)
             use(node.name, False)
             return
         if isinstance(node, ast.Lambda):
@@ -178,31 +182,6 @@ def read_first(tree: ast.Module) -> set:
     return first_read
 
 
-def _nested_free(node):
-    """Names a nested def/lambda/class body may read from outside (loads that are not its own
-    parameters or locals), and names it declares ``global``."""
-    free, declared = set(), set()
-    args = getattr(node, "args", None)
-    params = set()
-    if args is not None:
-        params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-    body = node.body if isinstance(node.body, list) else [node.body]
-    loads, stores = set(), set()
-    for stmt in body:
-        for n in ast.walk(stmt):
-            if isinstance(n, ast.Name):
-                (loads if isinstance(n.ctx, ast.Load) else stores).add(n.id)
-            elif isinstance(n, (ast.Global, ast.Nonlocal)):
-                declared.update(n.names)
-            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                stores.add(n.name)
-    if isinstance(node, ast.ClassDef):     # a class body runs at once; its methods do not
-        stores = set()
-    free = loads - params - (stores - declared)
-    return free | declared, declared
-
-
 def shared_names(tree: ast.Module, stores: set) -> set:
     """Cell names that must live in the user namespace while the cell runs: the ones declared
     ``global`` anywhere in the cell, and cell-bound names that a function, lambda or class
@@ -212,7 +191,7 @@ def shared_names(tree: ast.Module, stores: set) -> set:
         if isinstance(n, ast.Global):
             shared.update(n.names)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            free, declared = _nested_free(n)
+            free, declared = nested_free(n)
             shared |= declared | (free & stores)
     return shared
 
@@ -428,12 +407,15 @@ def ends_quiet(source: str) -> bool:
 
 
 def build(tree: ast.Module, name: str, traced: list[str], boxed: list[str],
-          shared: set = frozenset(), boundary: bool = True, maybe=()) -> ast.Module:
+          shared: set = frozenset(), boundary: bool = True, maybe=(), renamed=None) -> ast.Module:
     """The module that defines ``__nbaccel_make__(__nbaccel_np__, __nbaccel_call__,
     __nbaccel_setmask__, __nbaccel_sync__, __nbaccel_ipython__)`` returning the cell function. ``traced`` become parameters; ``boxed``
     are read from ``__nbaccel_env__.values``; ``maybe`` too when it has them (else they start
-    unbound, as in the plain cell); ``shared`` are declared global."""
-    renamed = local_names(tree, list(traced) + list(boxed))
+    unbound, as in the plain cell); ``shared`` are declared global. ``renamed`` (default:
+    :func:`local_names`) maps inputs to the names the function uses for them: the caller's
+    ``collect`` must map them back."""
+    if renamed is None:
+        renamed = local_names(tree, list(traced) + list(boxed))
     body = [_ImportRewriter().visit(s) for s in tree.body]
     if renamed:
         body = [_Renamer(renamed).visit(s) if not isinstance(s, list) else

@@ -14,16 +14,48 @@ LOCAL = "__nbaccel_in_"      # prefix of a cell input that functions defined in 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def nested_reads(tree: ast.Module) -> set:
-    """Every name that appears inside the body of a function, lambda or class defined in the
-    cell (at any depth)."""
-    names = set()
-    for n in ast.walk(tree):
+def nested_free(node):
+    """Names a nested def/lambda/class body may read from outside (loads that are not its own
+    parameters or locals, nor those of a scope nested in it), and names it declares ``global``."""
+    args = getattr(node, "args", None)
+    params = set()
+    if args is not None:
+        params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    loads, stores, declared = set(), set(), set()
+
+    def visit(n):
         if isinstance(n, _SCOPES):
-            body = n.body if isinstance(n.body, list) else [n.body]
-            for stmt in body:
-                names |= {m.id for m in ast.walk(stmt) if isinstance(m, ast.Name)}
-    return names
+            if not isinstance(n, ast.Lambda):
+                stores.add(n.name)
+            for part in evaluated_at_definition(n):
+                visit(part)
+            inner_free, inner_declared = nested_free(n)
+            loads.update(inner_free)
+            declared.update(inner_declared)
+            return
+        if isinstance(n, ast.Name):
+            (loads if isinstance(n.ctx, ast.Load) else stores).add(n.id)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            declared.update(n.names)
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+
+    for stmt in (node.body if isinstance(node.body, list) else [node.body]):
+        visit(stmt)
+    if isinstance(node, ast.ClassDef):     # a class body runs at once; its methods do not
+        stores = set()
+    free = loads - params - (stores - declared)
+    return free | declared, declared
+
+
+def evaluated_at_definition(node):
+    """The parts of a def/lambda/class that run where it is defined (decorators, defaults,
+    bases), not when it is called."""
+    if isinstance(node, ast.ClassDef):
+        return node.decorator_list + node.bases + [k.value for k in node.keywords]
+    parts = [d for d in node.args.defaults + node.args.kw_defaults if d is not None]
+    return parts + list(getattr(node, "decorator_list", []))
 
 
 class _Renamer(ast.NodeTransformer):
@@ -67,5 +99,8 @@ def local_names(tree: ast.Module, inputs) -> dict:
     closure cells of the cell function: a lambda defined in the cell would keep the tracer or
     nbaccel.numpy it saw while the cell ran, and return Tensors forever after. Renamed, the cell
     reads its (traced, swapped) input while the function reads the notebook's global."""
-    nested = nested_reads(tree)
+    nested = set()
+    for n in ast.walk(tree):
+        if isinstance(n, _SCOPES):
+            nested |= nested_free(n)[0]
     return {n: LOCAL + n for n in inputs if n in nested}

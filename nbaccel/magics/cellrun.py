@@ -67,13 +67,12 @@ class CellRuns:
         if frame is None:
             return
         local_vars = frame.f_locals
-        for k in entry.outputs:
-            if k in entry.shared:
-                if k in ns:
-                    ns[k] = _swap_out(_settled(ns[k]))
-                continue
-            if k in local_vars:
-                v = _settled(local_vars[k])
+        for k in entry.shared & entry.outputs:
+            if k in ns:
+                ns[k] = _swap_out(_settled(ns[k]))
+        for k, local in entry.slots:
+            if local in local_vars:
+                v = _settled(local_vars[local])
                 ns[k] = _swap_out(v)
                 _fix_qualname(ns[k], entry.qualprefix)
             elif k in entry.dels:

@@ -23,7 +23,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import boundary, cellfunc, cheap_cells, ipython_calls, options, per_element, snapshot, verify
+from . import boundary, cellfunc, cellnames, cheap_cells, ipython_calls, options, per_element, snapshot, verify
 from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .commands import NbaccelCommands, _in_notebook
 from .. import dtypes as D, ndarray_methods, numpy_api
@@ -47,14 +47,16 @@ class _Env:
     """What the cell function receives besides its traced arrays (opaque to the compiler, so
     containers are passed as they are, never copied)."""
 
-    __slots__ = ("values", "outputs")
+    __slots__ = ("values", "slots")
 
-    def __init__(self, values, outputs):
+    def __init__(self, values, slots):
         self.values = values
-        self.outputs = outputs
+        self.slots = slots          # (name in the notebook, name in the cell function)
 
     def collect(self, local_vars):
-        return {k: v for k, v in local_vars.items() if k in self.outputs}
+        """The cell's outputs under their notebook names (an input the function renamed, see
+        cellnames.local_names, is still the notebook's name)."""
+        return {k: local_vars[local] for k, local in self.slots if local in local_vars}
 
 
 @dataclass
@@ -77,6 +79,13 @@ class CellEntry:
     qualprefix: str = ""
     plain_reason: str | None = None                # set: the cell runs plainly (see _run_plain)
     probe: tuple | None = None                     # (seconds, breaks, line): compare with plain
+    local_of: dict = field(default_factory=dict)   # input -> its name in the cell function
+    slots: tuple = ()                              # (notebook name, cell-function name) per output
+
+    def __post_init__(self):
+        # the function's locals that hold the cell's outputs (a renamed input the cell rebinds
+        # is the notebook's name all the same: dropping it lost numpy-100's `Z`)
+        self.slots = tuple((k, self.local_of.get(k, k)) for k in sorted(self.outputs - self.shared))
 
 
 def _numpy_objects():
@@ -356,8 +365,9 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             tree = self.shell.compile.ast_parse(src, filename, "exec")  # raises SyntaxError
             outputs = set(stores) | set(dels)
             name = f"cell_{count}"
+            renamed = cellnames.local_names(tree, traced + boxed)
             if plain_reason is None:
-                mod = cellfunc.build(tree, name, traced, boxed, shared, maybe=maybe)
+                mod = cellfunc.build(tree, name, traced, boxed, shared, maybe=maybe, renamed=renamed)
                 code = compile(mod, filename, "exec", dont_inherit=True)
                 scope: dict = {}
                 exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched
@@ -373,9 +383,9 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             entry = CellEntry(key, cf, traced, boxed, outputs, set(dels),
                               cellfunc.ends_quiet(src), filename, shared=shared, src=src, fname=name,
                               qualprefix=f"__nbaccel_make__.<locals>.{name}.<locals>.",
-                              plain_reason=plain_reason)
+                              plain_reason=plain_reason, local_of=renamed)
             self.entries[key] = entry
-        env = _Env(values, entry.outputs)
+        env = _Env(values, entry.slots)
         return entry, [ns[n] for n in traced], env
 
     @staticmethod
