@@ -24,7 +24,7 @@ from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  #
 from .ops.creation import manual_seed, rand, randn, randint, randperm, rand_like, randn_like  # noqa: F401
 from .tensor import install_methods as _install_methods
 from .array_api import (__array_api_version__, __array_namespace_info__, e, pi, inf, nan,  # noqa: F401
-                        newaxis, isdtype, can_cast, finfo, iinfo)
+                        newaxis, isdtype, can_cast, finfo, iinfo, broadcast_shapes)
 
 globals().update({k: v for k, v in _ops.namespace().items() if k not in globals()})
 _install_methods()

@@ -1,6 +1,7 @@
-"""What the Array API standard (2023.12) asks of a namespace beyond its ops: constants, data
+"""What the Array API standard (2024.12) asks of a namespace beyond its ops: constants, data
 type inspection (isdtype, can_cast, finfo, iinfo), ``__array_namespace_info__``, and the
-small utilities broadcast_arrays and meshgrid (aliases over broadcast_to/reshape).
+small utilities broadcast_arrays and meshgrid (aliases over broadcast_to/reshape) and
+broadcast_shapes (2025.12).
 
 >>> import nbaccel as nb
 >>> nb.isdtype(nb.float32, "real floating"), nb.can_cast(nb.int8, nb.int32)
@@ -22,10 +23,15 @@ import numpy as np
 from . import dtypes as D
 from .devices import cpu, cuda_available, device as _device
 from .ops.fronts import as_tensor
-from .ops.meta import broadcast_shapes
+from .ops.meta import broadcast_shapes as broadcast_shapes_of
 from .ops.registry import defalias
 
-__array_api_version__ = "2023.12"
+# the newest revision nbaccel implements in full (docs/array-api.md lists the deviations and
+# the 2025.12 additions that are here already)
+__array_api_version__ = "2024.12"
+SUPPORTED_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
+# NumPy's limit, which every tensor's buffer shares
+MAX_DIMENSIONS = 64
 
 e = math.e
 pi = math.pi
@@ -130,7 +136,8 @@ class _NamespaceInfo:
     """The object ``__array_namespace_info__()`` returns."""
 
     def capabilities(self):
-        return {"boolean indexing": True, "data-dependent shapes": True}
+        return {"boolean indexing": True, "data-dependent shapes": True,
+                "max dimensions": MAX_DIMENSIONS}
 
     def default_device(self):
         return cpu
@@ -155,12 +162,18 @@ def __array_namespace_info__():
 
 # ---- utilities over existing ops ------------------------------------------------------------
 
+def broadcast_shapes(*shapes):
+    """The shape that ``shapes`` (tuples of ints) broadcast to; ``()`` for none. Shapes that do
+    not broadcast raise ValueError (the Array API 2025.12, as ``numpy.broadcast_shapes``)."""
+    return broadcast_shapes_of(*(tuple(int(d) for d in s) for s in shapes))
+
+
 def _broadcast_arrays(*arrays):
     """Broadcast tensors against each other (views; no copy)."""
     if len(arrays) == 1 and isinstance(arrays[0], (list, tuple)):
         arrays = tuple(arrays[0])
     ts = [as_tensor(a) for a in arrays]
-    shape = broadcast_shapes(*(t.shape for t in ts))
+    shape = broadcast_shapes_of(*(t.shape for t in ts))
     return [t if tuple(t.shape) == shape else t.broadcast_to(shape) for t in ts]
 
 

@@ -1,7 +1,7 @@
 """dtype singletons and the type-promotion table.
 
 The dtypes: bool, int8/16/32/64, uint8/16/32/64, float16, bfloat16, float32, float64,
-complex64, complex128 (every dtype the Array API 2023.12 standard requires, plus float16 and
+complex64, complex128 (every dtype the Array API 2024.12 standard requires, plus float16 and
 bfloat16). Kinds: 'b' bool, 'i' signed, 'u' unsigned, 'f' real floating, 'c' complex.
 
 Promotion is NumPy 2's (``np.promote_types``), which agrees with the Array API standard's

@@ -1,4 +1,4 @@
-"""``nbaccel.fft``: the Array API ``fft`` extension (2023.12).
+"""``nbaccel.fft``: the Array API ``fft`` extension (2024.12).
 
     import nbaccel as nb
     spec = nb.fft.rfft(nb.tensor([1.0, 0.0, -1.0, 0.0]))     # complex64, 3 values
@@ -88,12 +88,15 @@ def _freq(name):
     def freq(n, /, *, d=1.0, dtype=None, device=None):
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
             raise ValueError(f"fft.{name}: n must be a positive integer, got {n!r}")
-        dt = D.dtype(dtype) if dtype is not None else D.float64
+        # the default real floating dtype (float32, as __array_namespace_info__ says) unless
+        # dtype= names another (the 2024.12 revision); NumPy's np.fft keeps its float64
+        dt = D.dtype(dtype) if dtype is not None else D.float32
         if dt.kind != "f":
             raise TypeError(f"fft.{name}: dtype must be a real floating-point dtype, got {dt}")
         return asarray(numpy_fn(n, d=d).astype(dt.np), device=device, _np=False)
     freq.__name__ = freq.__qualname__ = name
-    freq.__doc__ = f"The Array API ``fft.{name}``: sample frequencies, float64 unless ``dtype`` is given."
+    freq.__doc__ = (f"The Array API ``fft.{name}``: sample frequencies in ``dtype`` (the default "
+                    f"float, float32, when None) on ``device``.")
     return freq
 
 

@@ -1,14 +1,15 @@
-"""``nbaccel.linalg``: the Array API ``linalg`` extension (2023.12), also reachable as
-``np.linalg.*`` on Tensors through ``__array_function__``.
+"""``nbaccel.linalg``: the Array API ``linalg`` extension (2024.12, and 2025.12's ``eig`` and
+``eigvals``), also reachable as ``np.linalg.*`` on Tensors through ``__array_function__``.
 
 >>> import nbaccel as nb
 >>> a = nb.tensor([[2.0, 1.0], [1.0, 3.0]])
 >>> nb.linalg.solve(a, nb.tensor([3.0, 5.0]))
 tensor([0.8, 1.4])
 
-Every function here is an op (or an alias over ops) defined in ``nbaccel/ops/linalg.py``
-and ``nbaccel/ops/matrix.py``; this module only picks the Array API spellings. Singular
-matrices raise :class:`LinAlgError`, which *is* ``numpy.linalg.LinAlgError``.
+Every function here is an op (or an alias over ops) defined in ``nbaccel/ops/linalg.py``,
+``nbaccel/ops/matrix.py`` and ``nbaccel/ops/array_api_additions.py`` (eig, eigvals); this
+module only picks the Array API spellings. Singular matrices raise :class:`LinAlgError`, which
+*is* ``numpy.linalg.LinAlgError``.
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from .ops.matrix import (inv as _inv, det as _det, pinv as _pinv, matrix_rank as
                          vector_norm as _vector_norm, slogdet, solve, svd, svdvals, eigh,
                          eigvalsh, qr, _cholesky_front, _matrix_norm, _matrix_power, _norm,
                          SlogdetResult, SVDResult, EighResult, QRResult)
+from .ops.array_api_additions import eig, eigvals, EigResult  # noqa: F401
 
-__all__ = ["LinAlgError", "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv",
+__all__ = ["LinAlgError", "cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
            "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "norm",
            "outer", "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace",
            "vecdot", "vector_norm"]

@@ -457,7 +457,7 @@ class Tensor:
 
     # -- protocols ----------------------------------------------------------------------------
     def __array_namespace__(self, *, api_version=None):
-        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+        if api_version is not None and api_version not in nbaccel.array_api.SUPPORTED_VERSIONS:
             raise ValueError(f"unsupported Array API version {api_version!r}")
         return nbaccel
 

@@ -1,4 +1,4 @@
-"""nbaccel is an Array API 2023.12 namespace: every name the standard lists exists, and the
+"""nbaccel is an Array API 2024.12 namespace: every name the standard lists exists, and the
 parts that are not ops (constants, dtype inspection, info, set/search utilities) behave."""
 import math
 
@@ -21,19 +21,19 @@ ELEMENTWISE = """abs acos acosh add asin asinh atan atan2 atanh bitwise_and bitw
 bitwise_invert bitwise_or bitwise_right_shift bitwise_xor ceil clip conj copysign cos cosh divide
 equal exp expm1 floor floor_divide greater greater_equal hypot imag isfinite isinf isnan less
 less_equal log log1p log2 log10 logaddexp logical_and logical_not logical_or logical_xor maximum
-minimum multiply negative not_equal positive pow real remainder round sign signbit sin sinh square
-sqrt subtract tan tanh trunc""".split()
-INDEXING = ["take"]
+minimum multiply negative nextafter not_equal positive pow real reciprocal remainder round sign
+signbit sin sinh square sqrt subtract tan tanh trunc""".split()
+INDEXING = ["take", "take_along_axis"]
 INSPECTION = ["__array_namespace_info__"]
 LINALG_MAIN = "matmul matrix_transpose tensordot vecdot".split()
-MANIPULATION = """broadcast_arrays broadcast_to concat expand_dims flip moveaxis permute_dims repeat
-reshape roll squeeze stack tile unstack""".split()
+MANIPULATION = """broadcast_arrays broadcast_shapes broadcast_to concat expand_dims flip moveaxis
+permute_dims repeat reshape roll squeeze stack tile unstack""".split()
 SEARCHING = "argmax argmin nonzero searchsorted where".split()
-SETS = "unique_all unique_counts unique_inverse unique_values".split()
+SETS = "isin unique_all unique_counts unique_inverse unique_values".split()
 SORTING = "argsort sort".split()
-STATISTICAL = "cumulative_sum max mean min prod std sum var".split()
-UTILITY = "all any".split()
-LINALG_EXT = """cholesky cross det diagonal eigh eigvalsh inv matmul matrix_norm matrix_power
+STATISTICAL = "count_nonzero cumulative_prod cumulative_sum max mean min prod std sum var".split()
+UTILITY = "all any diff".split()
+LINALG_EXT = """cholesky cross det diagonal eig eigh eigvals eigvalsh inv matmul matrix_norm matrix_power
 matrix_rank matrix_transpose outer pinv qr slogdet solve svd svdvals tensordot trace vecdot
 vector_norm""".split()
 
@@ -73,10 +73,11 @@ def test_array_object_has(name):
 
 
 def test_version_and_namespace():
-    assert nb.__array_api_version__ == "2023.12"
+    assert nb.__array_api_version__ == "2024.12"
     x = nb.ones(3)
     assert x.__array_namespace__() is nb
-    assert x.__array_namespace__(api_version="2023.12") is nb
+    for version in ("2021.12", "2022.12", "2023.12", "2024.12"):
+        assert x.__array_namespace__(api_version=version) is nb
     with pytest.raises(ValueError):
         x.__array_namespace__(api_version="1999.01")
 

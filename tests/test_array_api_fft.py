@@ -59,6 +59,9 @@ def test_round_trip():
 
 def test_frequencies_and_shifts():
     f = nb.fft.fftfreq(8, d=0.5)
+    assert f.dtype.np == np.float32          # the default float (2024.12: dtype= picks another)
+    np.testing.assert_array_equal(f.numpy(), np.fft.fftfreq(8, d=0.5).astype(np.float32))
+    f = nb.fft.fftfreq(8, d=0.5, dtype=nb.float64)
     assert f.dtype.np == np.float64
     np.testing.assert_array_equal(f.numpy(), np.fft.fftfreq(8, d=0.5))
     r = nb.fft.rfftfreq(7, dtype=nb.float32)

@@ -55,8 +55,14 @@ full = defop("full", kind="creation", differentiable=False, fill=lambda p: p["va
 
 
 def _creator(value, name):
-    def front(*shape, dtype=None, device=None, requires_grad=False):
-        return _full_front(_shape_arg(shape), value, dtype=_dt(dtype), device=device,
+    # the Array API's zeros(shape) (one int or tuple) and PyTorch's zeros(2, 3) / zeros(size=...)
+    def front(shape=None, *more, dtype=None, device=None, requires_grad=False, size=None):
+        if size is not None:
+            if shape is not None or more:
+                raise TypeError("got both a positional shape and size=")
+            shape = size
+        dims = () if shape is None and not more else (shape,) + more
+        return _full_front(_shape_arg(dims), value, dtype=_dt(dtype), device=device,
                            requires_grad=requires_grad)
     front.__doc__ = f"A tensor of {name} (float32 unless ``dtype`` says otherwise)."
     return front

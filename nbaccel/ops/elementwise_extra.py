@@ -29,16 +29,21 @@ def _bound(v, x):
     return as_tensor_arg(v)
 
 
-def clip(x, a_min=None, a_max=None, out=None, *, min=None, max=None):
+def clip(x, min=None, max=None, out=None, *, a_min=None, a_max=None):
     """Clamp x to [min, max]; either bound may be None, a scalar or a tensor.
 
+    The Array API's (and PyTorch's) ``min``/``max``, positional or by name; NumPy's names
+    ``a_min``/``a_max`` work too (NumPy 2 takes both spellings, one of each pair at most).
     NumPy values and promotion (min > max gives max; NaN in x or in a tensor bound gives
-    NaN); PyTorch's gradient (1 inside [min, max] including the bounds, else 0; a tensor
-    bound gets the gradient where it is selected)."""
+    NaN; the result keeps x's dtype for Python scalar bounds); PyTorch's gradient (1 inside
+    [min, max] including the bounds, else 0; a tensor bound gets the gradient where it is
+    selected)."""
     ops = _ops()
     x = as_tensor(x)
     if out is not None:
         raise TypeError("clip: out= is not supported")
+    if (a_min is not None and min is not None) or (a_max is not None and max is not None):
+        raise ValueError("clip: give only one of a_min and min, and of a_max and max")
     lo = a_min if min is None else min
     hi = a_max if max is None else max
     if lo is None and hi is None:

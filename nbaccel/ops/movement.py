@@ -50,9 +50,15 @@ def _by_name(fname, positional, named, keys):
     return (named[key],)
 
 
-def _reshape_front(x, *shape, copy=None, **named):
+def _leading(first, more):
+    """The positional shape or axes of a front whose first one is a named parameter (the Array
+    API's ``reshape(x, shape)``) that also takes PyTorch's spread form (``x.reshape(3, 2)``)."""
+    return () if first is None and not more else (first,) + more
+
+
+def _reshape_front(x, shape=None, *more, copy=None, **named):
     x = as_tensor(x)
-    shape = _shape_arg(_by_name("reshape", shape, named, ("shape", "newshape")))
+    shape = _shape_arg(_by_name("reshape", _leading(shape, more), named, ("shape", "newshape")))
     out = apply(reshape, (x,), {"shape": shape})
     if copy:   # copy=True: a new buffer (copy=None/False: a view where the layout allows)
         out = out.clone()
@@ -72,11 +78,13 @@ reshape = defop(
     front=_reshape_front, methods=("reshape", "view"), numpy="reshape")
 
 
-def _permute_front(x, *axes, **named):
+def _permute_front(x, axes=None, *more, **named):
     x = as_tensor(x)
-    axes = _by_name("permute", axes, named, ("axes", "dims"))
+    axes = _by_name("permute", _leading(axes, more), named, ("axes", "dims"))
     axes = _shape_arg(axes) if axes and axes[0] is not None else tuple(reversed(range(x.ndim)))
-    if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)):
+    # negative axes count from the end (the Array API 2025.12, NumPy and PyTorch alike)
+    if (any(not -x.ndim <= a < x.ndim for a in axes)
+            or sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim))):
         raise ValueError(f"axes {axes} don't match a tensor of dimension {x.ndim}")
     return apply(permute, (x,), {"axes": tuple(a % x.ndim for a in axes)})
 
@@ -99,9 +107,9 @@ permute = defop(
     front=_permute_front, methods="permute", numpy="permute_dims")
 
 
-def _broadcast_front(x, *shape, **named):
+def _broadcast_front(x, shape=None, *more, **named):
     x = as_tensor(x)
-    shape = _shape_arg(_by_name("broadcast_to", shape, named, ("shape", "size")))
+    shape = _shape_arg(_by_name("broadcast_to", _leading(shape, more), named, ("shape", "size")))
     # PyTorch's expand: -1 keeps the size
     nd = len(shape) - x.ndim
     if nd < 0:
@@ -419,6 +427,8 @@ def _repeat(x, repeats, axis=None, *, dim=None, output_size=None):
         y = y.broadcast_to(sh[:axis + 1] + (r,) + sh[axis + 1:])
         return y.reshape(sh[:axis] + (n * r,) + sh[axis + 1:])
     reps = np.asarray(repeats)
+    if reps.size == 0:          # [] reads as float64: empty repeats of any integer dtype
+        reps = reps.astype(np.int64)
     if reps.shape != (n,):
         raise ValueError(f"repeat: repeats of shape {reps.shape} don't match axis {axis} of "
                          f"size {n}")

@@ -267,13 +267,28 @@ def _var_impl(xp, x, axis, keepdims, correction=0.0):
         return xp.var(x, axis=axis, keepdims=keepdims, ddof=correction)
 
 
+def _var_front(x, axis=None, *args, dtype=None, out=None, ddof=None, keepdims=False,
+               correction=None, unbiased=None, dim=None, keepdim=None, mean=None):
+    """Variance: the Array API's ``var(x, /, *, axis, correction, keepdims)``, NumPy's
+    ``(a, axis, dtype, out, ddof, keepdims)`` and PyTorch's ``(input, dim, unbiased, keepdim)``."""
+    return _spread_front(var, x, axis, *args, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims,
+                         correction=correction, unbiased=unbiased, dim=dim, keepdim=keepdim, mean=mean)
+
+
+def _std_front(x, axis=None, *args, dtype=None, out=None, ddof=None, keepdims=False,
+               correction=None, unbiased=None, dim=None, keepdim=None, mean=None):
+    """Standard deviation, with the spellings of ``var``."""
+    return _spread_front(std, x, axis, *args, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims,
+                         correction=correction, unbiased=unbiased, dim=dim, keepdim=keepdim, mean=mean)
+
+
 var = defop("var", kind="reduce", decomp=_var, impl=_var_impl, grad=_var_grad, dtype_rule="realfloat",
-            front=lambda *a, **k: _spread_front(var, *a, **k), methods="var", numpy="var")
+            front=_var_front, methods="var", numpy="var")
 std = defop("std", kind="reduce", dtype_rule="realfloat",
             decomp=lambda x, **p: _ops().sqrt(_var(x, **p)),
             impl=lambda xp, x, **p: xp.sqrt(_var_impl(xp, x, **p)),
             grad=lambda g, out, x, **p: _var_grad(g / (2 * out), out, x, **p),
-            front=lambda *a, **k: _spread_front(std, *a, **k), methods="std", numpy="std")
+            front=_std_front, methods="std", numpy="std")
 
 
 def _spread_front(op, x, axis=None, *args, dtype=None, out=None, ddof=None, keepdims=False,
