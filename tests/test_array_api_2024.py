@@ -613,3 +613,18 @@ def test_eig_errors():
         nb.linalg.eig(nb.ones((2, 3)))
     with pytest.raises(TypeError):
         nb.linalg.eigvals(nb.asarray([[1, 2], [3, 4]], dtype=nb.int32))
+
+
+def test_new_ops_batch_under_vmap():
+    from nbaccel.func import vmap
+    x = nb.asarray([[1.0, 2.0], [3.0, 4.0]], dtype=nb.float64)
+    y = nb.asarray([0.0, 5.0], dtype=nb.float64)
+    np.testing.assert_array_equal(vmap(lambda a: nb.nextafter(a, y))(x).numpy(),
+                                  np.nextafter(x.numpy(), y.numpy()))
+    np.testing.assert_array_equal(vmap(nb.nextafter)(x, nb.asarray([[9.0], [0.0]], dtype=nb.float64)).numpy(),
+                                  np.nextafter(x.numpy(), [[9.0], [0.0]]))
+    np.testing.assert_array_equal(vmap(lambda a: nb.isin(a, nb.asarray([2.0, 3.0], dtype=nb.float64)))(x).numpy(),
+                                  [[False, True], [True, False]])
+    m = np.random.default_rng(0).normal(size=(3, 2, 2))
+    np.testing.assert_allclose(np.sort_complex(vmap(nb.linalg.eigvals)(nb.asarray(m)).numpy()),
+                               np.sort_complex(np.linalg.eigvals(m)), rtol=1e-6)

@@ -19,6 +19,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as D, ops
+from .batching import leading_dims_rule, logical_ndim, pad_batched
 from .fronts import apply, as_tensor
 from .matrix import _lapack, _square
 from .meta import broadcast_shapes
@@ -105,8 +106,14 @@ def _nextafter_front(x1, x2, /):
     return apply(nextafter, _pair(x1, x2), {})
 
 
+def _nextafter_batch(args, batched, params, size):
+    """vmap: elementwise, so each batched operand gets the result's logical rank."""
+    n = max(logical_ndim(a, b) for a, b in zip(args, batched))
+    return apply(nextafter, tuple(pad_batched(a, n) if b else a for a, b in zip(args, batched)), params)
+
+
 nextafter = defop("nextafter", kind="other", differentiable=False, impl=_nextafter_impl,
-                  infer=_nextafter_infer, front=_nextafter_front)
+                  infer=_nextafter_infer, front=_nextafter_front, batch_rule=_nextafter_batch)
 
 
 # ---- isin -------------------------------------------------------------------------------------
@@ -126,8 +133,9 @@ def _isin_front(x1, x2, /, *, invert=False):
     return apply(isin, (x1, x2), {"invert": bool(invert)})
 
 
+# vmap: a batched x1 is one bigger x1 (a batched x2 runs once per example)
 isin = defop("isin", kind="other", differentiable=False, impl=_isin_impl, infer=_isin_infer,
-             front=_isin_front)
+             front=_isin_front, batch_rule=leading_dims_rule("isin"))
 
 
 # ---- eig, eigvals -----------------------------------------------------------------------------
@@ -170,5 +178,6 @@ def eigvals(x, /):
     return apply(_eig, (as_tensor(x),), {"part": "eigenvalues"})
 
 
-_eig = defop("eig", kind="linalg", differentiable=False, infer=_eig_infer, impl=_eig_impl, front=eig)
+_eig = defop("eig", kind="linalg", differentiable=False, infer=_eig_infer, impl=_eig_impl, front=eig,
+             batch_rule=leading_dims_rule("eig"))
 defalias("eigvals", eigvals)
