@@ -327,6 +327,7 @@ def test_expm1_complex_special_cases(case, dtype):
             warnings.simplefilter("ignore", RuntimeWarning)
             out = nb.expm1(nb.asarray([z], dtype=getattr(nb, dtype)))
         assert out.dtype == getattr(nb, dtype)
+        assert not out._np and repr(out).startswith("tensor(")     # still an nbaccel tensor
         got = complex(out.numpy()[0])
         _check_part(got.real, re)
         want_im = im if im is None or math.isnan(im) or math.isnan(b) else sign * im

@@ -374,7 +374,7 @@ def _expm1_front(x):
     special = ~(xp.isfinite(xv.real) & xp.isfinite(xv.imag)) | (xv.imag == 0)
     if not bool(special.any()):
         return out
-    return T.asarray(_expm1_standard(xp, xv, ov), device=out.device)
+    return T.asarray(_expm1_standard(xp, xv, ov), device=out.device, _np=False)
 
 
 def _sqrt1m(x):
