@@ -352,17 +352,26 @@ def _expm1_64(x):
     return math.expm1(x)
 
 
-# ---------------------------------------------------------------- type dispatch
+# ---------------------------------------------------------------- public helpers
+# One function per helper serves both callers: numba code gets the float32 or float64
+# kernel inlined through the overload, Python code gets the same kernel by a type test.
 
-def _typed(name, f32, f64):
-    """A stub whose numba overload picks the float32 or float64 kernel by argument type;
-    integers and bools are promoted to float64 as NumPy does."""
-    def stub(x):
-        raise NotImplementedError(f"{name} is only callable from numba-compiled code")
+def _typed(name, f32, f64, doc):
+    """The helper ``name``: float32 in, float32 out; float64, integers and bools take the
+    float64 kernel, as NumPy promotes them."""
+    def helper(x):
+        if isinstance(x, np.float32):
+            return f32(x)
+        if isinstance(x, (float, np.float64, int, np.integer, bool, np.bool_)):
+            return f64(np.float64(x))
+        raise TypingError(f"{name}() takes a float32, float64, integer or bool scalar, "
+                          f"got {type(x).__name__}")
 
-    stub.__name__ = stub.__qualname__ = f"_{name}_typed"
+    helper.__name__ = helper.__qualname__ = name
+    helper.__doc__ = doc
+    helper.kernels = (f32, f64)    # the numba functions behind it, for inspection
 
-    @overload(stub, inline="always", jit_options={"fastmath": SAFE_FASTMATH})
+    @overload(helper, inline="always", jit_options={"fastmath": SAFE_FASTMATH})
     def _impl(x):
         if x == types.float32:
             return lambda x: f32(x)
@@ -372,74 +381,21 @@ def _typed(name, f32, f64):
             return lambda x: f64(np.float64(x))
         raise TypingError(f"{name}() takes a float32, float64, integer or bool scalar, got {x}")
 
-    return stub
+    return helper
 
 
-_exp = _typed("fexp", _exp32, _exp64)
-_log = _typed("flog", _log32, _log64)
-_tanh = _typed("ftanh", _tanh32, _tanh64)
-_sigmoid = _typed("fsigmoid", _sigmoid32, _sigmoid64)
-_erf = _typed("ferf", _erf32, _erf64)
-_log1p = _typed("flog1p", _log1p32, _log1p64)
-_expm1 = _typed("fexpm1", _expm1_32, _expm1_64)
-_gelu_tanh = _typed("fgelu_tanh", _gelu_tanh32, _gelu_tanh64)
-_softplus = _typed("fsoftplus", _softplus32, _softplus64)
-
-
-# ---------------------------------------------------------------- public helpers
-
-@njit(**_JIT)
-def fexp(x):
-    """exp(x); float32 stays float32 and vectorises. ``fexp(np.float32(1.0))``"""
-    return _exp(x)
-
-
-@njit(**_JIT)
-def flog(x):
-    """Natural log; log(0) = -inf, log(x < 0) = nan."""
-    return _log(x)
-
-
-@njit(**_JIT)
-def ftanh(x):
-    """tanh(x); exactly +-1 for large |x|."""
-    return _tanh(x)
-
-
-@njit(**_JIT)
-def fsigmoid(x):
-    """1 / (1 + exp(-x)), saturating to 0 and 1 without NaN."""
-    return _sigmoid(x)
-
-
-@njit(**_JIT)
-def ferf(x):
-    """The error function; odd, erf(+-inf) = +-1."""
-    return _erf(x)
-
-
-@njit(**_JIT)
-def flog1p(x):
-    """log(1 + x), accurate for small x."""
-    return _log1p(x)
-
-
-@njit(**_JIT)
-def fexpm1(x):
-    """exp(x) - 1, accurate for small x."""
-    return _expm1(x)
-
-
-@njit(**_JIT)
-def fgelu_tanh(x):
-    """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    return _gelu_tanh(x)
-
-
-@njit(**_JIT)
-def fsoftplus(x):
-    """log(1 + exp(x)) without overflow."""
-    return _softplus(x)
+fexp = _typed("fexp", _exp32, _exp64,
+              "exp(x); float32 stays float32 and vectorises. ``fexp(np.float32(1.0))``")
+flog = _typed("flog", _log32, _log64, "Natural log; log(0) = -inf, log(x < 0) = nan.")
+ftanh = _typed("ftanh", _tanh32, _tanh64, "tanh(x); exactly +-1 for large |x|.")
+fsigmoid = _typed("fsigmoid", _sigmoid32, _sigmoid64,
+                  "1 / (1 + exp(-x)), saturating to 0 and 1 without NaN.")
+ferf = _typed("ferf", _erf32, _erf64, "The error function; odd, erf(+-inf) = +-1.")
+flog1p = _typed("flog1p", _log1p32, _log1p64, "log(1 + x), accurate for small x.")
+fexpm1 = _typed("fexpm1", _expm1_32, _expm1_64, "exp(x) - 1, accurate for small x.")
+fgelu_tanh = _typed("fgelu_tanh", _gelu_tanh32, _gelu_tanh64,
+                    "GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).")
+fsoftplus = _typed("fsoftplus", _softplus32, _softplus64, "log(1 + exp(x)) without overflow.")
 
 
 _HELPERS = {
