@@ -121,3 +121,41 @@ def test_the_report_carries_the_verdict(shell):
 def test_verify_command_usage(shell):
     with pytest.raises(UsageError, match="verify on"):
         shell.run_line_magic("nbaccel", "verify sometimes")
+
+
+@pytest.mark.parametrize("mode", ["text", "auto", "widget", "none"])
+def test_the_report_is_never_compared_as_the_cells_output(shell, mode):
+    # outside a notebook text and auto print the report, widget falls back to text: nbaccel's
+    # output, which the plain cell never prints
+    shell.run_line_magic("nbaccel", f"config report={mode}")
+    try:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            res, verdict, err = _run(shell, "%%compile --verify --explain\ny = np.exp(x) + 1\nprint(y.shape)\n")
+    finally:
+        shell.run_line_magic("nbaccel", "config report=none")
+    assert res.success and verdict.differences == [] and err == ""
+    assert "(6,)" in out.getvalue()
+    if mode != "none":
+        assert "nbaccel · " in out.getvalue()       # the report is still shown
+
+
+def test_a_planted_print_is_named_in_every_report_mode(shell, monkeypatch):
+    real = numpy_api.exp
+    monkeypatch.setattr(numpy_api, "exp", lambda v, *a, **k: (print("extra"), real(v, *a, **k))[1])
+    shell.run_line_magic("nbaccel", "config report=text")
+    try:
+        _, verdict, _ = _run(shell, "%%compile --verify\ny = np.exp(x) + 1\n")
+    finally:
+        shell.run_line_magic("nbaccel", "config report=none")
+    assert len(verdict.differences) == 1 and verdict.differences[0].startswith("stdout:")
+    assert "extra" in verdict.differences[0]
+
+
+def test_a_cell_outside_a_notebook_has_a_stable_label(shell):
+    from nbaccel.magics.cellfunc import cell_label
+    assert cell_label(7, "y = 1\n") == "In[7]"
+    assert cell_label(0, "y = 1\n") == cell_label(0, "y = 1\n") != cell_label(0, "y = 2\n")
+    assert cell_label(0, "y = 1\n").startswith("cell ")
+    _, verdict, _ = _run(shell, "%%compile --verify\ny = np.exp(x)\n")
+    assert verdict.cell != "In[0]"

@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import tokenize
 
@@ -393,6 +394,15 @@ class _ImportRewriter(ast.NodeTransformer):
         for s in stmts:
             ast.copy_location(s, node)
         return stmts if stmts else ast.copy_location(ast.Pass(), node)
+
+
+def cell_label(count: int, source: str) -> str:
+    """How reports name a cell: ``In[n]`` where the shell counts executions (a notebook, a
+    terminal IPython); elsewhere (``run_cell`` without history, count 0) a name that stays the
+    same for the same source, never a misleading ``In[0]``."""
+    if count > 0:
+        return f"In[{count}]"
+    return "cell " + hashlib.sha1(source.encode()).hexdigest()[:6]
 
 
 def ends_quiet(source: str) -> bool:

@@ -20,7 +20,7 @@ import types
 
 from IPython.core.error import UsageError
 
-from . import boundary
+from . import boundary, cellfunc
 from ..compiler import GraphBreakError
 from ..compiler import api as capi
 from ..compiler.capture import TooManyGraphBreaks
@@ -157,7 +157,7 @@ class CellRuns:
         return None if entry.quiet else value
 
     def _show_plain(self, entry, count, opts, reason, seconds):
-        rep = CompileReport(name=f"In[{count}]", tier="plain", backend=opts.backend, mode=opts.mode,
+        rep = CompileReport(name=cellfunc.cell_label(count, entry.src), tier="plain", backend=opts.backend, mode=opts.mode,
                             compiled_seconds=seconds, graphs=0, fallback=reason)
         rep.first_call_seconds = seconds
         entry.reports.append(rep)

@@ -204,7 +204,7 @@ def run(ext, pc):
 
 def _show(ext, pc, count, seconds):
     opts = pc.opts
-    rep = CompileReport(name=f"In[{count}]", tier="plain", backend=opts.backend, mode=opts.mode,
+    rep = CompileReport(name=cellfunc.cell_label(count, pc.entry.src), tier="plain", backend=opts.backend, mode=opts.mode,
                         compiled_seconds=seconds, graphs=0, fallback=pc.reason, path="plain",
                         path_reason=pc.reason)
     rep.first_call_seconds = seconds

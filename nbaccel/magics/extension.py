@@ -204,7 +204,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             return self._run_plain(entry, count, opts, per_call, fresh=False)
         if entry.probe is not None:                 # the last run was slow and broke often
             return self._probe_plain(entry, count, opts)
-        entry.cf.name = f"In[{count}]"
+        entry.cf.name = cellfunc.cell_label(count, src)
         args, t_in = gpu_placement.timed_sync(lambda: [self._to_device(v, place.device) for v in traced_vals],
                                               sync=place.device == "cuda")
         progress = self._progress(entry, opts, count)
@@ -232,7 +232,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                 sys.stdout.write(printed.getvalue())
                 self._write_partial(e, entry, ns)
                 if isinstance(e, GraphBreakError):  # name the cell, not IPython's temporary file
-                    e.args = (str(e).replace(entry.filename, f"cell In[{count}]"),)
+                    e.args = (str(e).replace(entry.filename, ("cell " if count > 0 else "") + cellfunc.cell_label(count, src)),)
                 raise _from_cell(_as_name_error(e, entry), entry.filename)
             if safety_net_disabled():
                 sys.stdout.write(printed.getvalue())
@@ -280,7 +280,8 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             if opts.output:
                 ns[opts.output] = report
             if opts.explain:
-                print(self._explain_text(report))
+                with verify.not_the_cells_output():
+                    print(self._explain_text(report))
         elif opts.output:
             ns[opts.output] = None
         return shown
@@ -378,7 +379,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                     raise AssertionError("a cell that runs plainly is never called compiled")
             cf = capi.CompiledFunction(fn, mode=opts.mode, dynamic=dynamic,
                                        backend=gpu_placement.backend_for(opts.backend, placed, BACKENDS),
-                                       fullgraph=opts.fullgraph, name=f"In[{count}]")
+                                       fullgraph=opts.fullgraph, name=cellfunc.cell_label(count, src))
             cf._in_cell = True
             entry = CellEntry(key, cf, traced, boxed, outputs, set(dels),
                               cellfunc.ends_quiet(src), filename, shared=shared, src=src, fname=name,
@@ -443,7 +444,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         if entry.calls or not waits or opts.report not in ("auto", "widget") or not _in_notebook(self.shell) \
                 or nbaccel_ext.stable_output():     # stable output (tests) has no transient parts
             return None
-        return nbaccel_ext.Progress(f"compiling In[{count}] with numba…")
+        return nbaccel_ext.Progress(f"compiling {cellfunc.cell_label(count, entry.src)} with numba…")
 
     def _transformed(self, cell):
         """IPython's transform of the cell text (``!cmd``, ``%magic`` lines): a function of the
@@ -462,6 +463,10 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             if progress is not None:
                 progress.close()
             return
+        with verify.not_the_cells_output():       # the report is nbaccel's output, not the cell's
+            self._show_report(report, how, entry, progress)
+
+    def _show_report(self, report, how, entry, progress):
         import nbaccel_ext
         d = self._report_dict(report, entry)
         if how == "text" or (how == "auto" and not _in_notebook(self.shell)):

@@ -64,6 +64,18 @@ class _Tee(io.TextIOBase):
         self.out.flush()
 
 
+@contextlib.contextmanager
+def not_the_cells_output():
+    """nbaccel's own output (the text report, --explain) while --verify records what the cell
+    prints: shown to the user, never compared with the plain cell's output."""
+    out = sys.stdout
+    if isinstance(out, _Tee):
+        with contextlib.redirect_stdout(out.out):
+            yield
+    else:
+        yield
+
+
 def _copy(v):
     if isinstance(v, (types.ModuleType, types.FunctionType, type, types.BuiltinFunctionType, np.ufunc)):
         return v
@@ -138,7 +150,7 @@ def run(ext, run_compiled, line, cell):
     if exc is not None and type(exc).__name__ == "UsageError":
         raise exc
     state1 = _state()
-    verdict = Verdict(cell=f"In[{count}]")
+    verdict = Verdict(cell=cellfunc.cell_label(count, src))
     fallback = getattr(ext, "last_fallback", None)
     if fallback:
         verdict.note = f"it ran plainly: {fallback}"
