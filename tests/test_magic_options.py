@@ -128,8 +128,27 @@ def test_report_and_explain_after_a_cell(ip, capsys):
         assert res.success, (line, res.error_in_exec)
 
 
+def test_help_lists_every_command(ip, capsys):
+    """`%nbaccel help` and the unknown-command message come from the command table, and the
+    table holds every command method of the magic (a method left out of it could not run)."""
+    from nbaccel.magics import commands
+    capsys.readouterr()
+    assert ip.run_cell("%nbaccel help").success
+    out = capsys.readouterr().out
+    for name, (method, usage, what) in commands.COMMANDS.items():
+        assert usage in out and what in out, name
+        assert callable(getattr(ip._nbaccel_magics, method)), method
+    for name in ("status", "report", "explain", "config", "cache", "cluster", "verify", "reset", "help"):
+        assert f"\n  {name}" in out, name
+    assert "--backend {" in out and "--verify" in out            # and the %%compile options
+    handlers = {m for m in dir(type(ip._nbaccel_magics)) if m.endswith("_cmd") or m == "_status"}
+    assert handlers == {method for method, _, _ in commands.COMMANDS.values()}
+
+
 BAD_LINE = [
-    ("bogus", ["unknown command 'bogus'", "status, report [N], explain", "cache [info | clear"]),
+    ("bogus", ["unknown command 'bogus'", "status, report [N], explain", "cache [info | clear", "cluster [start",
+               "verify [on | off]", "help"]),
+    ("help me", ["help takes no arguments"]),
     ("status now", ["status takes no arguments"]),
     ("explain all", ["explain takes no arguments"]),
     ("reset everything", ["reset takes no arguments"]),

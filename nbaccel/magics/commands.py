@@ -1,6 +1,9 @@
-"""The ``%nbaccel`` line magic's commands (status, report, explain, config, cache, reset), as a
-mixin of :class:`~nbaccel.magics.extension.NbaccelMagics`, which owns the magic itself and the
-state the commands read (its compiled cells, their reports, its config)."""
+"""The ``%nbaccel`` line magic's commands, as a mixin of
+:class:`~nbaccel.magics.extension.NbaccelMagics`, which owns the magic itself and the state the
+commands read (its compiled cells, their reports, its config).
+
+:data:`COMMANDS` is the one table of them: the dispatcher, ``%nbaccel help`` and the message
+for an unknown command all read it, so a new command cannot be left out of the help."""
 from __future__ import annotations
 
 from IPython.core.error import UsageError
@@ -14,8 +17,61 @@ MODES = capi.MODES
 BACKENDS = capi.BACKENDS
 
 
+# name -> (method, usage, what it does); the order is the help's
+COMMANDS = {
+    "status": ("_status", "status", "the compiled cells, backends, devices and the disk cache (the default)"),
+    "report": ("_report_cmd", "report [N]", "the report of the last compiled cell, or of In[N]"),
+    "explain": ("_explain_cmd", "explain", "the last compiled cell's graph breaks, graph and generated code"),
+    "config": ("_config_cmd", "config [key=value ...]",
+               "show or set the defaults: mode, backend, device, report, recompile_limit"),
+    "cache": ("_cache_cmd", "cache [info | clear [all | current | VERSION]]",
+              "the disk cache of compiled kernels: where, how big, which versions; clear it"),
+    "cluster": ("_cluster_cmd", "cluster [start [--workers N] [--threads T] | connect ADDRESS "
+                "[--timeout S] | stop | status]", "a Dask cluster that compiled cells on Dask arrays run on"),
+    "verify": ("_verify_cmd", "verify [on | off]",
+               "run every %%compile cell plainly too and compare; alone: the last comparison"),
+    "reset": ("_reset_cmd", "reset", "forget every compiled cell and graph (the disk cache stays)"),
+    "help": ("_help_cmd", "help", "this list"),
+}
+# commands that take no arguments
+_NO_ARGS = ("status", "explain", "reset", "help")
+
+
+def commands_help() -> str:
+    """The one-line list of ``%nbaccel`` commands (in the message for an unknown command)."""
+    return ", ".join(usage for _, usage, _ in COMMANDS.values())
+
+
+def help_text() -> str:
+    """``%nbaccel help``: every command, its usage and what it does."""
+    width = max(len(usage) for _, usage, _ in COMMANDS.values() if len(usage) <= 40)
+    lines = ["%nbaccel commands:"]
+    for _, usage, what in COMMANDS.values():
+        if len(usage) > width:
+            lines += [f"  {usage}", f"  {'':{width}}  {what}"]
+        else:
+            lines.append(f"  {usage:{width}}  {what}")
+    lines.append("%%compile options: " + options.options_help())
+    return "\n".join(lines)
+
+
 class NbaccelCommands:
-    """``%nbaccel status | report [N] | explain | config | cache | reset``."""
+    """``%nbaccel <command>``: see :data:`COMMANDS`."""
+
+    def _run_command(self, line):
+        """Dispatch ``%nbaccel`` through :data:`COMMANDS` (no arguments: ``status``)."""
+        parts = line.split()
+        cmd, rest = (parts[0], parts[1:]) if parts else ("status", [])
+        if cmd not in COMMANDS:
+            raise UsageError(f"%nbaccel: unknown command {cmd!r}; the commands are {commands_help()}")
+        if cmd in _NO_ARGS and rest:
+            raise UsageError(f"%nbaccel {cmd} takes no arguments, got {' '.join(rest)!r}")
+        if cmd == "report" and len(rest) > 1:
+            raise UsageError(f"%nbaccel report takes at most one argument (N), got {' '.join(rest)!r}")
+        return getattr(self, COMMANDS[cmd][0])(rest)
+
+    def _help_cmd(self, rest):
+        print(help_text())
 
     def _cells(self):
         rows = {}

@@ -492,20 +492,8 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     # -- %nbaccel --------------------------------------------------------------------------------
     @line_magic
     def nbaccel(self, line):
-        """%nbaccel status | report [N] | explain | config [key=value ...] |
-        cache [info | clear [all | current | VERSION]] | reset"""
-        parts = line.split()
-        cmd, rest = (parts[0], parts[1:]) if parts else ("status", [])
-        handler = {"status": self._status, "report": self._report_cmd, "explain": self._explain_cmd,
-                   "config": self._config_cmd, "cache": self._cache_cmd, "reset": self._reset_cmd,
-                   "cluster": self._cluster_cmd, "verify": self._verify_cmd}.get(cmd)   # cluster: nbaccel/daskbridge/cluster.py
-        if handler is None:
-            raise UsageError(f"%nbaccel: unknown command {cmd!r}; the commands are {COMMANDS_HELP}")
-        if cmd in ("status", "explain", "reset") and rest:
-            raise UsageError(f"%nbaccel {cmd} takes no arguments, got {' '.join(rest)!r}")
-        if cmd == "report" and len(rest) > 1:
-            raise UsageError(f"%nbaccel report takes at most one argument (N), got {' '.join(rest)!r}")
-        return handler(rest)
+        """%nbaccel help lists the commands (nbaccel/magics/commands.py COMMANDS)."""
+        return self._run_command(line)
 
 
 __all__ = ["NbaccelMagics", "UsageError"]

@@ -10,13 +10,17 @@ _FLAGS = ("--dynamic", "--static", "--fullgraph", "--explain", "--verify", "-o/-
 
 
 def help_texts(modes, backends, devices, reports) -> tuple[str, str]:
-    """The one-line lists of ``%%compile`` options and ``%nbaccel`` commands."""
+    """The one-line lists of ``%%compile`` options and ``%nbaccel`` commands (the commands from
+    the command table, nbaccel/magics/commands.py COMMANDS)."""
     _CHOICES.update({"--mode": tuple(modes), "--backend": tuple(backends), "--device": tuple(devices),
                      "--report": tuple(reports)})
-    opts = ", ".join([f"{k} {{{','.join(v)}}}" for k, v in _CHOICES.items()] + list(_FLAGS))
-    cmds = ("status, report [N], explain, config [key=value ...], "
-            "cache [info | clear [all | current | VERSION]], verify [on | off], reset")
-    return opts, cmds
+    from .commands import commands_help       # (commands imports this module)
+    return options_help(), commands_help()
+
+
+def options_help() -> str:
+    """The one-line list of ``%%compile`` options."""
+    return ", ".join([f"{k} {{{','.join(v)}}}" for k, v in _CHOICES.items()] + list(_FLAGS))
 
 
 def parse_error(msg: str, options_help: str) -> str:
