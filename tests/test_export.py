@@ -116,7 +116,7 @@ def test_shape_dependent_values_that_are_not_polynomials_are_refused():
     n = {"x": {0: Dim("n", max=100)}}
     with pytest.raises(ExportError, match=r"not a product or sum of dims"):
         nb.export(lambda x: x[: x.shape[0] // 2] * 2, np.ones((8, 2), np.float32), dynamic_shapes=n)
-    with pytest.raises(ExportError, match="at n=9 it raised ValueError: cannot reshape"):
+    with pytest.raises(ExportError, match=r"at n=9 it raised \w*Error: cannot reshape"):
         nb.export(lambda x: x.reshape(x.shape[0] // 2, -1), np.ones((8, 2), np.float32), dynamic_shapes=n)
     with pytest.raises(ExportError, match="float computed from a dynamic dim"):
         nb.export(lambda x: x * (1.0 / x.shape[0]), np.ones((8, 2), np.float32), dynamic_shapes=n)

@@ -259,7 +259,9 @@ def test_bool_rejections_match_numpy():
 
 
 def test_errors_name_shapes():
-    with pytest.raises(ValueError, match=r"\(2, 3\).*\(4,\)"):
+    with pytest.raises(ValueError, match=r"\(2,3\).*\(4,\)"):      # NumPy data: NumPy's text
+        nb.add(nb.asarray(np.ones((2, 3))), nb.asarray(np.ones(4)))
+    with pytest.raises(RuntimeError, match=r"a \(3\) must match .* b \(4\)"):  # PyTorch's
         nb.add(nb.ones(2, 3), nb.ones(4))
 
 

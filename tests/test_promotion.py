@@ -146,4 +146,6 @@ def test_incompatible_shapes_raise_value_error_naming_both(sa, sb):
         return
     with pytest.raises(ValueError) as e:
         nb.multiply(nb.asarray(np.zeros(sa)), nb.asarray(np.zeros(sb)))
-    assert str(tuple(sa)) in str(e.value) and str(tuple(sb)) in str(e.value)
+    with pytest.raises(ValueError) as want:       # NumPy data: NumPy's text, naming both shapes
+        np.multiply(np.zeros(sa), np.zeros(sb))
+    assert str(e.value) == str(want.value)

@@ -132,6 +132,7 @@ class CellRuns:
                 user = [t for t in _frames(exc.__traceback__) if t[0] == entry.filename]
                 if user:
                     where = f" at line {user[-1][1]}"
+            self._compiled_failure = (exc, where)    # _run_plain words the report from what the user gets
             return f"the compiled run failed{where} ({type(exc).__name__}: {exc}); the cell ran plainly"
         return None
 
@@ -144,6 +145,7 @@ class CellRuns:
         last = tree.body[-1] if tree.body else None
         value = None
         body = tree.body[:-1] if isinstance(last, ast.Expr) else tree.body
+        failed, self._compiled_failure = getattr(self, "_compiled_failure", None), None
         t0 = time.perf_counter()
         try:
             exec(compile(ast.Module(body, []), entry.filename, "exec", dont_inherit=True), ns)
@@ -151,6 +153,7 @@ class CellRuns:
                 value = eval(compile(ast.Expression(last.value), entry.filename, "eval",
                                      dont_inherit=True), ns)
         except Exception as e:
+            reason = _as_raised(reason, failed, e)
             raise _from_cell(e, entry.filename)
         finally:
             self._show_plain(entry, count, opts, reason, time.perf_counter() - t0)
@@ -167,6 +170,20 @@ class CellRuns:
         self._show(rep, opts.report, entry)
         if opts.output:
             self.shell.user_ns[opts.output] = rep
+
+
+def _as_raised(reason, failed, exc):
+    """The report's reason when the plain run raised ``exc``: worded as the exception the user
+    sees. A compiled run that stopped on the same error (nbaccel's ShapeError with NumPy's text,
+    say) is that exception, named as NumPy names it; a different failure keeps its own wording
+    and says what the plain cell then raised."""
+    seen = f"{type(exc).__name__}: {exc}"
+    if failed is None or not (reason or "").startswith("the compiled run failed"):
+        return reason
+    compiled, where = failed
+    if str(compiled) == str(exc) and isinstance(compiled, type(exc)):
+        return f"the cell raised {seen}{where}; it ran plainly, so the exception is the plain cell's own"
+    return f"{reason} and raised {seen}"
 
 
 def safety_net_disabled() -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
 
+import numpy as np
+
 from ..tensor import Parameter, Tensor, asarray
 from .. import autograd, dtypes as D
 
@@ -33,6 +35,17 @@ class Module:
     buffer to an attribute registers it; ``__call__`` runs ``forward``."""
 
     training: bool
+    # whether a raw NumPy array among the positional inputs is refused with PyTorch's TypeError:
+    # nbaccel.nn's layers refuse it (PyTorch's call a torch function on it, which does); a
+    # class whose forward is its own (a user's model), Identity and the containers pass it on
+    _takes_tensors = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "_takes_tensors" not in cls.__dict__:
+            owner = next(c for c in cls.__mro__ if "forward" in c.__dict__ or c is Module)
+            cls._takes_tensors = owner.__dict__.get(
+                "_takes_tensors", owner.__module__.startswith("nbaccel.nn."))
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
@@ -139,6 +152,12 @@ class Module:
         compiled = self.__dict__.get("_compiled_forward")
         if compiled is not None:
             return compiled(*args, **kwargs)
+        if self._takes_tensors:
+            for a in args:
+                if type(a) is np.ndarray:
+                    raise TypeError(f"{type(self).__name__}: argument 'input' must be Tensor, not "
+                                    "numpy.ndarray (as in PyTorch, a layer takes tensors: "
+                                    "convert it with torch.from_numpy(x) or torch.as_tensor(x))")
         return self.forward(*args, **kwargs)
 
     def compile(self, **kwargs):

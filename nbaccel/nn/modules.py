@@ -24,6 +24,7 @@ def _empty(shape, device, dtype):
 
 class Identity(Module):
     """Returns its input (accepts and ignores any constructor arguments)."""
+    _takes_tensors = False    # passes its input on (PyTorch's does too)
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -281,6 +282,7 @@ class MSELoss(Module):
 class Sequential(Module):
     """Runs its modules in order. ``Sequential(m1, m2)`` or ``Sequential(OrderedDict(...))``;
     indexing, slicing, ``len`` and iteration work as on a list."""
+    _takes_tensors = False    # passes its input on (PyTorch's does too)
 
     def __init__(self, *args):
         super().__init__()
@@ -330,6 +332,7 @@ def _check_index(idx, n):
 
 class ModuleList(Module):
     """A list of modules, registered so their parameters are found."""
+    _takes_tensors = False    # passes its input on (PyTorch's does too)
 
     def __init__(self, modules=None):
         super().__init__()
@@ -377,6 +380,7 @@ class ModuleList(Module):
 
 class ModuleDict(Module):
     """An ordered dict of modules, registered so their parameters are found."""
+    _takes_tensors = False    # passes its input on (PyTorch's does too)
 
     def __init__(self, modules=None):
         super().__init__()

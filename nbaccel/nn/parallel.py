@@ -30,6 +30,7 @@ def data_parallel(module, inputs, device_ids=None, output_device=None, dim=0,
 class DataParallel(Module):
     """Wraps ``module`` (as ``self.module``, so state_dict keys gain the ``module.`` prefix
     as in PyTorch) and calls it on its one device."""
+    _takes_tensors = False    # the wrapped module decides
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0):
         super().__init__()
@@ -41,6 +42,7 @@ class DataParallel(Module):
 
 
 class DistributedDataParallel(Module):
+    _takes_tensors = False    # the wrapped module decides
     def __init__(self, module, *args, **kwargs):
         raise NotImplementedError(
             "DistributedDataParallel needs torch.distributed process groups, which nbaccel does "

@@ -6,16 +6,34 @@ import itertools
 from .. import dtypes as D
 from .batching import with_batch
 from .fronts import apply, as_tensor
+from .meta import shape_error
 from .movement import _expand_dims, _numpy, axis_index
 from .registry import defalias, defop
 
 
+def _concat_mismatch(args, axis, i, first, s):
+    """The error for input ``i`` of shape ``s`` that doesn't line up with input 0's ``first``:
+    NumPy's text or PyTorch's."""
+    if len(s) != len(first):
+        return shape_error(args, f"all the input arrays must have same number of dimensions, but "
+                           f"the array at index 0 has {len(first)} dimension(s) and the array at "
+                           f"index {i} has {len(s)} dimension(s)",
+                           f"Tensors must have same number of dimensions: got {len(first)} and "
+                           f"{len(s)}")
+    d = next(d for d in range(len(s)) if d != axis and s[d] != first[d])
+    return shape_error(args, f"all the input array dimensions except for the concatenation axis "
+                       f"must match exactly, but along dimension {d}, the array at index 0 has "
+                       f"size {first[d]} and the array at index {i} has size {s[d]}",
+                       f"Sizes of tensors must match except in dimension {axis}. Expected size "
+                       f"{first[d]} but got size {s[d]} for tensor number {i} in the list.")
+
+
 def _concat_infer(args, p):
     axis, first = p["axis"], tuple(args[0].shape)
-    for a in args[1:]:
+    for i, a in enumerate(args[1:], 1):
         s = tuple(a.shape)
         if len(s) != len(first) or s[:axis] + s[axis + 1:] != first[:axis] + first[axis + 1:]:
-            raise ValueError(f"concat: shapes {first} and {s} differ outside axis {axis}")
+            raise _concat_mismatch(args, axis, i, first, s)
     return first[:axis] + (sum(a.shape[axis] for a in args),) + first[axis + 1:], p["dtype"]
 
 
@@ -39,11 +57,11 @@ def _concat_front(tensors, axis=0, *, dim=None, dtype=None, out=None, casting=No
     if axis is None:
         ts, axis = [t.reshape(-1) for t in ts], 0
     if ts[0].ndim == 0:
-        raise ValueError("concat: zero-dimensional tensors cannot be concatenated")
-    for t in ts[1:]:
+        raise shape_error(ts, "zero-dimensional arrays cannot be concatenated",
+                          "zero-dimensional tensor (at position 0) cannot be concatenated")
+    for i, t in enumerate(ts[1:], 1):
         if t.ndim != ts[0].ndim:
-            raise ValueError(f"concat: all inputs need the same number of dimensions, got shapes "
-                             f"{tuple(ts[0].shape)} and {tuple(t.shape)}")
+            raise _concat_mismatch(ts, 0, i, tuple(ts[0].shape), tuple(t.shape))
     dt = D.dtype(dtype) if dtype is not None else D.result_type(*ts)
     return apply(concat, tuple(ts), {"axis": axis_index(axis, ts[0].ndim), "dtype": dt})
 
@@ -68,10 +86,11 @@ def _stack(tensors, axis=0, *, dim=None, out=None, dtype=None):
     ts = [as_tensor(t) for t in tensors]
     if not ts:
         raise ValueError("stack: need at least one tensor to stack")
-    for t in ts[1:]:
+    for i, t in enumerate(ts[1:], 1):
         if tuple(t.shape) != tuple(ts[0].shape):
-            raise ValueError(f"stack: all inputs need the same shape, got {tuple(ts[0].shape)} "
-                             f"and {tuple(t.shape)}")
+            raise shape_error(ts, "all input arrays must have the same shape",
+                              f"stack expects each tensor to be equal size, but got "
+                              f"{list(ts[0].shape)} at entry 0 and {list(t.shape)} at entry {i}")
     axis = axis_index(axis, ts[0].ndim + 1)
     return _concat_front([_expand_dims(t, axis) for t in ts], axis, dtype=dtype, out=out)
 

@@ -11,7 +11,7 @@ from .. import dtypes as D, ops
 from . import einsum_rules
 from .batching import logical_ndim, pad_batched, reshape
 from .fronts import apply, as_tensor, override
-from .meta import broadcast_shapes
+from .meta import ShapeError, broadcast_shapes, np_shape, shape_error, torch_broadcast_message
 from .registry import defalias, defop
 from ..autograd import needs_input_grad as need
 
@@ -20,19 +20,46 @@ def _ops():
     return ops
 
 
+_GUFUNC = "(n?,k),(k,m?)->(n?,m?)"
+
+
+def _matmul_mismatch(a, b, sa, sb, ka, kb):
+    def torch_msg():
+        if len(sa) == 1 and len(sb) == 1:
+            return (f"inconsistent tensor size, expected tensor [{ka}] and src [{kb}] to have the "
+                    f"same number of elements, but got {ka} and {kb} elements respectively")
+        if len(sb) == 1:
+            return f"size mismatch, got input ({sa[-2]}), mat ({sa[-2]}x{ka}), vec ({kb})"
+        if len(sa) <= 2 and len(sb) <= 2 or len(sb) == 2:
+            rows = math.prod(sa[:-1]) if len(sa) > 1 else 1
+            return f"mat1 and mat2 shapes cannot be multiplied ({rows}x{ka} and {kb}x{sb[-1]})"
+        return (f"Expected size for first two dimensions of batch2 tensor to be: "
+                f"[{math.prod(sb[:-2])}, {ka}] but got: [{math.prod(sb[:-2])}, {kb}].")
+    return shape_error((a, b), f"matmul: Input operand 1 has a mismatch in its core dimension 0, "
+                       f"with gufunc signature {_GUFUNC} (size {kb} is different from {ka})",
+                       torch_msg)
+
+
 def _matmul_infer(args, p):
     a, b = args
     sa, sb = tuple(a.shape), tuple(b.shape)
     if not sa or not sb:
-        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {sa} and {sb}")
+        raise shape_error(args, f"matmul: Input operand {0 if not sa else 1} does not have enough "
+                          f"dimensions (has 0, gufunc core with signature {_GUFUNC} requires 1)",
+                          f"both arguments to matmul need to be at least 1D, but they are "
+                          f"{len(sa)}D and {len(sb)}D")
     ka = sa[-1]
     kb = sb[-2] if len(sb) >= 2 else sb[0]
     if ka != kb:
-        raise ValueError(f"matmul: shapes {sa} and {sb} are not aligned ({ka} != {kb})")
+        raise _matmul_mismatch(a, b, sa, sb, ka, kb)
     try:
         batch = broadcast_shapes(sa[:-2], sb[:-2])
     except ValueError:
-        raise ValueError(f"matmul: batch dimensions of shapes {sa} and {sb} do not broadcast") from None
+        raise shape_error(args, lambda: (
+            "operands could not be broadcast together with remapped shapes [original->remapped]: "
+            + " ".join(f"{np_shape(s)}->{np_shape(s[:-2] + ('newaxis', 'newaxis'))}"
+                       for s in (sa, sb)) + f"  and requested shape ({sa[-2]},{sb[-1]})"),
+            lambda: torch_broadcast_message(sa[:-2], sb[:-2])) from None
     shape = batch + ((sa[-2],) if len(sa) >= 2 else ()) + ((sb[-1],) if len(sb) >= 2 else ())
     dt = D.result_type(a, b)
     if dt.kind == "b" and not any(getattr(x, "_np", False) for x in (a, b)):
@@ -94,6 +121,31 @@ matmul = defop("matmul", kind="linalg", impl=lambda xp, a, b: xp.matmul(a, b),
                infer=_matmul_infer, grad=_matmul_grad, front=_matmul_front,
                methods=("matmul", "__matmul__", "__rmatmul__"), numpy=("matmul", "linalg.matmul"),
                inplace=True)
+
+
+def _mm(input, mat2):
+    """PyTorch's ``mm``: a product of two matrices (2-D only), over matmul."""
+    a, b = as_tensor(input), as_tensor(mat2)
+    for t, what in ((a, "self"), (b, "mat2")):
+        if t.ndim != 2:
+            raise ShapeError(f"{what} must be a matrix")
+    return _matmul_front(a, b)
+
+
+def _bmm(input, mat2):
+    """PyTorch's ``bmm``: a batch of matrix products (3-D only, same batch), over matmul."""
+    a, b = as_tensor(input), as_tensor(mat2)
+    for t, what in ((a, "batch1"), (b, "batch2")):
+        if t.ndim != 3:
+            raise ShapeError(f"{what} must be a 3D tensor")
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise ShapeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                         f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
+    return _matmul_front(a, b)
+
+
+defalias("mm", _mm, methods="mm")
+defalias("bmm", _bmm, methods="bmm")
 
 
 # ---- tensordot: permute + reshape + matmul ------------------------------------------------

@@ -18,6 +18,47 @@ def default_float(args) -> D.DType:
     return D.float32
 
 
+class ShapeError(ValueError, RuntimeError):
+    """A shape or size mismatch: caught by ``except ValueError`` (what NumPy raises) and by
+    ``except RuntimeError`` (what PyTorch raises). The one error class where the two disagree;
+    its text is NumPy's for NumPy-flavoured inputs and PyTorch's otherwise (``shape_error``)."""
+
+
+def numpy_flavoured(args) -> bool:
+    """Whether any input came from NumPy code (a NumPy-flavoured tensor): errors then read as
+    NumPy's."""
+    return any(getattr(a, "_np", False) for a in args)
+
+
+def shape_error(args, numpy_msg, torch_msg) -> ShapeError:
+    """The ShapeError of a mismatch among ``args``: NumPy's wording when any input is
+    NumPy-flavoured, PyTorch's otherwise (the messages may be callables, built on demand)."""
+    msg = numpy_msg if numpy_flavoured(args) else torch_msg
+    return ShapeError(msg() if callable(msg) else msg)
+
+
+def np_shape(s) -> str:
+    """A shape as NumPy's messages print it: ``(3,4)``, ``(5,)``, ``()``."""
+    s = tuple(s)
+    return "(" + ",".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"
+
+
+def torch_broadcast_message(*shapes) -> str:
+    """PyTorch's text for operands that don't broadcast (the rightmost clash, as ATen's
+    ``infer_size`` finds it)."""
+    ndim = max(len(s) for s in shapes)
+    for i in range(ndim - 1, -1, -1):
+        size, first = 1, None
+        for s in shapes:
+            k = i - (ndim - len(s))
+            if k >= 0 and s[k] != 1:
+                if size != 1 and s[k] != size:
+                    return (f"The size of tensor a ({first}) must match the size of tensor b "
+                            f"({s[k]}) at non-singleton dimension {i}")
+                size, first = s[k], s[k]
+    return "shapes " + " ".join(str(tuple(s)) for s in shapes) + " don't broadcast"
+
+
 def broadcast_shapes(*shapes) -> tuple:
     ndim = max((len(s) for s in shapes), default=0)
     out = []
@@ -28,11 +69,21 @@ def broadcast_shapes(*shapes) -> tuple:
                 d = s[i]
                 if d != 1:
                     if size != 1 and d != size:
-                        raise ValueError("operands could not be broadcast together with shapes "
-                                         + " ".join(str(tuple(s)) for s in shapes))
+                        raise ShapeError("operands could not be broadcast together with shapes "
+                                         + " ".join(np_shape(s) for s in shapes) + " ")
                     size = d
         out.append(size)
     return tuple(out)
+
+
+def broadcast_args(args, shapes) -> tuple:
+    """``broadcast_shapes`` of the inputs ``args``: a clash reads as NumPy's or PyTorch's."""
+    try:
+        return broadcast_shapes(*shapes)
+    except ShapeError as e:
+        if numpy_flavoured(args):
+            raise
+        raise ShapeError(torch_broadcast_message(*shapes)) from None
 
 
 def normalize_axis(axis, ndim: int, name: str = "axis") -> tuple | None:
@@ -142,7 +193,7 @@ def default_infer(kind: str, rule: str):
     elif kind in ("binary", "ternary"):
         def infer(args, params):
             vals = args[1:] if kind == "ternary" else args  # where(cond, a, b): cond does not promote
-            shape = broadcast_shapes(*(shape_of(a) for a in args))
+            shape = broadcast_args(args, [shape_of(a) for a in args])
             dt = D.result_type(*vals, default_float=default_float(args))
             return shape, apply_dtype_rule(rule, dt, args)
     elif kind == "reduce":

@@ -14,16 +14,11 @@ import math
 from .. import dtypes as D, ops
 from .batching import leading_dims_rule
 from .fronts import apply, as_tensor, override
-from .meta import broadcast_shapes, default_float, normalize_axis
+from .meta import ShapeError, broadcast_shapes, default_float, normalize_axis  # noqa: F401
 from .registry import OPS, defop
 from ..autograd import needs_input_grad as need
 from ..tensor import asarray
 from . import creation
-
-
-class ShapeError(ValueError, RuntimeError):
-    """A shape mismatch in an nn op: caught by ``except ValueError`` (NumPy style) and by
-    ``except RuntimeError`` (what PyTorch raises)."""
 
 
 def _ops():
@@ -339,8 +334,11 @@ rms_norm = defop("rms_norm", kind="nn", infer=_norm_infer, decomp=_rms_norm_deco
 def _linear_infer(args, params):
     x, w = args[0], args[1]
     if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[1]:
-        raise ShapeError(f"linear: input of shape {tuple(x.shape)} and weight of shape "
-                         f"{tuple(w.shape)} don't match (need input [*, in] and weight [out, in])")
+        rows = math.prod(x.shape[:-1]) if x.ndim else 1
+        raise ShapeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x"
+                         f"{x.shape[-1] if x.ndim else 1} and {'x'.join(map(str, w.shape[::-1]))})"
+                         f" (linear: input of shape {tuple(x.shape)}, weight of shape "
+                         f"{tuple(w.shape)}; need input [*, in] and weight [out, in])")
     if len(args) > 2 and tuple(args[2].shape) not in ((w.shape[0],), ()):
         raise ShapeError(f"linear: bias of shape {tuple(args[2].shape)} doesn't match "
                          f"{w.shape[0]} output features")

@@ -1,0 +1,52 @@
+"""A cell that raises: its report words the error as the exception the user sees (issue 37,
+item 7). nbaccel detects a shape error first (a ShapeError with NumPy's text) and runs the cell
+plainly, so the user gets NumPy's own ValueError; the report must name that, not ShapeError."""
+import numpy as np
+import pytest
+
+pytest.importorskip("IPython")
+from IPython import get_ipython  # noqa: E402
+from IPython.testing.globalipapp import start_ipython  # noqa: E402
+
+from nbaccel.magics import cellrun  # noqa: E402
+
+# what a user sees: the plain re-run included (tests/conftest.py: not_strict)
+pytestmark = pytest.mark.usefixtures("not_strict")
+
+CELLS = ["c = a @ b\n", "c = np.ones((3, 4)) @ np.ones((5, 4))\n", "c = a + b\n", "c = a.reshape(5, 5)\n",
+         "c = a[7]\n", "c = np.concatenate([a, b], axis=1)\n", "c = np.exp(a)\nd = c.T @ b.T\n"]
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "nbaccel")
+    yield shell
+    shell.user_ns.pop("rep", None)
+
+
+@pytest.mark.parametrize("src", CELLS)
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_the_report_names_the_exception_the_user_sees(ip, src, backend, capsys):
+    ip.user_ns.update(np=np, a=np.ones((3, 4)), b=np.ones((5, 4)))
+    ip.user_ns.pop("rep", None)
+    res = ip.run_cell(f"%%compile --backend {backend} --report text -o rep\n{src}")
+    err = res.error_in_exec
+    assert err is not None and type(err) in (ValueError, IndexError)     # NumPy's own, as plainly
+    seen = f"{type(err).__name__}: {err}"
+    rep = ip.user_ns["rep"]
+    assert seen in rep.fallback and "ShapeError" not in rep.fallback, rep.fallback
+    out = capsys.readouterr().out
+    assert seen in out and "ShapeError" not in out              # the text report as printed
+
+
+def test_a_different_plain_exception_keeps_the_compiled_failure_and_names_the_plain_one():
+    compiled = RuntimeError("nbaccel's kernel failed")
+    reason = f"the compiled run failed at line 2 (RuntimeError: {compiled}); the cell ran plainly"
+    out = cellrun._as_raised(reason, (compiled, " at line 2"), KeyError("k"))
+    assert out.startswith(reason) and out.endswith("and raised KeyError: 'k'")
+    # the same text from another class (ShapeError is a ValueError) is the user's exception
+    same = cellrun._as_raised(reason, (ValueError("bad"), " at line 2"), ValueError("bad"))
+    assert same.startswith("the cell raised ValueError: bad at line 2") and "compiled run failed" not in same
+    # a reason that is not a compiled failure (too many graph breaks, ...) stays as it was
+    assert cellrun._as_raised("tracing cost more", (compiled, ""), ValueError("x")) == "tracing cost more"
