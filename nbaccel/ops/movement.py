@@ -14,22 +14,23 @@ from .. import dtypes as D, ops
 from ..devices import device as _device
 from .batching import pad_batched
 from .fronts import apply, as_tensor
-from .meta import normalize_axis, broadcast_shapes
+from .meta import normalize_axis, broadcast_shapes, np_shape, shape_error
 from .registry import ALIAS_METHODS, NUMPY_FUNCS, defalias, defop
 from ..tensor import asarray
 
 
-def _resolve_shape(shape, numel):
+def _resolve_shape(shape, numel, args=()):
     shape = tuple(int(s) for s in shape)
     if shape.count(-1) > 1:
-        raise ValueError(f"can only specify one unknown dimension (-1), got {shape}")
+        raise shape_error(args, "can only specify one unknown dimension",
+                          "only one dimension can be inferred")
     known = math.prod(s for s in shape if s != -1)
-    if -1 in shape:
-        if known == 0 or numel % known:
-            raise ValueError(f"cannot reshape a tensor of size {numel} into shape {shape}")
-        shape = tuple(numel // known if s == -1 else s for s in shape)
-    elif known != numel:
-        raise ValueError(f"cannot reshape a tensor of size {numel} into shape {shape}")
+    if -1 in shape and known != 0 and numel % known == 0:
+        return tuple(numel // known if s == -1 else s for s in shape)
+    if -1 in shape or known != numel:
+        raise shape_error(args, lambda: f"cannot reshape array of size {numel} into shape "
+                          + np_shape("newaxis" if s == -1 else s for s in shape),
+                          f"shape '{list(shape)}' is invalid for input of size {numel}")
     return shape
 
 
@@ -73,7 +74,8 @@ reshape = defop(
     "reshape", kind="movement", view=True, batch_rule=_reshape_batch,
     layout=lambda lay, p, shape: lay.reshape(shape), bijective=True,
     impl=lambda xp, x, shape: xp.reshape(x, shape),
-    infer=lambda args, p: (_resolve_shape(p["shape"], math.prod(args[0].shape)), args[0].dtype),
+    infer=lambda args, p: (_resolve_shape(p["shape"], math.prod(args[0].shape), args),
+                           args[0].dtype),
     grad=lambda g, out, x, shape: (g.reshape(x.shape),),
     front=_reshape_front, methods=("reshape", "view"), numpy="reshape")
 
@@ -107,20 +109,36 @@ permute = defop(
     front=_permute_front, methods="permute", numpy="permute_dims")
 
 
+def _expand_message(have, want):
+    """PyTorch's text for an ``expand`` to a size the tensor can't broadcast to."""
+    nd = len(want) - len(have)
+    for i in range(len(want) - 1, nd - 1, -1):
+        if have[i - nd] != 1 and have[i - nd] != want[i]:
+            return (f"The expanded size of the tensor ({want[i]}) must match the existing size "
+                    f"({have[i - nd]}) at non-singleton dimension {i}.  Target sizes: "
+                    f"{list(want)}.  Tensor sizes: {list(have)}")
+    return f"cannot expand a tensor of size {list(have)} to {list(want)}"
+
+
 def _broadcast_front(x, shape=None, *more, **named):
     x = as_tensor(x)
     shape = _shape_arg(_by_name("broadcast_to", _leading(shape, more), named, ("shape", "size")))
     # PyTorch's expand: -1 keeps the size
     nd = len(shape) - x.ndim
     if nd < 0:
-        raise ValueError(f"cannot broadcast a tensor of shape {x.shape} to shape {shape}")
+        raise shape_error((x,), "input operand has more dimensions than allowed by the axis "
+                          "remapping", f"expand({list(x.shape)}, size={list(shape)}): the number "
+                          f"of sizes provided ({len(shape)}) must be greater or equal to the "
+                          f"number of dimensions in the tensor ({x.ndim})")
     shape = tuple(x.shape[i - nd] if s == -1 else s for i, s in enumerate(shape))
     try:
         ok = broadcast_shapes(x.shape, shape) == shape
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f"cannot broadcast a tensor of shape {x.shape} to shape {shape}")
+        raise shape_error((x,), lambda: "operands could not be broadcast together with remapped "
+                          f"shapes [original->remapped]: {np_shape(x.shape)}  and requested shape "
+                          f"{np_shape(shape)}", lambda: _expand_message(x.shape, shape))
     if shape == tuple(x.shape):
         return x
     return apply(broadcast_to, (x,), {"shape": shape})
