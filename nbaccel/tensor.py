@@ -269,10 +269,17 @@ class Tensor:
         return a.copy() if copy else a
 
     def item(self):
+        return self._scalar(".item()")
+
+    def _scalar(self, construct):
+        """The Python number of a one-element tensor; ``construct`` (``.item()``, ``float()``,
+        ...) names what asked for it in a graph break's reason."""
         if self.numel() != 1:
+            if construct != ".item()":
+                return self.item()           # its error (NumPy's for NumPy-flavoured tensors)
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to a "
                                "Python scalar")
-        return self._value("a Python scalar is needed (.item())").reshape(()).item()
+        return self._value(f"a Python scalar is needed ({construct})").reshape(()).item()
 
     def tolist(self):
         return self._value("a Python list is needed (.tolist())").tolist()
@@ -284,18 +291,18 @@ class Tensor:
         return bool(self._value("a Python bool is needed (`if`, `and`, `or`, bool())").reshape(()).item())
 
     def __float__(self):
-        return float(self.item())
+        return float(self._scalar("float()"))
 
     def __int__(self):
-        return int(self.item())
+        return int(self._scalar("int()"))
 
     def __index__(self):
         if self.dtype.kind not in "iu" or self.ndim:
             raise TypeError("only integer 0-d tensors can be converted to an index")
-        return int(self.item())
+        return int(self._scalar("an index"))
 
     def __complex__(self):
-        return complex(self.item())
+        return complex(self._scalar("complex()"))
 
     def __repr__(self):
         if self._node is not None and self._data is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import sys
 import weakref
 
@@ -55,20 +56,41 @@ class TooManyGraphBreaks(RuntimeError):
     more than running it plainly. The caller runs the function plainly instead."""
 
 
-_FIXES = {
-    "bool": "use nb.where(cond, a, b) (np.where in NumPy code) instead of a Python `if` on array data",
-    "item": "keep the value as a 0-d tensor, or move .item() after the compiled function",
-    "print": "print outside the compiled region, or print shapes instead of values",
-    "numpy": "stay with nbaccel/NumPy ops; np.asarray() inside the compiled region forces a sync",
-    "data-dependent": "the output shape depends on the data; compute it outside, or use a mask with where()",
-    "no-op": "use a function the op table supports (see docs/supported-ops.md)",
-}
+# What to do about each kind of graph break: (pattern over the reason, fix). The first match
+# wins; the fix names the user's construct (``.item()``, ``float()``, ``.put()``, ``print``).
+# "After the compiled code" is the end of a %%compile cell or outside an nb.compile function.
+_AFTER = "after the compiled code (at the end of the cell, or outside the compiled function)"
+_FIXES = [
+    (r"a Python bool is needed",
+     "use nb.where(cond, a, b) (np.where in NumPy code) instead of a Python `if` on array data"),
+    (r"a Python scalar is needed \((?:ndarray)?\.item\(\)\)",
+     "keep the 0-d array instead of .item(): it works in arithmetic, comparisons and "
+     f"np.round(m, 4); call .item() {_AFTER}"),
+    (r"a Python scalar is needed \((float|int|complex)\(\)\)",
+     "keep the 0-d array instead of {0}(): compare it as an array (x.max() > 0.5) and choose "
+     "with np.where(cond, a, b) rather than a Python `if`; call {0}() " + _AFTER),
+    (r"a Python scalar is needed \(an index\)",
+     "an array used as a Python int (range(n), a shape, an index) needs its value: pass a Python "
+     "int computed outside the compiled code, or index with the array itself"),
+    (r"a Python list is needed", f"keep the array instead of .tolist(); call .tolist() {_AFTER}"),
+    (r"^ndarray\.(\w+) has no op",
+     "nothing to change for correctness (NumPy runs .{0} on the value); to keep one graph, use an "
+     "op from docs/supported-ops.md or move .{0} " + _AFTER),
+    (r"^fft\.(\w+) has no op",
+     "nothing to change for correctness (NumPy runs np.fft.{0} on the value); to keep one graph, "
+     "move it " + _AFTER),
+    (r"print", "print outside the compiled region, or print shapes instead of values"),
+    (r"numpy", "stay with nbaccel/NumPy ops; np.asarray() inside the compiled region forces a sync"),
+    (r"data-dependent", "the output shape depends on the data; compute it outside, or use a mask with where()"),
+    (r"no-op", "use a function the op table supports (see docs/supported-ops.md)"),
+]
 
 
 def _fix_for(reason: str) -> str:
-    for key, fix in _FIXES.items():
-        if key in reason:
-            return fix
+    for pattern, fix in _FIXES:
+        m = re.search(pattern, reason)
+        if m:
+            return fix.format(*m.groups())
     return ""
 
 
