@@ -137,7 +137,7 @@ def centred_square_pair(rsum, rsq, finished) -> bool:
     axes = rsum.axes
     uses_sum = False
     for e in m.subexprs():
-        if e.kind == "load" and any(e.layout.strides[a] != 0 for a in axes):
+        if e.kind == "load" and any(e.layout.varies(a) for a in axes):
             return False
         if e.kind == "acc":
             if e.red is rsum or signature(e.red) == signature(rsum):
@@ -192,6 +192,7 @@ class Dims:
                 last = groups[-1]
                 b = last[-1]
                 if (b in k.axes) == red and all(lay.strides[b] == lay.strides[a] * k.domain[a]
+                                                and lay.map_of(a) is None and lay.map_of(b) is None
                                                 for lay in layouts):
                     last.append(a)
                     continue
@@ -202,6 +203,10 @@ class Dims:
 
     def strides(self, lay):
         return [lay.strides[g[-1]] for g in self.groups]
+
+    def maps(self, lay):
+        """Per merged dimension, the layout's index map (a mapped axis is never merged)."""
+        return [lay.map_of(g[-1]) if len(g) == 1 else None for g in self.groups]
 
 
 def merge_dims(k: Kernel, layouts) -> Dims:
@@ -219,7 +224,7 @@ def invariant_along(axes, finished):
     def invariant(e):
         if id(e) not in seen:
             if e.kind == "load":
-                seen[id(e)] = all(e.layout.strides[a] == 0 for a in axes)
+                seen[id(e)] = not any(e.layout.varies(a) for a in axes)
             elif e.kind == "acc":
                 seen[id(e)] = id(e.red) in finished
             elif e.kind == "const":

@@ -5,7 +5,9 @@ ranges* (any set of axes). Every value in the kernel is an expression over the l
 ``i ∈ D`` whose leaves are
 
 * ``load``   element ``offset + Σ_d stride[d] · i[d]`` of a flat buffer (a :class:`Layout`);
-             a broadcast axis has stride 0, a reversed slice a negative stride;
+             a broadcast axis has stride 0, a reversed slice a negative stride; an axis of a
+             roll, pad or tile reads a wrapped, clamped or masked index instead of ``i[d]``
+             (an index map, ``index_maps.py``);
 * ``acc``    the result of one of this kernel's reductions (a :class:`Reduction`), read at the
              kept part of ``i`` (during scheduling its layout maps into the reduction's output);
 * ``const``  a Python scalar or a typed constant.
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import math
 
+from . import index_maps
+
 
 def contiguous_strides(shape):
     strides, acc = [], 1
@@ -36,21 +40,38 @@ def contiguous_strides(shape):
 
 class Layout:
     """A strided view of a flat buffer, in elements. Strides of size-1 axes are 0 (they never
-    matter), so equal views compare equal."""
+    matter), so equal views compare equal. ``maps`` (None, or per axis None or an index map of
+    ``index_maps.py``) makes an axis read a wrapped, clamped or masked source index: the loads
+    of roll, pad and tile; ``fill`` is what a masked-out position reads."""
 
-    __slots__ = ("shape", "strides", "offset")
+    __slots__ = ("shape", "strides", "offset", "maps", "fill")
 
-    def __init__(self, shape, strides, offset=0):
+    def __init__(self, shape, strides, offset=0, maps=None, fill=None):
         self.shape = tuple(int(s) for s in shape)
+        offset = int(offset)
+        if maps is not None:
+            strides, offset, maps = index_maps.normalise(self.shape, [int(s) for s in strides], offset, maps)
         self.strides = tuple(0 if s == 1 else int(st) for s, st in zip(self.shape, strides))
-        self.offset = int(offset)
+        self.offset = offset
+        self.maps = maps
+        self.fill = fill if maps is not None and any(m and m[0] == index_maps.MASK for m in maps) else None
 
     @classmethod
     def contiguous(cls, shape):
         return cls(shape, contiguous_strides(shape), 0)
 
+    @staticmethod
+    def mapped(shape, strides, offset, maps, fill):
+        """A layout with index maps, or None when one axis would read only fill values (the
+        scheduler then materialises: renderers never see such an axis)."""
+        try:
+            return Layout(shape, strides, offset, maps, fill)
+        except ValueError:
+            return None
+
     def key(self):
-        return (self.shape, self.strides, self.offset)
+        return (self.shape, self.strides, self.offset) + \
+            (() if self.maps is None else (self.maps, type(self.fill).__name__, repr(self.fill)))
 
     def __eq__(self, other):
         return isinstance(other, Layout) and self.key() == other.key()
@@ -59,24 +80,42 @@ class Layout:
         return hash(self.key())
 
     def __repr__(self):
-        return f"Layout({self.shape}, {self.strides}, {self.offset})"
+        extra = "" if self.maps is None else f", {self.maps}, {self.fill!r}"
+        return f"Layout({self.shape}, {self.strides}, {self.offset}{extra})"
 
     def is_contiguous(self):
         return self == Layout.contiguous(self.shape)
 
+    def map_of(self, axis):
+        return None if self.maps is None else self.maps[axis]
+
+    def varies(self, axis):
+        """Does the value read change along ``axis`` (a stride, or a mask)?"""
+        return self.strides[axis] != 0 or self.map_of(axis) is not None
+
+    def _maps(self):
+        return list(self.maps) if self.maps is not None else [None] * len(self.shape)
+
     # -- movement ------------------------------------------------------------------------------
     def permute(self, axes):
-        return Layout([self.shape[a] for a in axes], [self.strides[a] for a in axes], self.offset)
+        maps = None if self.maps is None else [self.maps[a] for a in axes]
+        return Layout.mapped([self.shape[a] for a in axes], [self.strides[a] for a in axes],
+                             self.offset, maps, self.fill)
 
     def slice(self, slices):
-        shape, strides, off = [], [], self.offset
-        for (start, stop, step), st in zip(slices, self.strides):
+        shape, strides, maps, off = [], [], [], self.offset
+        for (start, stop, step), st, m in zip(slices, self.strides, self._maps()):
             n = len(range(start, stop, step))
+            shape.append(n)
+            if m is not None:           # the source index moves, not the address
+                maps.append(index_maps.sliced(m, start, step))
+                strides.append(st)
+                continue
             if n:
                 off += start * st
-            shape.append(n)
             strides.append(st * step)
-        return Layout(shape, strides, off)
+            maps.append(None)
+        return Layout.mapped(shape, strides, off, maps if self.maps else None, self.fill)
 
     def broadcast_to(self, shape):
         shape = tuple(shape)
@@ -84,16 +123,19 @@ class Layout:
         strides = [0] * lead
         for s, st, t in zip(self.shape, self.strides, shape[lead:]):
             strides.append(st if s == t else 0)
-        return Layout(shape, strides, self.offset)
+        maps = None if self.maps is None else [None] * lead + list(self.maps)
+        return Layout.mapped(shape, strides, self.offset, maps, self.fill)
 
     def reshape(self, shape):
-        """The same elements in C order under a new shape, or None when strides cannot say it."""
+        """The same elements in C order under a new shape, or None when strides cannot say it.
+        A mapped axis survives only as one whole axis of the new shape."""
         shape = tuple(int(s) for s in shape)
         if math.prod(shape) == 0 or math.prod(self.shape) == 0:
             return Layout(shape, contiguous_strides(shape), self.offset)
-        old = [(s, st) for s, st in zip(self.shape, self.strides) if s != 1]
+        maps = self._maps()
+        old = [(s, st, maps[d]) for d, (s, st) in enumerate(zip(self.shape, self.strides)) if s != 1]
         new = [(k, s) for k, s in enumerate(shape) if s != 1]
-        strides = [0] * len(shape)
+        strides, new_maps = [0] * len(shape), [None] * len(shape)
         i = j = 0
         while i < len(old) and j < len(new):
             po, pn, i2, j2 = old[i][0], new[j][1], i + 1, j + 1
@@ -104,6 +146,10 @@ class Layout:
                 else:
                     pn *= new[j2][1]
                     j2 += 1
+            if any(old[k][2] is not None for k in range(i, i2)):
+                if i2 - i != 1 or j2 - j != 1:      # a wrap cannot be split or merged
+                    return None
+                new_maps[new[j][0]] = old[i][2]
             for k in range(i, i2 - 1):             # the merged old axes must be one run
                 if old[k][1] != old[k + 1][1] * old[k + 1][0]:
                     return None
@@ -112,7 +158,53 @@ class Layout:
                 strides[new[k][0]] = st
                 st *= new[k][1]
             i, j = i2, j2
-        return Layout(shape, strides, self.offset)
+        if self.maps is None:
+            return Layout(shape, strides, self.offset)
+        return Layout.mapped(shape, strides, self.offset, new_maps, self.fill)
+
+    # -- index arithmetic: roll, tile, pad (index_maps.py) -------------------------------------
+    def roll(self, shifts):
+        """np.roll with one shift per axis: output i reads input (i - shift) mod n."""
+        maps = self._maps()
+        for d, s in enumerate(shifts):
+            n = self.shape[d]
+            if n and s % n:
+                maps[d] = index_maps.rolled(maps[d], s, n)
+                if maps[d] is None:
+                    return None
+        return Layout.mapped(self.shape, self.strides, self.offset, maps, self.fill)
+
+    def tile(self, reps):
+        """np.tile with ``reps`` as long as the output's ndim (>= this layout's)."""
+        lay = self if len(reps) == len(self.shape) else \
+            self.reshape((1,) * (len(reps) - len(self.shape)) + self.shape)
+        if lay is None:
+            return None
+        maps, shape = lay._maps(), []
+        for d, (r, n) in enumerate(zip(reps, lay.shape)):
+            shape.append(r * n)
+            if r != 1 and n > 1:
+                maps[d] = index_maps.tiled(maps[d], n)
+                if maps[d] is None:
+                    return None
+        return Layout.mapped(shape, lay.strides, lay.offset, maps, lay.fill)
+
+    def pad(self, widths, mode, value):
+        """np.pad with (before, after) per axis, mode 'constant', 'edge' or 'wrap'."""
+        kind = index_maps.PAD_MODES[mode]
+        if kind == index_maps.MASK and self.fill is not None and \
+                (type(self.fill), repr(self.fill)) != (type(value), repr(value)):
+            return None          # one fill per load
+        maps, shape = self._maps(), list(self.shape)
+        for d, (lo, hi) in enumerate(widths):
+            if lo == 0 and hi == 0:
+                continue
+            maps[d] = index_maps.padded(maps[d], lo, kind, self.shape[d])
+            if maps[d] is None:
+                return None
+            shape[d] = self.shape[d] + lo + hi
+        fill = value if kind == index_maps.MASK else self.fill
+        return Layout.mapped(shape, self.strides, self.offset, maps, fill)
 
 
 class Expr:
@@ -246,7 +338,10 @@ def first_use_order(roots):
 
 
 def _index_text(lay: Layout):
-    terms = [f"{st}*i{d}" if st != 1 else f"i{d}" for d, st in enumerate(lay.strides) if st]
+    def idx(d):
+        m = lay.map_of(d)
+        return f"i{d}" if m is None else f"{m[0]}({m[1]}*i{d}{m[2]:+d}, {m[3]})"
+    terms = [f"{st}*{idx(d)}" if st != 1 else idx(d) for d, st in enumerate(lay.strides) if st]
     if lay.offset or not terms:
         terms.insert(0, str(lay.offset))
     return "[" + " + ".join(terms) + "]"

@@ -103,10 +103,14 @@ class _Scheduler:
         def fn(lay):
             return layout(lay, params, shape)
         out = e.map_layouts(fn)
-        if out is None:     # a reshape strides cannot express: materialise, then view
+        if out is not None and out.kind != "load" and _masks(out) > _masks(e):
+            out = None      # a fill is the padded value, not f(fill): mask only a bare load
+        if out is None:     # a reshape strides cannot express (or a wrap of a wrap): materialise
             src = n.args[0]
             e = self.realize(self.rep.get(id(src), src))
             out = e.map_layouts(fn)
+        if out is None:     # not even the stored value reads that way: run the op itself
+            return self.extern(n)
         return out
 
     def broadcast(self, e, shape):
@@ -148,7 +152,7 @@ class _Scheduler:
             if isinstance(a, Node):
                 a = self.rep.get(id(a), a)
                 e = self.val[id(a)]
-                if e.kind != "load":
+                if not _is_view(e):
                     e = self.stored_view(a) or self.realize(a)
                 views.append((e.buf, e.layout))
         step = ExternStep(len(self.sch.steps), n, views)
@@ -173,7 +177,7 @@ class _Scheduler:
             e = self.realize(b)
         for m in reversed(chain):
             e = self.movement(m, e)
-        return e if e.kind == "load" else None
+        return e if _is_view(e) else None
 
     # -- realising values into buffers -----------------------------------------------------------
     def realize(self, n: Node, keep_lazy=False) -> Expr:
@@ -181,7 +185,7 @@ class _Scheduler:
         ``keep_lazy`` (an output): consumers in the same kernel keep computing it inline, and
         a consumer that starts a new kernel reads the stored buffer instead of recomputing."""
         e = self.val[id(n)]
-        if e.kind == "load" and e.buf is n:
+        if e.kind == "load" and e.buf is n and e.layout.maps is None:
             return e
         if id(n) in self.realized:
             return load(n, Layout.contiguous(n.shape), n.dtype)
@@ -322,7 +326,7 @@ class _Scheduler:
             self.val[id(p)] = self.buffer_value(p)
         for n in self.nodes:
             self.val[id(n)] = self.visit(n)
-            if id(n) in self.outset and self.val[id(n)].kind != "load":   # a view stays a view
+            if id(n) in self.outset and not _is_view(self.val[id(n)]):   # a view stays a view
                 self.realize(n, keep_lazy=True)
         for o in g.outputs:
             o = self.rep.get(id(o), o)
@@ -330,7 +334,7 @@ class _Scheduler:
                 self.sch.outputs.append(o)
                 continue
             e = self.val[id(o)]
-            if e.kind != "load":         # a view (only movement ops) stays a view, as in NumPy
+            if not _is_view(e):          # a view (only movement ops) stays a view, as in NumPy
                 e = self.realize(o)
             self.sch.outputs.append((e.buf, e.layout))
         for k in self.sch.kernels:
@@ -346,6 +350,17 @@ class _Scheduler:
         k.inputs = sorted(seen.values(), key=lambda b: (not b.is_placeholder, b.index))
         names = [nm for nm in k.op_names() if nm not in ("astype",)] or ["copy"]
         k.name = f"k{k.index}_" + "_".join(dict.fromkeys(names))[:48]
+
+
+def _is_view(e: Expr) -> bool:
+    """A value that is a strided view of one buffer: no computation, no index map (a roll or a
+    pad is a copy, as in NumPy, and outside a kernel nothing reads index maps)."""
+    return e.kind == "load" and e.layout.maps is None
+
+
+def _masks(e: Expr) -> int:
+    return sum(1 for leaf in e.leaves() if leaf.layout.fill is not None
+               for m in leaf.layout.maps if m and m[0] == "mask")
 
 
 def _reduced_shapes(domain, axes):

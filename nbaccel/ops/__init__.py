@@ -6,7 +6,7 @@ add one ``defop(...)`` in the right module (see docs/ops.md).
 from . import registry, meta  # noqa: F401
 # the families, in order: each registers its ops and may build on the families before it
 from . import elementwise, elementwise_extra, complex_ops  # noqa: F401
-from . import reduction, movement, joining, creation  # noqa: F401
+from . import reduction, movement, joining, creation, wrapping  # noqa: F401
 from .registry import OPS, ALIASES, NUMPY_FUNCS, defop, defalias  # noqa: F401
 from .creation import manual_seed, rand, randn, randint, randperm, rand_like, randn_like  # noqa: F401
 

@@ -347,7 +347,7 @@ def _contiguous(x, memory_format=None):
 _method("contiguous", _contiguous)
 
 
-# ---- flips, rolls, tiles -------------------------------------------------------------------------
+# ---- flips ---------------------------------------------------------------------------------------
 
 def _flip(x, axis=None, *, dims=None):
     """Reverse the order along axes (all when None). A view (negative strides), as in NumPy."""
@@ -362,65 +362,7 @@ defalias("fliplr", lambda x: _flip(x, 1), numpy="fliplr", methods="fliplr")
 defalias("flipud", lambda x: _flip(x, 0), numpy="flipud", methods="flipud")
 
 
-def _roll(x, shift, axis=None, *, dims=None, shifts=None):
-    """Rotate elements along axes (the flattened tensor when axis is None); a copy."""
-    x = as_tensor(x)
-    axis = dims if dims is not None else axis
-    shift = shifts if shifts is not None else shift
-    if axis is None:
-        return _roll(x.reshape(-1), shift, 0).reshape(x.shape)
-    sh = (shift,) if isinstance(shift, int) else tuple(shift)
-    ax = (axis,) if isinstance(axis, int) else tuple(axis)
-    if len(sh) == 1:
-        sh = sh * len(ax)
-    if len(ax) == 1:
-        ax = ax * len(sh)
-    if len(sh) != len(ax):
-        raise ValueError(f"roll: shift {shift} and axis {axis} have different lengths")
-    out = x
-    for s, a in zip(sh, ax):
-        a = axis_index(a, x.ndim)
-        n = x.shape[a]
-        if n == 0 or s % n == 0:
-            continue
-        k = n - s % n
-        pre = (slice(None),) * a
-        out = _ops().concat([out[pre + (slice(k, None),)], out[pre + (slice(0, k),)]], axis=a)
-    return out.clone() if out is x else out
-
-
-defalias("roll", _roll, numpy="roll", methods="roll")
-
-
-def _tile(x, reps):
-    """Repeat the whole tensor ``reps`` times per axis (NumPy tile; PyTorch's Tensor.repeat)."""
-    x = as_tensor(x)
-    reps = (int(reps),) if isinstance(reps, int) else tuple(int(r) for r in reps)
-    if any(r < 0 for r in reps):
-        raise ValueError(f"tile: negative repetitions {reps}")
-    nd = max(len(reps), x.ndim)
-    reps = (1,) * (nd - len(reps)) + reps
-    shape = (1,) * (nd - x.ndim) + tuple(x.shape)
-    if all(r == 1 for r in reps):
-        return x.reshape(shape).clone()
-    spread = sum(((1, s) for s in shape), ())
-    big = sum(((r, s) for r, s in zip(reps, shape)), ())
-    return x.reshape(spread).broadcast_to(big).reshape(tuple(r * s for r, s in zip(reps, shape)))
-
-
-defalias("tile", _tile, numpy="tile", methods="tile")
-
-
-def _torch_repeat(x, *sizes):
-    """PyTorch's ``Tensor.repeat(*sizes)``: NumPy's tile, with at least x.ndim sizes."""
-    sizes = _shape_arg(sizes)
-    if len(sizes) < x.ndim:
-        raise RuntimeError(f"repeat: the number of sizes ({len(sizes)}) can't be smaller than "
-                           f"the number of dimensions of the tensor ({x.ndim})")
-    return _tile(x, sizes)
-
-
-_method("repeat", _torch_repeat)
+# roll and tile (and Tensor.repeat) are index arithmetic in the compiler: ops/wrapping.py
 
 
 def _repeat(x, repeats, axis=None, *, dim=None, output_size=None):

@@ -292,6 +292,35 @@ def broadcast_to(b):
     return _assign(b, f"np.broadcast_to({x}, {target[-4:] if len(shape) <= 4 else target})")
 
 
+def wrap(b):
+    """np.roll (scalar or tuple shifts, axis None/int/tuple, shifts past the size), np.pad
+    (constant with values, edge, wrap; per-axis widths) and np.tile (reps shorter or longer
+    than ndim): the compiler reads them as wrapped, clamped or masked loads."""
+    x = b.operand()
+    shape = b.shape(x)
+    n, rng = len(shape), b.rng
+    shift = lambda: rng.randint(-7, 7)  # noqa: E731
+    kind = rng.choice(["roll", "roll", "pad", "pad", "tile"])
+    if kind == "roll":
+        forms = ["np.roll({x}, {s})", "np.roll({x}, {s}, None)"]
+        if n:
+            a = rng.randrange(-n, n)
+            forms += [f"np.roll({{x}}, {{s}}, {a})", f"np.roll({{x}}, {{s}}, axis={a})",
+                      f"np.roll({{x}}, ({shift()}, {shift()}), ({a}, {rng.randrange(-n, n)}))",
+                      f"np.roll({{x}}, {{s}}, ({a},))"]
+        return _assign(b, rng.choice(forms).format(x=x, s=shift()), "roll")
+    if kind == "tile":
+        reps = tuple(rng.randint(0 if rng.random() < 0.1 else 1, 3) for _ in range(rng.randint(1, 3)))
+        return _assign(b, f"np.tile({x}, {reps[0] if len(reps) == 1 and rng.random() < 0.5 else reps})", "tile")
+    mode = rng.choice(["constant", "constant", "edge", "wrap"])
+    width = rng.choice([rng.randint(0, 2), (rng.randint(0, 3), rng.randint(0, 3))] +
+                       ([tuple((rng.randint(0, 3), rng.randint(0, 3)) for _ in range(n))] if n else []))
+    extra = ""
+    if mode == "constant" and rng.random() < 0.6:
+        extra = f", constant_values={rng.choice(['1', '-2.5', '(1, 2)', 'True'])}"
+    return _assign(b, f"np.pad({x}, {width}, mode={mode!r}{extra})", f"pad {mode}")
+
+
 # -- matmul -----------------------------------------------------------------------------------
 def matmul(b):
     """Batched matmul with broadcasting batch dims; vectors on either side."""
@@ -342,11 +371,11 @@ RULES = {
     "binary": binary, "pairwise": pairwise, "scalar": scalar, "unary": unary, "astype": astype,
     "compare": compare, "logical": logical, "where": where, "clip": clip, "reduce": reduce,
     "slice": slice_, "transpose": transpose, "reshape": reshape, "expand": expand,
-    "broadcast_to": broadcast_to, "matmul": matmul, "inplace": inplace,
+    "broadcast_to": broadcast_to, "matmul": matmul, "inplace": inplace, "wrap": wrap,
 }
 
 WEIGHTS = {
     "binary": 10, "pairwise": 3, "scalar": 6, "unary": 5, "astype": 3, "compare": 4,
     "logical": 2, "where": 4, "clip": 3, "reduce": 10, "slice": 6, "transpose": 4,
-    "reshape": 5, "expand": 4, "broadcast_to": 3, "matmul": 3, "inplace": 5,
+    "reshape": 5, "expand": 4, "broadcast_to": 3, "matmul": 3, "inplace": 5, "wrap": 4,
 }

@@ -32,6 +32,7 @@ Constants are typed module globals (``np.float32(...)``) so float32 code never p
 """
 from __future__ import annotations
 
+from .. import index_maps
 from ..loops import Expr, Kernel
 from . import fastmath_text
 from .common import operand_dtype, weak_dtype
@@ -87,33 +88,43 @@ class _Renderer(NumbaReductions):
             out.append((("out", id(o)), self.k.output_layout(o)))
         return out
 
+    def _p(self, name, value):
+        self.prologue.append(f"    {name} = P[{self.p_index}]")
+        self.params.append(value)
+        self.p_index += 1
+        return name
+
     def _declare(self, lay):
         j = len(self.index_code)
-        off = f"f{j}"
-        self.prologue.append(f"    {off} = P[{self.p_index}]")
-        self.params.append(lay.offset)
-        self.p_index += 1
-        terms = []
+        off = self._p(f"f{j}", lay.offset)
+        terms, maps = [], {}
         for a, st in enumerate(lay.strides):
+            m = lay.map_of(a)
+            if m is not None:   # roll / pad / tile: the shift and the source size are in P too
+                mode, coef, b, n = m
+                cls = index_maps.wrap_class(m, lay.shape[a]) if mode == index_maps.WRAP else mode
+                maps[a] = (cls, coef, self._p(f"b{j}_{a}", b), self._p(f"m{j}_{a}", n))
             if st == 0:
                 continue
-            if st == 1:
-                terms.append((a, None))
-            else:
-                name = f"s{j}_{a}"
-                self.prologue.append(f"    {name} = P[{self.p_index}]")
-                self.params.append(st)
-                self.p_index += 1
-                terms.append((a, name))
-        return off, terms
+            terms.append((a, None if st == 1 else self._p(f"s{j}_{a}", st)))
+        return off, terms, maps
 
     def index(self, key, var):
         """The flat element index. It is never negative (negative strides start from a higher
         offset), and saying so with an unsigned type drops numba's negative-index wraparound
         branch, which otherwise stops LLVM from vectorising the loop (3x on a column sum)."""
-        off, terms = self.index_code[key]
-        parts = [off] + [var[a] if s is None else f"{var[a]} * {s}" for a, s in terms]
+        off, terms, maps = self.index_code[key]
+        parts = [off]
+        for a, s in terms:
+            v = _mapped(maps[a], var[a]) if a in maps else var[a]
+            parts.append(v if s is None else f"{v} * {s}")
         return f"np.uint64({' + '.join(parts)})"
+
+    def inside(self, key, var):
+        """The condition under which a padded load reads memory (else it reads its fill)."""
+        conds = [f"0 <= {_source(m, var[a])} < {m[3]}" for a, m in self.index_code[key][2].items()
+                 if m[0] == index_maps.MASK]
+        return " and ".join(conds)
 
     def const(self, value, dtype):
         name = f"K{len(self.consts)}"
@@ -139,8 +150,12 @@ class _Renderer(NumbaReductions):
             return memo[key]
         if e.kind == "load":
             code = f"x{len(memo)}"
-            self.lines.append(f"{pad}{code} = {self.arg_of[id(e.buf)]}"
-                              f"[{self.index(('in', id(e.buf), e.layout.key()), var)}]")
+            where = ("in", id(e.buf), e.layout.key())
+            read = f"{self.arg_of[id(e.buf)]}[{self.index(where, var)}]"
+            cond = self.inside(where, var)
+            if cond:        # a conditional expression: a masked-out position reads no memory
+                read = f"{read} if {cond} else {self.const(e.layout.fill, e.dtype)}"
+            self.lines.append(f"{pad}{code} = {read}")
         elif e.kind == "acc":
             code = accs[id(e.red)]
         elif e.kind == "const":
@@ -467,6 +482,28 @@ class _Renderer(NumbaReductions):
                 "    for t in range(part * total // parts, (part + 1) * total // parts):"]
         src += self.lines
         return "\n".join(src) + "\n"
+
+
+def _source(m, v):
+    """a·i + b of a mapped axis, as text."""
+    _, coef, b, _ = m
+    return f"({v} + {b})" if coef == 1 else f"({b} - {v})" if coef == -1 else f"({coef} * {v} + {b})"
+
+
+def _mapped(m, v):
+    """The source index of a mapped axis, as text: wraps as a select where one fold suffices
+    (a roll: no integer division in the inner loop), clamps as min/max, masks as is."""
+    cls, _, _, n = m
+    t = _source(m, f"({v})")
+    if cls == "sub":
+        return f"({t} - {n} if {t} >= {n} else {t})"
+    if cls == "add":
+        return f"({t} + {n} if {t} < 0 else {t})"
+    if cls == "mod":
+        return f"({t} % {n})"
+    if cls == index_maps.CLAMP:
+        return f"min(max({t}, 0), {n} - 1)"
+    return t
 
 
 def _keys(e):

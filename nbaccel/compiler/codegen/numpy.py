@@ -19,6 +19,7 @@ import numpy as np
 
 from ... import dtypes as D
 from ...ops.registry import OPS
+from ..index_maps import gather
 from ..kernel_passes import duplicates
 from ..loops import Expr, Kernel
 from .common import literal, small_power, strided
@@ -76,7 +77,7 @@ def run_parts(part, n, numel):
 def _natural(lay):
     """A load's view shape: broadcast axes (stride 0) stay size 1, so NumPy broadcasts them (and a
     value constant along empty reduction ranges is still one value per kept index)."""
-    return tuple(1 if st == 0 else s for s, st in zip(lay.shape, lay.strides))
+    return tuple(s if lay.varies(d) else 1 for d, s in enumerate(lay.shape))
 
 
 def _bshape(shapes):
@@ -139,8 +140,13 @@ class _Renderer:
         if key not in self.view_of:
             i = self.k.inputs.index(e.buf)
             v = f"v{len(self.views)}"
-            shape = _natural(e.layout)
-            self.views.append(f"{v} = strided(a{i}, {shape!r}, {e.layout.strides!r}, {e.layout.offset})")
+            lay = e.layout
+            shape = _natural(lay)
+            if lay.maps is None:
+                self.views.append(f"{v} = strided(a{i}, {shape!r}, {lay.strides!r}, {lay.offset})")
+            else:   # roll / pad / tile: NumPy has no wrapped view, so the read is a gather
+                self.views.append(f"{v} = gather(np, a{i}, {lay.shape!r}, {lay.strides!r}, {lay.offset}, "
+                                  f"{lay.maps!r}, {literal(lay.fill)})")
             self.view_of[key] = (v, shape)
         v, shape = self.view_of[key]
         return self.sl(v, shape), shape
@@ -322,5 +328,5 @@ def _bfloat16():
 def namespace():
     # BF16(): ml_dtypes' bfloat16, imported by the first kernel that allocates one (not at
     # `%load_ext`, where importing ml_dtypes cost 0.56 s)
-    return {"np": np, "run_parts": run_parts, "strided": strided, "BF16": _bfloat16,
+    return {"np": np, "run_parts": run_parts, "strided": strided, "gather": gather, "BF16": _bfloat16,
             "IMPL": {name: op.impl for name, op in OPS.items()}}

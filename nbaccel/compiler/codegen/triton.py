@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 from ... import dtypes as D
+from .. import index_maps
 from ..loops import Expr, Kernel
 from . import triton_syntax as S
 from .common import is_cast as _is_cast, operand_dtype, small_power, weak_dtype
@@ -43,6 +44,37 @@ INT32_LIMIT = 2 ** 31 - 1
 
 class TritonUnsupported(NotImplementedError):
     """This kernel has no Triton rendering (the reason is the message)."""
+
+
+def _source(m, v):
+    """a·i + b of a mapped dim, as text."""
+    _, coef, b, _ = m
+    return f"({v} + {b})" if coef == 1 else f"({b} - {v})" if coef == -1 else f"({coef} * {v} + {b})"
+
+
+def _mapped(m, v):
+    """The source index of a mapped dim: a select where one fold suffices (a roll), else a
+    remainder made non-negative (Triton's ``%`` keeps the dividend's sign), a clamp, or the
+    raw index of a mask (masked-out lanes load nothing)."""
+    cls, _, _, n = m
+    t = _source(m, v)
+    if cls == "sub":
+        return f"tl.where({t} >= {n}, {t} - {n}, {t})"
+    if cls == "add":
+        return f"tl.where({t} < 0, {t} + {n}, {t})"
+    if cls == "mod":
+        return f"((({t}) % {n} + {n}) % {n})"
+    if cls == index_maps.CLAMP:
+        return f"tl.minimum(tl.maximum({t}, 0), {n} - 1)"
+    return t
+
+
+def _fill_text(value, dtype):
+    """A pad's fill as a load's ``other=``: finite literals only (the safety net runs the
+    rest eagerly)."""
+    if isinstance(value, complex) or (isinstance(value, float) and not math.isfinite(value)):
+        raise TritonUnsupported(f"pad fill {value!r} has no Triton literal here")
+    return str(int(value)) if dtype.kind in "biu" else repr(float(value))
 
 
 def unsupported_reason(k: Kernel, interpret: bool) -> str | None:
@@ -139,12 +171,16 @@ class _Renderer(TritonReductions):
 
     def _declare(self, i, lay):
         off = self._arg(f"f{i}", lay.offset) if lay.offset else None
-        terms = []
-        for j, st in enumerate(self.dims.strides(lay)):
+        terms, maps = [], {}
+        for j, (st, m) in enumerate(zip(self.dims.strides(lay), self.dims.maps(lay))):
+            if m is not None:   # roll / pad / tile: shift and source size are arguments too
+                mode, coef, b, n = m
+                cls = index_maps.wrap_class(m, self.dims.sizes[j]) if mode == index_maps.WRAP else mode
+                maps[j] = (cls, coef, self._arg(f"b{i}_{j}", b), self._arg(f"m{i}_{j}", n))
             if st == 0:
                 continue
             terms.append((j, None if st == 1 else self._arg(f"s{i}_{j}", st)))
-        return off, terms
+        return off, terms, maps
 
     def _needs_int64(self):
         top = max([self.n_out * max(self.n_red, 1)] +
@@ -163,7 +199,7 @@ class _Renderer(TritonReductions):
 
     def address(self, key, ctx):
         """(text, uses kept dims, uses reduced dims) of a layout's flat element index."""
-        off, terms = self.addr[key]
+        off, terms, maps = self.addr[key]
         parts = [off] if off else []
         kept = red = False
         for j, s in terms:
@@ -173,8 +209,19 @@ class _Renderer(TritonReductions):
                 red = True
             else:
                 kept = True
-            parts.append(f"i{j}" if s is None else f"i{j} * {s}")
+            v = _mapped(maps[j], f"i{j}") if j in maps else f"i{j}"
+            parts.append(v if s is None else f"{v} * {s}")
+        for j, m in maps.items():       # a mask varies along its dim even with stride 0
+            if m[0] == index_maps.MASK and not (ctx == "outer" and self.dims.red[j]):
+                red, kept = red or self.dims.red[j], kept or not self.dims.red[j]
         return " + ".join(parts) or "0", kept, red
+
+    def inside(self, key, ctx):
+        """The condition under which a padded load reads memory (else it reads its fill)."""
+        conds = [f"({_source(m, f'i{j}')} >= 0) & ({_source(m, f'i{j}')} < {m[3]})"
+                 for j, m in self.addr[key][2].items()
+                 if m[0] == index_maps.MASK and not (ctx == "outer" and self.dims.red[j])]
+        return " & ".join(conds)
 
     # -- expressions ---------------------------------------------------------------------------
     def name(self, prefix):
@@ -195,7 +242,10 @@ class _Renderer(TritonReductions):
             if not kept:
                 addr = f"{addr} + zo"
         x = self.name("x")
-        self.emit(pad, f"{x} = tl.load({self.arg_of[id(e.buf)]} + ({addr}), mask={mask}, other=0)")
+        inside, other = self.inside(("in", id(e.buf), e.layout.key()), ctx), "0"
+        if inside:          # pad(mode="constant"): masked-out lanes read the fill
+            mask, other = f"{mask} & {inside}", _fill_text(e.layout.fill, e.dtype)
+        self.emit(pad, f"{x} = tl.load({self.arg_of[id(e.buf)]} + ({addr}), mask={mask}, other={other})")
         dt = e.dtype
         if dt.kind == "b":
             return f"({x} != 0)"
