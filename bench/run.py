@@ -13,7 +13,8 @@ with one thread count; PyTorch runs in a worker process (bench/peer_worker.py).
 
 Letters a-i are the compiler workloads; the kernel and contract benchmarks have names:
 attention, quant, sparse, cells, cache_reliability, and step, small_cells, export, func,
-gpu_check, plain (the plain-process column) once their modules exist (each also runs
+gpu_check, plain (the plain-process column), eager (op dispatch and small training
+steps against PyTorch eager) once their modules exist (each also runs
 alone as ``python -m bench.<name>``).
 
 A compiled result that differs from NumPy, or a crash, is reported in the table and makes
@@ -35,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # name here.
 SUITES = ("attention", "quant", "sparse", "cells", "cache_reliability",
           "step", "small_cells", "export", "func", "gpu_check", "plain", "conv", "sweep", "dask_cluster",
-          "distributed_ckpt", "rnn")
+          "distributed_ckpt", "rnn", "eager")
 DEFAULT_ONLY = "abcdefghi," + ",".join(SUITES)
 
 

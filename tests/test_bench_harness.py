@@ -285,3 +285,30 @@ def test_plain_process_column_has_no_thread_settings_and_reads_the_model_bytes(m
         assert type(m[0]).__name__ == {"float32": "Linear", "2:4": "SparseSemiStructuredLinear"}.get(
             kind, "QuantizedLinear"), kind
         assert sum(a.nbytes for a in plain._weights(m)) == model_bytes(m), kind
+
+
+def test_eager_suite_ops_agree_and_render():
+    """bench/eager.py: each per-op workload computes the same values in nbaccel and NumPy,
+    and a results dict renders (made-up times: no wall-clock assertion)."""
+    import nbaccel as nb
+    from bench import eager
+    for name in eager.OPS:
+        xa, ya = eager._inputs("numpy", np, False)
+        x, y = eager._inputs("nbaccel", nb, True)
+        got, want = eager.op_fn(name, "nbaccel")(x, y), eager.op_fn(name, "numpy")(xa, ya)
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-5, atol=1e-6)
+    st = {"median": 1e-5, "q1": 1e-5, "q3": 1e-5, "min": 1e-5, "max": 1e-5, "runs": 3}
+    ratio = {"median": 1.5, "q1": 1.4, "q3": 1.6, "min": 1.3, "max": 1.7, "spread": 0.13,
+             "rounds": 3}
+    row = {"nbaccel": st, "torch": st, "numpy": st, "ratio_vs_torch": ratio}
+    ops = {n: row for n in eager.OPS + ("chain100",)}
+    res = {"threads": 2, "rounds": 3, "inner": 20, "quick": True, "torch": "x",
+           "load_average": (1.0, 1.0, 1.0),
+           "per_op": {"no_grad": {"ops": ops, "geomean_vs_torch": 1.5},
+                      "autograd": {"ops": ops, "geomean_vs_torch": 1.5}},
+           "steps": {k: dict(row, config={}) for k in ("mlp", "cnn", "gpt")},
+           "notebook11": dict(row, batches=2)}
+    res["targets"] = eager._targets(res)
+    md = eager.markdown(res)
+    assert "1.50x (1.40-1.60, spread 13%)" in md and "| softmax | 10.0 |" in md
+    assert res["targets"]["GPT step"]["met"] and "eager" in run.SUITES

@@ -1,0 +1,481 @@
+"""Eager mode: nbaccel's op dispatch and small training steps against PyTorch eager and NumPy.
+
+What issue 36 measures, in one process, interleaved round by round (the order rotates), as
+medians of per-round ratios with their spread (IQR / median):
+
+- **per-op cost** on 8x8 float32 tensors, without and with autograd (the inputs require grad,
+  so every op records its backward node), for add, mul, matmul, relu, exp, sum, view,
+  indexing, transpose and softmax: microseconds per op (a timed call runs the op ``inner``
+  times), and nbaccel's time as a multiple of PyTorch's; the geometric mean over the 10 ops is
+  the headline (issue 36's target: <= 1.5x with autograd);
+- a **100-op chain** on 8x8 (mul, add, relu, tanh, 25 times), forward only without autograd,
+  forward + backward with it;
+- a training **step** of a small MLP, a small CNN and a small GPT, each written once for a
+  torch-like module (``import nbaccel as torch``), the same initial weights on both sides
+  (copied through state_dict), and one step's loss checked against PyTorch's before timing;
+- **notebook 11's epoch** (notebooks/11-convnet.ipynb: its digits CNN, batch 64, Adam), eager.
+
+NumPy has no autograd: it appears in the per-op and chain rows without it, as the floor of
+what one small array operation costs from Python.
+
+    python -m bench.eager [--quick] [--json PATH] [--profile]
+
+``--profile`` adds cProfile's view of one small op (add with autograd): where the
+microseconds go (docs/eager.md discusses it). ``make bench`` runs this suite as "eager".
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import math
+import os
+import pstats
+
+import numpy as np
+
+from .rounds import Local, run_rounds
+from .timing import ratio_stats, time_stats
+
+OPS = ("add", "mul", "matmul", "relu", "exp", "sum", "view", "index", "transpose", "softmax")
+TARGETS = {"per-op (autograd), geometric mean": 1.5, "CNN step": 1.5, "GPT step": 1.5,
+           "notebook 11 epoch": 1.5}
+
+
+def _threads():
+    n = os.environ.get("NUMBA_NUM_THREADS", "")
+    return int(n) if n.isdigit() and int(n) > 0 else (os.cpu_count() or 1)
+
+
+def _torch():
+    from .peers import torch_or_none
+    torch = torch_or_none()
+    if torch is not None:
+        torch.set_num_threads(_threads())
+    return torch
+
+
+# ---- per-op -----------------------------------------------------------------------------------
+
+def _softmax_np(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def op_fn(name, lib):
+    """``f(x, y)`` applying op ``name`` in ``lib`` ("nbaccel"/"torch": Tensor methods and
+    operators, the spelling a PyTorch program uses; "numpy": NumPy's)."""
+    if lib == "numpy":
+        return {"add": lambda x, y: x + y, "mul": lambda x, y: x * y,
+                "matmul": lambda x, y: x @ y, "relu": lambda x, y: np.maximum(x, 0),
+                "exp": lambda x, y: np.exp(x), "sum": lambda x, y: x.sum(),
+                "view": lambda x, y: x.reshape(64), "index": lambda x, y: x[2],
+                "transpose": lambda x, y: x.transpose(1, 0),
+                "softmax": lambda x, y: _softmax_np(x)}[name]
+    return {"add": lambda x, y: x + y, "mul": lambda x, y: x * y,
+            "matmul": lambda x, y: x @ y, "relu": lambda x, y: x.relu(),
+            "exp": lambda x, y: x.exp(), "sum": lambda x, y: x.sum(),
+            "view": lambda x, y: x.view(64), "index": lambda x, y: x[2],
+            "transpose": lambda x, y: x.transpose(0, 1),
+            "softmax": lambda x, y: x.softmax(-1)}[name]
+
+
+def _inputs(lib, mod, grad):
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
+    if lib == "numpy":
+        return a, b
+    return (mod.tensor(a, requires_grad=grad), mod.tensor(b, requires_grad=grad))
+
+
+def _loop(f, x, y, inner):
+    def call():
+        for _ in range(inner):
+            f(x, y)
+    return call
+
+
+def _chain(lib, mod, x, y, grad):
+    """100 ops: (mul, add, relu, tanh) 25 times; with autograd, forward + backward."""
+    if lib == "numpy":
+        def call():
+            z = x
+            for _ in range(25):
+                z = np.tanh(np.maximum(z * 0.9 + y, 0))
+            return z
+        return call
+
+    def call():
+        z = x
+        for _ in range(25):
+            z = (z * 0.9 + y).relu().tanh()
+        if grad:
+            z.sum().backward()
+            x.grad = y.grad = None
+        return z
+    return call
+
+
+def _ratio_row(times, n_base=1):
+    row = {lib: time_stats([t / n_base for t in ts]) for lib, ts in times.items()}
+    if "torch" in times:
+        row["ratio_vs_torch"] = ratio_stats(times["nbaccel"], times["torch"])   # nbaccel / torch
+    if "numpy" in times:
+        row["ratio_vs_numpy"] = ratio_stats(times["nbaccel"], times["numpy"])
+    return row
+
+
+def per_op(nb, torch, rounds, inner) -> dict:
+    mods = {"nbaccel": nb, "torch": torch, "numpy": np}
+    out = {}
+    for grad in (False, True):
+        key = "autograd" if grad else "no_grad"
+        libs = ["nbaccel"] + (["torch"] if torch is not None else []) + ([] if grad else ["numpy"])
+        rows = {}
+        for name in OPS:
+            timers = {}
+            for lib in libs:
+                x, y = _inputs(lib, mods[lib], grad)
+                timers[lib] = Local(_loop(op_fn(name, lib), x, y, inner))
+            times = run_rounds(timers, rounds, keep_last=False, warmup=1)
+            rows[name] = _ratio_row(times, inner)
+        chain = {}
+        for lib in libs:
+            x, y = _inputs(lib, mods[lib], grad)
+            chain[lib] = Local(_chain(lib, mods[lib], x, y, grad))
+        rows["chain100"] = _ratio_row(run_rounds(chain, rounds, keep_last=False, warmup=1))
+        ratios = [rows[n]["ratio_vs_torch"]["median"] for n in OPS
+                  if rows[n].get("ratio_vs_torch")]
+        out[key] = {"ops": rows, "geomean_vs_torch":
+                    math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None}
+    return out
+
+
+# ---- training steps ---------------------------------------------------------------------------
+
+def _mlp(T, cfg):
+    return T.nn.Sequential(T.nn.Linear(cfg["inp"], cfg["hidden"]), T.nn.ReLU(),
+                           T.nn.Linear(cfg["hidden"], cfg["hidden"]), T.nn.ReLU(),
+                           T.nn.Linear(cfg["hidden"], 10))
+
+
+def _cnn(T, cfg):
+    nn = T.nn
+    c = cfg["channels"]
+    return nn.Sequential(
+        nn.Conv2d(1, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c, 2 * c, 3, padding=1, bias=False), nn.BatchNorm2d(2 * c), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(2 * c * (cfg["size"] // 4) ** 2, 10))
+
+
+def _gpt_classes(T):
+    nn, F = T.nn, T.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            d = cfg["d"]
+            self.tok = nn.Embedding(cfg["vocab"], d)
+            self.pos = nn.Embedding(cfg["T"], d)
+            self.blocks = nn.ModuleList([Block(d, cfg["heads"]) for _ in range(cfg["layers"])])
+            self.ln = nn.LayerNorm(d)
+            self.head = nn.Linear(d, cfg["vocab"], bias=False)
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            x = self.tok(idx) + self.pos(T.arange(t))
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(self.ln(x))
+    return GPT
+
+
+def _gpt(T, cfg):
+    return _gpt_classes(T)(cfg)
+
+
+def _data(kind, cfg):
+    rng = np.random.default_rng(1)
+    n = cfg["batch"]
+    if kind == "mlp":
+        return rng.standard_normal((n, cfg["inp"])).astype(np.float32), rng.integers(0, 10, n)
+    if kind == "cnn":
+        return (rng.standard_normal((n, 1, cfg["size"], cfg["size"])).astype(np.float32),
+                rng.integers(0, 10, n))
+    idx = rng.integers(0, cfg["vocab"], (n, cfg["T"] + 1))
+    return idx[:, :-1], idx[:, 1:]
+
+
+def _step(T, model, opt, kind, x, y):
+    F = T.nn.functional
+
+    def step():
+        opt.zero_grad()
+        out = model(x)
+        if kind == "gpt":
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        else:
+            loss = F.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def _build(kind, T, cfg, state=None):
+    T.manual_seed(0)
+    model = {"mlp": _mlp, "cnn": _cnn, "gpt": _gpt}[kind](T, cfg)
+    if state is not None:
+        model.load_state_dict({k: T.tensor(v) for k, v in state.items()})
+    if kind == "gpt":
+        opt = T.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    elif kind == "cnn":
+        opt = T.optim.Adam(model.parameters(), lr=1e-3)
+    else:
+        opt = T.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    xa, ya = _data(kind, cfg)
+    x = T.tensor(xa)
+    y = T.tensor(ya)
+    return model, _step(T, model, opt, kind, x, y)
+
+
+def steps(nb, torch, rounds, quick) -> dict:
+    cfgs = {"mlp": dict(inp=784, hidden=256, batch=64),
+            "cnn": dict(channels=16, size=28, batch=64),
+            "gpt": dict(layers=4, d=128, heads=4, T=64, vocab=256, batch=16)}
+    if quick:
+        cfgs["mlp"].update(hidden=32, batch=8)
+        cfgs["cnn"].update(channels=4, size=8, batch=8)
+        cfgs["gpt"].update(layers=1, d=32, T=8, vocab=32, batch=2)
+    out = {}
+    for kind, cfg in cfgs.items():
+        model, nb_step = _build(kind, nb, cfg)
+        timers = {"nbaccel": Local(nb_step)}
+        row = {"config": cfg}
+        if torch is not None:
+            state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+            model, nb_step = _build(kind, nb, cfg, state)      # a fresh optimizer on both sides
+            _, t_step = _build(kind, torch, cfg, state)
+            ln, lt = float(nb_step().item()), float(t_step().item())
+            row["first_loss"] = {"nbaccel": ln, "torch": lt}
+            if not math.isclose(ln, lt, rel_tol=1e-3, abs_tol=1e-4):
+                row["error"] = f"WRONG RESULT: first-step loss {ln:.6g} (nbaccel) != {lt:.6g} (torch)"
+                out[kind] = row
+                continue
+            timers = {"nbaccel": Local(nb_step), "torch": Local(t_step)}
+        row.update(_ratio_row(run_rounds(timers, rounds, keep_last=False, warmup=1)))
+        out[kind] = row
+    return out
+
+
+# ---- notebook 11's epoch ----------------------------------------------------------------------
+
+def _digits():
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        return None
+    d = load_digits()
+    X = (d.images / 16.0).astype(np.float32)[:, None]
+    y = d.target.astype(np.int64)
+    order = np.random.default_rng(0).permutation(len(X))
+    return X, y, order[360:]
+
+
+def _nb11_model(T):
+    nn = T.nn
+    T.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+
+
+def _nb11_epoch(T, model, X, y, train, batches):
+    """Notebook 11's ``run_epoch`` (its batch 64, Adam at 2e-2), eager."""
+    F = T.nn.functional
+    opt = T.optim.Adam(model.parameters(), lr=2e-2)
+    conv = T.from_numpy if hasattr(T, "from_numpy") else T.tensor
+
+    def epoch():
+        idx = np.random.default_rng(0).permutation(train)
+        loss = None
+        for i in range(0, batches * 64, 64):
+            b = idx[i:i + 64]
+            opt.zero_grad()
+            loss = F.cross_entropy(model(conv(X[b])), conv(y[b]))
+            loss.backward()
+            opt.step()
+        return loss
+    return epoch
+
+
+def notebook11(nb, torch, rounds, quick) -> dict:
+    data = _digits()
+    if data is None:
+        return {"skipped": "scikit-learn is not installed (notebook 11's digits)"}
+    X, y, train = data
+    batches = 2 if quick else len(train) // 64
+    model = _nb11_model(nb)
+    timers = {"nbaccel": Local(_nb11_epoch(nb, model, X, y, train, batches))}
+    if torch is not None:
+        tm = _nb11_model(torch)
+        tm.load_state_dict({k: torch.tensor(v.detach().numpy())
+                            for k, v in model.state_dict().items()})
+        timers["torch"] = Local(_nb11_epoch(torch, tm, X, y, train, batches))
+    row = {"batches": batches}
+    row.update(_ratio_row(run_rounds(timers, rounds, keep_last=False, warmup=1)))
+    return row
+
+
+# ---- profile ----------------------------------------------------------------------------------
+
+def profile(nb, n=20000, top=18) -> str:
+    """cProfile of ``n`` adds of 8x8 tensors that require grad: the functions one op runs."""
+    x, y = _inputs("nbaccel", nb, True)
+    for _ in range(100):
+        x + y
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(n):
+        x + y
+    pr.disable()
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(top)
+    return s.getvalue()
+
+
+# ---- the suite --------------------------------------------------------------------------------
+
+def run(quick: bool = False, with_profile: bool = False) -> dict:
+    import nbaccel as nb
+    torch = _torch()
+    rounds = 3 if quick else 15
+    inner = 20 if quick else 400
+    res = {"threads": _threads(), "rounds": rounds, "inner": inner, "quick": quick,
+           "torch": None if torch is None else torch.__version__,
+           "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
+    res["per_op"] = per_op(nb, torch, rounds, inner)
+    res["steps"] = steps(nb, torch, rounds, quick)
+    res["notebook11"] = notebook11(nb, torch, rounds, quick)
+    if with_profile:
+        res["profile"] = profile(nb, n=2000 if quick else 20000)
+    res["targets"] = _targets(res)
+    errors = [f"{k}: {v['error']}" for k, v in res["steps"].items() if "error" in v]
+    if errors:
+        res["error"] = "; ".join(errors)
+    return res
+
+
+def _targets(res) -> dict:
+    """issue 36's targets: nbaccel's time as a multiple of PyTorch's (lower is better)."""
+    out = {}
+    g = res["per_op"]["autograd"]["geomean_vs_torch"]
+    if g is not None:
+        out["per-op (autograd), geometric mean"] = g
+    for kind, name in (("cnn", "CNN step"), ("gpt", "GPT step")):
+        r = res["steps"][kind].get("ratio_vs_torch")
+        if r:
+            out[name] = r["median"]
+    r = res["notebook11"].get("ratio_vs_torch")
+    if r:
+        out["notebook 11 epoch"] = r["median"]
+    return {k: {"value": v, "target": TARGETS[k], "met": v <= TARGETS[k]} for k, v in out.items()}
+
+
+def _us(st):
+    return f"{st['median'] * 1e6:.1f}"
+
+
+def _ms(st):
+    return f"{st['median'] * 1e3:.1f}"
+
+
+def _ratio(r):
+    if not r:
+        return "-"
+    return f"{r['median']:.2f}x ({r['q1']:.2f}-{r['q3']:.2f}, spread {r['spread']:.0%})"
+
+
+def markdown(results) -> str:
+    lines = [f"### Eager: nbaccel against PyTorch eager and NumPy ({results['threads']} threads, "
+             f"{results['rounds']} interleaved rounds{', quick' if results['quick'] else ''}; "
+             f"load average {', '.join(f'{x:.1f}' for x in results['load_average'] or ())})", ""]
+    for key, title in (("no_grad", "without autograd"), ("autograd", "with autograd (inputs require grad)")):
+        block = results["per_op"][key]
+        has_np = key == "no_grad"
+        lines += [f"Per-op cost on 8x8 float32, {title}: microseconds per op (median), and "
+                  "nbaccel's time as a multiple of PyTorch's (median of per-round ratios, "
+                  "quartiles, spread)", "",
+                  "| op | nbaccel | torch | " + ("numpy | " if has_np else "") + "nbaccel / torch |",
+                  "|---|---|---|" + ("---|" if has_np else "") + "---|"]
+        for name, row in block["ops"].items():
+            unit = _ms if name == "chain100" else _us
+            label = "100-op chain (ms" + (", fwd+bwd)" if key == "autograd" else ")") \
+                if name == "chain100" else name
+            lines.append(f"| {label} | {unit(row['nbaccel'])} | "
+                         f"{unit(row['torch']) if 'torch' in row else '-'} | "
+                         + (f"{unit(row['numpy'])} | " if has_np else "")
+                         + f"{_ratio(row.get('ratio_vs_torch'))} |")
+        g = block["geomean_vs_torch"]
+        lines += ["", f"Geometric mean over the 10 ops: **{g:.2f}x** PyTorch's time"
+                  if g is not None else "(PyTorch not installed)", ""]
+    lines += ["Training steps (ms per step, median)", "",
+              "| workload | nbaccel | torch | nbaccel / torch |", "|---|---|---|---|"]
+    for kind, row in results["steps"].items():
+        c = row["config"]
+        if "error" in row:
+            lines.append(f"| {kind} {c} | {row['error']} | | |")
+            continue
+        lines.append(f"| {kind} {c} | {_ms(row['nbaccel'])} | "
+                     f"{_ms(row['torch']) if 'torch' in row else '-'} | "
+                     f"{_ratio(row.get('ratio_vs_torch'))} |")
+    nb11 = results["notebook11"]
+    if "skipped" in nb11:
+        lines.append(f"| notebook 11 epoch | skipped: {nb11['skipped']} | | |")
+    else:
+        lines.append(f"| notebook 11 epoch ({nb11['batches']} batches of 64) | "
+                     f"{_ms(nb11['nbaccel'])} | {_ms(nb11['torch']) if 'torch' in nb11 else '-'} | "
+                     f"{_ratio(nb11.get('ratio_vs_torch'))} |")
+    if results.get("targets"):
+        lines += ["", "| issue 36 target (nbaccel / torch time) | now | target | met |",
+                  "|---|---|---|---|"]
+        for k, t in results["targets"].items():
+            lines.append(f"| {k} | {t['value']:.2f}x | <= {t['target']}x | "
+                         f"{'yes' if t['met'] else 'no'} |")
+    if results.get("profile"):
+        lines += ["", "cProfile of one add with autograd (8x8), sorted by own time:", "", "```",
+                  results["profile"].strip(), "```"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(prog="python -m bench.eager", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="few rounds and small models")
+    ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--profile", action="store_true", help="add cProfile's view of one small op")
+    a = ap.parse_args()
+    res = run(a.quick, a.profile)
+    print(markdown(res))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    raise SystemExit(1 if "error" in res else 0)
