@@ -101,32 +101,34 @@ def wrap_class(m, size):
     return "mod"
 
 
-def gather(xp, flat, shape, strides, offset, maps, fill):
-    """The NumPy tier's reading of a mapped layout: the elements as a real array (a copy, as
-    NumPy's own roll/pad/tile make). Axes with stride 0 and no map stay size 1 (the NumPy tier
-    broadcasts them)."""
+def source_shape(shape, strides, maps):
+    """The shape of the region a mapped layout reads: the source size n on a mapped axis, the
+    axis's own size on a plain one, 1 where the stride is 0 (a broadcast, or a mask alone)."""
+    return tuple(1 if st == 0 else (s if m is None else m[3]) for s, st, m in zip(shape, strides, maps))
+
+
+def gather(xp, src, shape, maps, fill):
+    """The NumPy tier's reading of a mapped layout: ``src`` is the strided view of the region
+    it reads (:func:`source_shape`), and each mapped axis is one ``take`` with a short index
+    vector (a copy per axis, as NumPy's own roll and pad make; a full N-D index array costs
+    8 bytes per element and a random gather). Plain axes keep their size-1 broadcasts."""
     nd = len(shape)
-    idx, inside = offset, None
-    for d, (s, st, m) in enumerate(zip(shape, strides, maps)):
-        if m is None and st == 0:
+    inside = None
+    for d, (s, m) in enumerate(zip(shape, maps)):
+        if m is None:
             continue
-        i = xp.arange(s, dtype=xp.int64).reshape([s if k == d else 1 for k in range(nd)])
-        if m is not None:
-            mode, a, b, n = m
-            i = a * i + b
-            if mode == WRAP:
-                i = i % n
-            elif mode == CLAMP:
-                i = xp.clip(i, 0, n - 1)
-            else:
-                ok = (i >= 0) & (i < n)
-                inside = ok if inside is None else inside & ok
-                i = xp.clip(i, 0, max(n - 1, 0))
-        if st:
-            idx = idx + st * i
-    idx = xp.broadcast_to(xp.asarray(idx, dtype=xp.int64),
-                          tuple(1 if (m is None and st == 0) else s for s, st, m in zip(shape, strides, maps)))
-    out = flat[idx] if flat.size else xp.zeros(idx.shape, flat.dtype)
+        mode, a, b, n = m
+        t = a * xp.arange(s, dtype=xp.int64) + b
+        if mode == MASK:
+            ok = ((t >= 0) & (t < n)).reshape([s if k == d else 1 for k in range(nd)])
+            inside = ok if inside is None else inside & ok
+            if n == 0:
+                src = xp.zeros(src.shape[:d] + (1,) + src.shape[d + 1:], src.dtype)
+                continue
+        if src.shape[d] == 1 and n > 1:
+            continue                      # a stride-0 axis: every source index holds this value
+        t = t % n if mode == WRAP else xp.clip(t, 0, n - 1)
+        src = xp.take(src, t, axis=d)
     if inside is not None:
-        out = xp.where(inside, out, xp.asarray(fill, dtype=flat.dtype))
-    return out
+        src = xp.where(inside, src, xp.asarray(fill, dtype=src.dtype))
+    return src

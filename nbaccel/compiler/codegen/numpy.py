@@ -19,7 +19,7 @@ import numpy as np
 
 from ... import dtypes as D
 from ...ops.registry import OPS
-from ..index_maps import gather
+from ..index_maps import gather, source_shape
 from ..kernel_passes import duplicates
 from ..loops import Expr, Kernel
 from .common import literal, small_power, strided
@@ -145,8 +145,9 @@ class _Renderer:
             if lay.maps is None:
                 self.views.append(f"{v} = strided(a{i}, {shape!r}, {lay.strides!r}, {lay.offset})")
             else:   # roll / pad / tile: NumPy has no wrapped view, so the read is a gather
-                self.views.append(f"{v} = gather(np, a{i}, {lay.shape!r}, {lay.strides!r}, {lay.offset}, "
-                                  f"{lay.maps!r}, {literal(lay.fill)})")
+                src = source_shape(lay.shape, lay.strides, lay.maps)
+                self.views.append(f"{v} = gather(np, strided(a{i}, {src!r}, {lay.strides!r}, {lay.offset}), "
+                                  f"{lay.shape!r}, {lay.maps!r}, {literal(lay.fill)})")
             self.view_of[key] = (v, shape)
         v, shape = self.view_of[key]
         return self.sl(v, shape), shape
