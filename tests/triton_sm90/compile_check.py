@@ -31,6 +31,12 @@ def kernels_of(fn, *args):
             for s in p.schedule.steps if isinstance(s, Kernel)]
 
 
+def life(Z):
+    """Conway's Game of Life written with np.roll: one kernel of eight wrapped loads."""
+    N = sum(np.roll(np.roll(Z, i, 0), j, 1) for i in (-1, 0, 1) for j in (-1, 0, 1) if (i != 0 or j != 0))
+    return ((N == 3) | ((Z == 1) & (N == 2))).astype(Z.dtype)
+
+
 def cases():
     x = rng.standard_normal((6, 10)).astype(np.float32)
     s = np.linspace(-3, 3, 18)
@@ -51,6 +57,10 @@ def cases():
         a, b = np.arange(-6, 6).astype(dt), np.arange(12).astype(dt)
         out.append((lambda a, b: (np.floor_divide(a, b) + np.remainder(a, b) + np.fmod(a, b) + (~a & b) + a ** b
                                   + np.left_shift(a, b) + np.right_shift(a, b) + np.sign(a), a / b), a, b))
+    z = (rng.random((12, 10)) < 0.3).astype(np.int64)    # roll / pad / tile: index maps
+    out.append((lambda z: (life(z), np.pad(z, ((1, 2), (3, 1)), constant_values=2) * 1,
+                           np.pad(z, 2, mode="edge") + 1, np.tile(z, (2, 3)) - 1,
+                           np.pad(z, ((5, 14), (0, 0)), mode="wrap") * 2, np.roll(z, 3, 1)[::-1] + 0), z))
     x3 = rng.standard_normal((3, 4, 5)).astype(np.float32)
     for ax in (0, 1, 2, (0, 2)):
         out.append((lambda x, ax=ax: (x.sum(axis=ax), x.min(axis=ax), x - x.mean(axis=ax, keepdims=True)), x3))
