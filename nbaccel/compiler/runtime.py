@@ -9,8 +9,11 @@ placement data the report shows.
 """
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import math
+import queue
+import sys
 import threading
 import time
 import warnings
@@ -22,7 +25,80 @@ from .codegen import common, numba as nb_codegen, numba_launch, numpy as np_code
 from .loops import Kernel
 from .schedule import ExternStep, schedule
 
-_COMPILER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbaccel-numba")
+class _CompileThread:
+    """The background numba compiler: one daemon thread that runs submitted compiles in order
+    (``submit`` as an executor's, returning a Future).
+
+    At exit (:func:`_at_exit`) a process waits for the compiles it queued (they fill the disk
+    cache for the next session), except a worker process that a parent manages (a Dask worker
+    under its nanny, which kills a worker still alive 4 s after it was told to close and logs a
+    warning into the notebook): there the queued compiles are cancelled and the one in flight
+    is left to the daemon thread, so the worker exits as soon as Dask closes it. A
+    ThreadPoolExecutor's threads are joined at exit, in flight or not."""
+
+    def __init__(self, name):
+        self.name = name
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._pending: set = set()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn, *args, **kwargs):
+        fut = concurrent.futures.Future()
+        with self._lock:
+            self._pending.add(fut)
+            self._queue.put((fut, fn, args, kwargs))
+            if self._thread is None or not self._thread.is_alive():     # (also after a fork)
+                self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+                self._thread.start()
+        return fut
+
+    def _work(self):
+        while True:
+            fut, fn, args, kwargs = self._queue.get()
+            try:
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as e:   # noqa: BLE001 - handed to the Future, as an executor does
+                    fut.set_exception(e)
+                else:
+                    fut.set_result(result)
+            finally:
+                with self._lock:
+                    self._pending.discard(fut)
+
+    def cancel_pending(self):
+        """Cancel the compiles not yet started; the one in flight runs on (it cannot be stopped)."""
+        with self._lock:
+            pending = list(self._pending)
+        for fut in pending:
+            fut.cancel()
+
+    def wait(self):
+        """Wait for every compile submitted so far."""
+        with self._lock:
+            pending = list(self._pending)
+        concurrent.futures.wait(pending)
+
+
+def _managed_worker_process() -> bool:
+    """A process that multiprocessing started for a parent that times its exit: a Dask worker
+    (distributed's nanny spawns each worker this way)."""
+    import multiprocessing
+    return "distributed" in sys.modules and multiprocessing.parent_process() is not None
+
+
+def _at_exit():
+    if _managed_worker_process():
+        _COMPILER.cancel_pending()
+    else:
+        _COMPILER.wait()
+
+
+_COMPILER = _CompileThread("nbaccel-numba")
+atexit.register(_at_exit)
 _NUMBA_KERNELS: dict[str, "NumbaKernel"] = {}
 _LOCK = threading.Lock()
 

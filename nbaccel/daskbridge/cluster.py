@@ -1,5 +1,9 @@
 """``%nbaccel cluster start | connect | stop | status``: Dask's own LocalCluster and Client.
 
+``start``/``connect``/``scale``/``stop`` are also the Python API (``from nbaccel.daskbridge import
+cluster``); ``status()`` returns what ``%nbaccel cluster`` shows, readable as text and as a table
+in a notebook.
+
 nbaccel runs no scheduler of its own. ``start`` makes a ``distributed.LocalCluster`` of worker
 processes and a ``Client`` (which becomes Dask's default, so every ``compute`` uses it);
 ``connect`` joins a running scheduler, with a timeout. A client made by the user is used as it is.
@@ -91,13 +95,69 @@ def check_workers(client):
     _checked.add(key)
 
 
-def describe(client=None) -> str:
+def scale(workers):
+    """Scale the LocalCluster that ``start`` made to ``workers`` processes and wait until exactly
+    that many are connected (a retired worker has left the scheduler when this returns)."""
+    import time
+    client, cluster = _state["client"], _state["cluster"]
+    if cluster is None:
+        raise ClusterError("no LocalCluster of nbaccel's to scale: start one with %nbaccel cluster start")
+    cluster.scale(workers)
+    client.wait_for_workers(workers)
+    while len(client.scheduler_info().get("workers", {})) > workers:
+        time.sleep(0.05)
+    check_workers(client)
+    return status(client)
+
+
+class ClusterStatus:
+    """What ``%nbaccel cluster`` shows: the scheduler, its workers (threads, memory limit) and
+    the dashboard; a line of text as ``repr`` and a table in a notebook (``_repr_html_``)."""
+
+    def __init__(self, client, kind):
+        info = client.scheduler_info()
+        self.kind = kind
+        self.address = client.scheduler.address
+        self.dashboard = client.dashboard_link
+        self.workers = [(addr, w.get("nthreads", 0), w.get("memory_limit") or 0)
+                        for addr, w in sorted(info.get("workers", {}).items())]
+
+    @property
+    def threads(self):
+        return sum(t for _, t, _ in self.workers)
+
+    def __repr__(self):
+        n, t = len(self.workers), self.threads
+        return (f"Dask {self.kind} at {self.address}: {n} worker{'s' * (n != 1)}, "
+                f"{t} thread{'s' * (t != 1)}; dashboard {self.dashboard}")
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(repr(self))
+
+    def _repr_html_(self):
+        import html
+        rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{t}</td><td>{_gib(m)}</td></tr>"
+                       for a, t, m in self.workers)
+        return (f"<div><b>Dask {html.escape(self.kind)}</b> at <code>{html.escape(self.address)}</code> · "
+                f"<a href='{html.escape(self.dashboard)}' target='_blank'>dashboard</a>"
+                "<table><tr><th>worker</th><th>threads</th><th>memory limit</th></tr>"
+                f"{rows}</table></div>")
+
+
+def _gib(n):
+    return f"{n / 2**30:.1f} GiB" if n else "none"
+
+
+def status(client=None):
+    """The cluster in use (a :class:`ClusterStatus`), or None with no distributed client."""
     client = client or _state["client"] or current_client()
     if client is None:
+        return None
+    return ClusterStatus(client, "LocalCluster" if _state["cluster"] is not None else "cluster")
+
+
+def describe(client=None) -> str:
+    st = status(client)
+    if st is None:
         return "no Dask cluster: Dask's default scheduler (threads) runs the graphs"
-    info = client.scheduler_info()
-    ws = info.get("workers", {})
-    threads = sum(w.get("nthreads", 0) for w in ws.values())
-    kind = "LocalCluster" if _state["cluster"] is not None else "cluster"
-    return (f"Dask {kind} at {client.scheduler.address}: {len(ws)} worker{'s' * (len(ws) != 1)}, "
-            f"{threads} thread{'s' * (threads != 1)}; dashboard {client.dashboard_link}")
+    return repr(st)

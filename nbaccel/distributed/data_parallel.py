@@ -253,18 +253,61 @@ class DataParallel:
         compute = sum(c for _, c, _ in times)
         samples = sum(s for _, _, s in times)
         compiled = self._all("compile_stats") if self.replicas else []
-        return {"workers": list(self.workers), "steps": self.steps, "resumed": list(self.resumed),
-                "compiled_step": compiled,
-                "steps_per_s": len(times) / wall if wall else 0.0,
-                "samples_per_s": samples / wall if wall else 0.0,
-                "compute_s": compute, "communication_s": max(wall - compute, 0.0),
-                "communication_share": max(wall - compute, 0.0) / wall if wall else 0.0}
+        return TrainingReport(
+            {"workers": list(self.workers), "steps": self.steps, "resumed": list(self.resumed),
+             "compiled_step": compiled,
+             "steps_per_s": len(times) / wall if wall else 0.0,
+             "samples_per_s": samples / wall if wall else 0.0,
+             "compute_s": compute, "communication_s": max(wall - compute, 0.0),
+             "communication_share": max(wall - compute, 0.0) / wall if wall else 0.0})
 
     def __repr__(self):
         r = self.report()
         return (f"DataParallel({len(self.workers)} workers, {r['steps']} steps, "
                 f"{r['steps_per_s']:.1f} steps/s, communication {100 * r['communication_share']:.0f}% "
                 "of a step)")
+
+
+def _num(x, unit=""):
+    """A measurement as a reader wants it: three significant digits, thousands grouped."""
+    if x >= 1000:
+        return f"{x:,.0f}{unit}"
+    return f"{x:.3g}{unit}"
+
+
+class TrainingReport(dict):
+    """:meth:`DataParallel.report`: a dict (its keys are the API) that prints as a short summary
+    (``repr``) and as a table in a notebook (``_repr_html_``), never as a raw dict of
+    15-digit floats."""
+
+    def _rows(self):
+        rows = [("workers", f"{len(self['workers'])}: {', '.join(self['workers'])}"),
+                ("steps", f"{self['steps']}" + (f" (resumed at {', '.join(map(str, self['resumed']))})"
+                                                if self["resumed"] else "")),
+                ("throughput", f"{_num(self['steps_per_s'])} steps/s, {_num(self['samples_per_s'])} samples/s"),
+                ("time", f"compute {_num(self['compute_s'], ' s')}, communication "
+                         f"{_num(self['communication_s'], ' s')} ({100 * self['communication_share']:.0f}% "
+                         "of a step)")]
+        stats = [c for c in self["compiled_step"] or [] if c]
+        if stats:
+            total = {k: sum(c.get(k, 0) for c in stats) for k in ("compiles", "cache_hits", "eager_fallbacks")}
+            rows.append(("compiled step", f"{total['compiles']} compile(s), {total['cache_hits']} cache hits, "
+                                          f"{total['eager_fallbacks']} eager fallbacks over {len(stats)} workers"))
+        elif self["compiled_step"] is not None and self["steps"]:
+            rows.append(("compiled step", "none: the step runs eagerly"))
+        return rows
+
+    def __repr__(self):
+        return "DataParallel report\n" + "\n".join(f"  {k + ':':<15}{v}" for k, v in self._rows())
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(repr(self))
+
+    def _repr_html_(self):
+        import html
+        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                        f"<td style='text-align:left'>{html.escape(v)}</td></tr>" for k, v in self._rows())
+        return f"<table><caption style='text-align:left'>DataParallel report</caption>{cells}</table>"
 
 
 def _even_bounds(n, k):
