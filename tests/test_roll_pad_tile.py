@@ -165,6 +165,17 @@ def test_game_of_life_is_one_kernel(backend):
     np.testing.assert_array_equal(np.asarray(got), life(board(32, np.int8)))
 
 
+def test_game_of_life_goes_dynamic_over_board_sizes():
+    """The shifts are params as written, not reduced mod n: a new size is a dynamic dim, and
+    one numba kernel serves every board (its shifts and sizes arrive in P)."""
+    cf = nb.compile(life, backend="numba")
+    for n in (16, 32, 48, 20):
+        Z = board(n)[:, :n - 3].copy()
+        np.testing.assert_array_equal(cf(Z), life(Z))
+    assert cf.stats["compiles"] == 2 and cf.stats["cache_hits"] == 2
+    assert len(cf.report.kernels) == 1
+
+
 def test_game_of_life_on_triton():
     pytest.importorskip("triton")
     check(life, board(16), backend="triton", kernels=1)

@@ -46,10 +46,11 @@ def _roll_front(x, shift, axis=None, *, dims=None, shifts=None):
     for s, a in zip(sh, ax):
         a = normalize_axis(a, x.ndim)[0]
         per[a] += s
-    per = tuple(s % n if n else 0 for s, n in zip(per, x.shape))
-    if not any(per):
+    if all(n == 0 or s % n == 0 for s, n in zip(per, x.shape)):
         return x.clone()
-    return apply(roll, (x,), {"shift": per})
+    # the shifts stay as written (not reduced mod n): the graph of np.roll(Z, -1) is then the
+    # same for every size, so a new board size makes the sizes dynamic instead of a new graph
+    return apply(roll, (x,), {"shift": tuple(per)})
 
 
 roll = defop(
