@@ -256,3 +256,20 @@ def test_loop_tiers_render_wrapped_clamped_and_masked_loads(backend, k):
         pytest.importorskip("triton")
     x = sample((5, 7), np.int64)
     check(PROGRAMS[k], x, backend=backend)
+
+
+def test_vmap_and_pytorch_spellings():
+    from nbaccel import func
+    x = sample((3, 4, 5), np.float64)
+    cases = [(lambda t: nb.roll(t, (1, -2), (0, 1)), lambda a: np.roll(a, (1, -2), (0, 1))),
+             (lambda t: nb.tile(t, (2, 1)), lambda a: np.tile(a, (2, 1))),
+             (lambda t: nb.pad(t, ((1, 0), (2, 1)), mode="wrap"), lambda a: np.pad(a, ((1, 0), (2, 1)), mode="wrap")),
+             (lambda t: nb.pad(t, 1, constant_values=3.0), lambda a: np.pad(a, 1, constant_values=3.0))]
+    for fn, ref in cases:
+        np.testing.assert_array_equal(np.asarray(func.vmap(fn)(nb.asarray(x))), np.stack([ref(a) for a in x]))
+    t = nb.asarray(x)
+    np.testing.assert_array_equal(np.asarray(t.roll(shifts=(1, 2), dims=(0, 2))), np.roll(x, (1, 2), (0, 2)))
+    np.testing.assert_array_equal(np.asarray(t.roll(shifts=3)), np.roll(x, 3))
+    np.testing.assert_array_equal(np.asarray(t.repeat(1, 2, 1, 3)), np.tile(x, (1, 2, 1, 3)))
+    with pytest.raises(RuntimeError):
+        t.repeat(2, 2)

@@ -24,12 +24,14 @@ def _fn(name):
 
 # ---- roll ----------------------------------------------------------------------------------------
 
-def _roll_front(x, shift, axis=None, *, dims=None, shifts=None):
+def _roll_front(x, shift=None, axis=None, *, dims=None, shifts=None):
     """Rotate elements along axes (the flattened tensor when axis is None); a copy. Shifts of
-    one axis named twice add up, as in NumPy."""
+    one axis named twice add up, as in NumPy. ``shifts``/``dims`` are PyTorch's names."""
     x = as_tensor(x)
     axis = dims if dims is not None else axis
     shift = shifts if shifts is not None else shift
+    if shift is None:
+        raise TypeError("roll() missing 1 required positional argument: 'shift'")
     if axis is None:
         if x.ndim != 1:   # a flat roll is a wrap of the flattened index: roll the flat view
             return _roll_front(x.reshape(-1), shift, 0).reshape(x.shape)
