@@ -1,9 +1,16 @@
-"""The ndarray surface, measured (issue 21, item 2; first part: every public attribute of
-``np.ndarray``). Each attribute has representative calls (positional and keyword arguments,
-``out=``, in-place forms); tests/test_ndarray_surface.py runs each plainly and under
-``%%compile`` and requires the same result, or a plain run that says why.
+"""The NumPy surface, measured, and its table in docs/magics.md.
 
-``python -m tests.cells.surface`` prints the coverage table (markdown) for docs/supported-ops.md.
+* every public attribute of ``np.ndarray`` (issue 21, item 2): representative calls (positional
+  and keyword arguments, ``out=``, in-place forms), run by tests/test_ndarray_surface.py;
+* every draw of ``np.random``: the legacy global state, a RandomState and a Generator, seeded,
+  with traced parameters, ``out=`` and in-place shuffles (tests/test_numpy_random_surface.py);
+* calls of three and more arguments (tests/test_numpy_keyword_surface.py).
+
+Each row runs plainly and under ``%%compile`` and must give the same result, compiled or in a
+plain run that says why. ``python -m tests.cells.surface`` prints the tables (markdown) that
+docs/magics.md holds; tests/test_numpy_surface_table.py checks that the docs' rows are these
+rows and that each row says how the cell runs (captured, a graph break to NumPy's own, or
+plainly) as it does.
 """
 from __future__ import annotations
 
@@ -96,6 +103,156 @@ SETITEM = {
 }
 
 
+# -- np.random --------------------------------------------------------------------------------
+RANDOM_SETUP = "import numpy as np\nA = np.arange(1.0, 13.0).reshape(3, 4) / 7\n"
+# the arguments each draw takes: shape parameters first, then size
+ARGS = {"beta": "2.0, 3.0", "binomial": "5, 0.5", "chisquare": "0.5", "f": "2.0, 3.0", "gamma": "0.5",
+        "geometric": "0.5", "hypergeometric": "5, 2, 3", "logseries": "0.5", "negative_binomial": "5, 0.5",
+        "noncentral_chisquare": "2.0, 3.0", "noncentral_f": "1.0, 2.0, 3.0", "pareto": "0.5",
+        "power": "0.5", "randint": "2, 9", "integers": "2, 9", "random_integers": "2, 9",
+        "standard_gamma": "0.5", "standard_t": "0.5", "triangular": "1.0, 2.0, 3.0", "vonmises": "2.0, 3.0",
+        "wald": "2.0, 3.0", "weibull": "0.5", "zipf": "2.0"}
+SIZE_ONLY = ["exponential", "gumbel", "laplace", "logistic", "lognormal", "normal", "poisson", "random",
+             "rayleigh", "standard_cauchy", "standard_exponential", "standard_normal", "uniform"]
+LEGACY_ONLY = ["random_sample", "ranf", "sample", "randint", "random_integers"]
+GENERATOR_ONLY = ["integers"]
+COMMON = sorted(set(ARGS) - set(LEGACY_ONLY) - set(GENERATOR_ONLY)) + SIZE_ONLY
+
+
+def _draw(name):
+    args = ARGS.get(name)
+    return f"{name}({args}, size=(3, 4))" if args else f"{name}(size=(3, 4))"
+
+
+LEGACY = [(n, f"np.random.seed(1)\nr = np.random.{_draw(n)} * A + 1\nafter = np.random.random()\n")
+          for n in COMMON + LEGACY_ONLY]
+LEGACY += [("rand", "np.random.seed(2)\nr = np.random.rand(3, 4) - A\n"),
+           ("randn", "np.random.seed(2)\nr = np.random.randn(3, 4) * A\nafter = np.random.randn()\n"),
+           ("bytes", "np.random.seed(2)\nr = np.random.bytes(8)\n"),
+           ("choice", "np.random.seed(3)\nr = np.random.choice(A.ravel(), 5) * 2\n"),
+           ("choice-p", "np.random.seed(3)\nr = np.random.choice(4, 6, p=A[0] / A[0].sum())\n"),
+           ("permutation", "np.random.seed(4)\nr = np.random.permutation(A) + 1\n"),
+           ("shuffle", "np.random.seed(4)\nnp.random.shuffle(A)\nr = A * 2\n"),
+           ("normal-traced-loc", "np.random.seed(5)\nr = np.random.normal(A, 2.0) - A\n"),
+           ("uniform-traced-bounds", "np.random.seed(5)\nr = np.random.uniform(A, A + 1)\n"),
+           ("get_state", "np.random.seed(6)\nx = A * 3\nstate = np.random.get_state()[1][:4]\n"),
+           ("multivariate_normal", "np.random.seed(7)\n"
+            "r = np.random.multivariate_normal(np.zeros(2), np.eye(2), size=3) + 1\n"),
+           ("dirichlet", "np.random.seed(7)\nr = np.random.dirichlet([1.0, 2.0, 3.0], size=3) * 2\n"),
+           ("multinomial", "np.random.seed(7)\nr = np.random.multinomial(10, [0.2, 0.3, 0.5], size=3)\n"),
+           ("RandomState", "rs = np.random.RandomState(8)\nr = rs.normal(size=(3, 4)) * A\n"
+            "after = rs.random_sample()\n")]
+GENERATOR = [(n, f"rng = np.random.default_rng(1)\nr = rng.{_draw(n)} * A + 1\nafter = rng.random()\n")
+             for n in COMMON + GENERATOR_ONLY]
+GENERATOR += [("bytes", "rng = np.random.default_rng(2)\nr = rng.bytes(8)\n"),
+              ("choice", "rng = np.random.default_rng(3)\nr = rng.choice(A, 2) * 2\n"),
+              ("choice-axis", "rng = np.random.default_rng(3)\nr = rng.choice(A, 3, axis=1, replace=False)\n"),
+              ("permutation", "rng = np.random.default_rng(4)\nr = rng.permutation(A) + 1\n"),
+              ("permuted", "rng = np.random.default_rng(4)\nr = rng.permuted(A, axis=1) - A\n"),
+              ("shuffle", "rng = np.random.default_rng(4)\nrng.shuffle(A)\nr = A * 2\n"),
+              ("normal-traced-loc", "rng = np.random.default_rng(5)\nr = rng.normal(A, 2.0) - A\n"),
+              ("integers-traced-high", "rng = np.random.default_rng(5)\nr = rng.integers(0, (A * 10 + 1).astype(int))\n"),
+              ("out", "rng = np.random.default_rng(6)\nbuf = np.empty((3, 4))\n"
+               "rng.standard_normal(out=buf)\nr = buf * A\n"),
+              ("spawn", "rng = np.random.default_rng(6)\nkids = rng.spawn(2)\nr = kids[1].random(3) + A[0, :3]\n"),
+              ("multivariate_normal", "rng = np.random.default_rng(7)\n"
+               "r = rng.multivariate_normal(np.zeros(2), np.eye(2), size=3) + 1\n"),
+              ("dirichlet", "rng = np.random.default_rng(7)\nr = rng.dirichlet([1.0, 2.0, 3.0], size=3) * 2\n"),
+              ("multinomial", "rng = np.random.default_rng(7)\nr = rng.multinomial(10, [0.2, 0.3, 0.5], size=3)\n"),
+              ("multivariate_hypergeometric", "rng = np.random.default_rng(7)\n"
+               "r = rng.multivariate_hypergeometric([3, 4, 5], 6, size=2)\n"),
+              ("bit_generator", "bg = np.random.PCG64(9)\nrng = np.random.Generator(bg)\n"
+               "r = rng.random((3, 4)) * A\nafter = bg.random_raw()\n")]
+
+
+# -- calls of three and more arguments ---------------------------------------------------------
+MANY_SETUP = ("import numpy as np\nA = np.arange(1.0, 13.0).reshape(3, 4) / 7\n"
+         "B = np.arange(12.0, 0.0, -1).reshape(3, 4) / 5\nM = (np.arange(12) % 3 == 0).reshape(3, 4)\n"
+         "C = np.zeros((3, 4))\n")
+MANY_ARGS = ["np.clip(A, 0.2, 0.8)", "np.clip(A, a_min=0.2, a_max=None)", "np.where(M, A, B)",
+             "np.where(A > 0.5)", "np.einsum('ij,kj->ik', A, B)", "np.einsum('ij,ij,ij->i', A, B, A)",
+             "np.concatenate([A, B, A], axis=1)", "np.stack([A, B], axis=-1)", "np.linspace(A[0], B[0], 5)",
+             "np.linspace(0, 1, 7, endpoint=False, retstep=True)", "np.arange(1, 10, 2, dtype=np.float32)",
+             "np.full((2, 3), 7, dtype=np.int16)", "np.pad(A, ((1, 0), (2, 1)), mode='reflect')",
+             "np.pad(A, 1, constant_values=-1)", "np.interp(A, [0, 1, 2], [5, 3, 1])",
+             "np.histogram(A, bins=4, range=(0, 2))", "np.percentile(A, [10, 90], axis=0)",
+             "np.quantile(A, 0.5, method='nearest')", "np.take_along_axis(A, np.argsort(A, axis=1), axis=1)",
+             "np.put_along_axis(C, np.argmax(A, axis=1, keepdims=True), 9.0, axis=1)",
+             "np.select([A < 0.5, A > 1], [A, B], default=-1)", "np.piecewise(A, [A < 0.5], [0, 1])",
+             "np.tensordot(A, B, axes=([1], [1]))", "np.moveaxis(np.stack([A, B]), 0, -1)",
+             "np.swapaxes(A, 0, 1)", "np.roll(A, (1, -1), axis=(0, 1))", "np.tile(A, (2, 1))",
+             "np.repeat(A, [1, 2, 0, 1], axis=1)", "np.split(A, [1, 3], axis=1)",
+             "np.array_split(A, 3, axis=1)", "np.diff(A, n=2, axis=1, prepend=0)",
+             "np.cumsum(A, axis=1, dtype=np.float32)", "np.sum(A, axis=(0, 1), where=M)",
+             "np.mean(A, axis=1, where=M)", "np.std(A, axis=0, ddof=1, keepdims=True)",
+             "np.average(A, axis=1, weights=B[0])", "np.isclose(A, B, rtol=0.1, atol=0.2)",
+             "np.allclose(A, A + 1e-9, equal_nan=True)", "np.round(A, 3, out=C)",
+             "np.matmul(A, B.T, out=np.empty((3, 3)))", "np.dot(A, B.T)", "np.outer(A[0], B[1])",
+             "np.cross(A[:, :3], B[:, :3], axis=1)", "np.convolve(A[0], B[0], mode='same')",
+             "np.correlate(A[0], B[0], 'full')", "np.polyval([1, 2, 3], A)", "np.polyfit(A[0], B[0], 2)",
+             "np.trapezoid(A, dx=0.5, axis=1)", "np.meshgrid(A[0], B[:, 0], indexing='ij')",
+             "np.searchsorted(np.sort(A[0]), B[0], side='right')", "np.digitize(A, [0.3, 0.9], right=True)",
+             "np.bincount(np.arange(6) % 4, weights=A.ravel()[:6], minlength=5)",
+             "np.nan_to_num(A / (A - A), nan=0.5, posinf=9)", "np.unique(A.round(), return_index=True, "
+             "return_inverse=True)", "np.linalg.norm(A, ord='fro', axis=(0, 1))",
+             "np.linalg.norm(A, 2, axis=1, keepdims=True)", "np.linalg.solve(A[:, :3] + np.eye(3), B[:, :3])",
+             "np.linalg.lstsq(A, B[:, 0], rcond=None)", "np.linalg.svd(A, full_matrices=False)",
+             "np.linalg.eigh(A[:, :3] @ A[:, :3].T, UPLO='U')", "np.fft.fft(A, n=8, axis=0, norm='forward')",
+             "np.fft.rfftn(A, s=(4, 6), axes=(0, 1))", "np.fft.irfft(A, 10)", "np.fft.fftfreq(8, d=0.1)",
+             "np.apply_along_axis(np.sort, 1, A)", "np.add(A, B, out=(C,), casting='unsafe')",
+             "np.multiply(A, 2, out=A)", "np.divide(A, B, out=np.zeros_like(A), where=B > 1)"]
+
+
+def numpy_rows():
+    """(section, label, Cell) for the np.random draws and the calls of many arguments."""
+    rows = [("np.random (the legacy state, RandomState)", f"np.random.{n}", Cell(f"legacy-{n}", body, setup=RANDOM_SETUP))
+            for n, body in LEGACY]
+    rows += [("np.random.Generator", f"Generator.{n}", Cell(f"generator-{n}", body, setup=RANDOM_SETUP))
+             for n, body in GENERATOR]
+    rows += [("calls of three and more arguments", call, Cell(call[:40], f"r = {call}\n", setup=MANY_SETUP))
+             for call in MANY_ARGS]
+    return rows
+
+
+def how(shell) -> str:
+    """How the last ``%%compile`` run of ``shell`` went: "compiled" (kernels, no graph break),
+    "graph break: <the first reason>" (compiled; part runs as NumPy's own), "NumPy's own on the
+    input values" (nothing to compile: no kernel), or "plainly: <why>"."""
+    from nbaccel.magics import get_extension
+    ext = get_extension(shell)
+    if ext.last_fallback is not None:
+        return "plainly: " + _short(ext.last_fallback)
+    report = ext.last[1]
+    if report.fallback:
+        return "plainly: " + _short(report.fallback)
+    if report.graph_breaks:
+        return "graph break: " + _short(report.graph_breaks[0]["reason"])
+    if not report.kernels:
+        return "NumPy's own on the input values"
+    return "compiled"
+
+
+def kind(how_text: str) -> str:
+    """The category of a row's text (what tests/test_numpy_surface_table.py compares)."""
+    return how_text.split(":", 1)[0]
+
+
+def _short(why: str) -> str:
+    why = why.split(" (", 1)[-1].rsplit("); the cell ran plainly", 1)[0] if "compiled run failed" in why else why
+    return why.replace("|", "\\|").replace("\n", " ")
+
+
+def numpy_table(results) -> str:
+    """Markdown: section headings, then call -> how it runs under %%compile."""
+    lines, section = [], None
+    for sec, label, cell in numpy_rows():
+        if sec != section:
+            section = sec
+            lines += ["", f"| {sec} | in a compiled cell |", "|---|---|"]
+        lines.append(f"| `{label.replace('|', chr(92) + '|')}` | {results[cell.name]} |")
+    return "\n".join(lines).lstrip("\n")
+
+
 def cells():
     out = []
     for name, calls in CALLS.items():
@@ -122,10 +279,25 @@ def table(results) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":      # pragma: no cover - prints the docs table
+def numpy_results(shell):
+    """Each np.random and many-argument row run under %%compile: {cell name: how it ran}."""
+    import warnings
+    from . import harness
+    out = {}
+    for _, _, cell in numpy_rows():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            harness.run(shell, cell, compiled=True)
+        out[cell.name] = how(shell)
+    return out
+
+
+if __name__ == "__main__":      # pragma: no cover - prints the docs tables
     from . import harness
     sh = harness.get_shell("numpy")
     res = {}
     for c in cells():
         res[c.name] = harness.run(sh, c, compiled=True).fallback
     print(table(res))
+    print()
+    print(numpy_table(numpy_results(sh)))
