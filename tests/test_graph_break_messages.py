@@ -16,7 +16,9 @@ from IPython.testing.globalipapp import start_ipython  # noqa: E402
 CELLS = {
     "m = x.mean()\nprint(round(m.item(), 4))\nz = np.tanh(x - m)\n":
         ("item()", [".item()", "np.round(m, 4)", "end of the cell"], ["float()", "ndarray.item has no op"]),
-    "v = float(x.max())\nz = np.tanh(x) * 2\n":
+    "print(round(float(x.mean()), 3))\nz = np.tanh(x) * 2\n":
+        ("(float())", ["instead of float()", "arithmetic", "call float()"], [".item()", "np.where"]),
+    "if float(x.max()) > 0.5:\n    z = np.tanh(x) * 2\n":
         ("(float())", ["instead of float()", "np.where(cond, a, b)", "call float()"], [".item()"]),
     "v = int(x.sum()) + 1\nz = np.tanh(x) * v\n":
         ("(int())", ["instead of int()", "call int()"], [".item()"]),
@@ -35,7 +37,7 @@ def ip():
     shell.user_ns.pop("rep", None)
 
 
-@pytest.mark.parametrize("body", list(CELLS), ids=["item", "float", "int", "put", "if"])
+@pytest.mark.parametrize("body", list(CELLS), ids=["item", "float", "float-if", "int", "put", "if"])
 def test_a_cell_break_names_the_construct_and_its_fix(ip, body):
     construct, must, must_not = CELLS[body]
     ip.user_ns.update(np=np, x=np.linspace(-1, 2, 12).reshape(3, 4))
@@ -61,6 +63,7 @@ def test_float_in_a_compiled_function_is_named_as_float_not_item():
 
 @pytest.mark.parametrize("reason,fix", [
     ("a Python scalar is needed (.item())", "instead of .item()"),
+    ("a Python scalar is needed (ndarray.item())", "instead of .item()"),
     ("a Python scalar is needed (complex())", "instead of complex()"),
     ("a Python scalar is needed (an index)", "a Python int"),
     ("a Python list is needed (.tolist())", "instead of .tolist()"),

@@ -63,12 +63,7 @@ _AFTER = "after the compiled code (at the end of the cell, or outside the compil
 _FIXES = [
     (r"a Python bool is needed",
      "use nb.where(cond, a, b) (np.where in NumPy code) instead of a Python `if` on array data"),
-    (r"a Python scalar is needed \((?:ndarray)?\.item\(\)\)",
-     "keep the 0-d array instead of .item(): it works in arithmetic, comparisons and "
-     f"np.round(m, 4); call .item() {_AFTER}"),
-    (r"a Python scalar is needed \((float|int|complex)\(\)\)",
-     "keep the 0-d array instead of {0}(): compare it as an array (x.max() > 0.5) and choose "
-     "with np.where(cond, a, b) rather than a Python `if`; call {0}() " + _AFTER),
+    (r"a Python scalar is needed \((?:ndarray)?(\.item\(\)|float\(\)|int\(\)|complex\(\))\)", None),
     (r"a Python scalar is needed \(an index\)",
      "an array used as a Python int (range(n), a shape, an index) needs its value: pass a Python "
      "int computed outside the compiled code, or index with the array itself"),
@@ -86,11 +81,22 @@ _FIXES = [
 ]
 
 
-def _fix_for(reason: str) -> str:
+def _scalar_fix(construct: str, line: str) -> str:
+    """``.item()`` / ``float()`` / ``int()``: in a condition, the array comparison and where();
+    elsewhere, the 0-d array itself."""
+    if re.search(r"\b(if|elif|while)\b", line):
+        return (f"keep the 0-d array instead of {construct}: compare it as an array (x.max() > 0.5) and "
+                f"choose with np.where(cond, a, b) rather than a Python `if`; call {construct} {_AFTER}")
+    return (f"keep the 0-d array instead of {construct}: it works in arithmetic, comparisons and "
+            f"np.round(m, 4); call {construct} {_AFTER}")
+
+
+def _fix_for(reason: str, line: str = "") -> str:
+    """The fix for a graph break's ``reason`` at the user's source ``line``."""
     for pattern, fix in _FIXES:
         m = re.search(pattern, reason)
         if m:
-            return fix.format(*m.groups())
+            return _scalar_fix(m.group(1), line) if fix is None else fix.format(*m.groups())
     return ""
 
 
@@ -354,9 +360,9 @@ class TraceSession(ViewTracking):
         fn, line, src = user_frame()
         if self.fullgraph:
             raise GraphBreakError(f"graph break at {fn}:{line} (`{src}`): {reason}. fullgraph=True "
-                                  f"forbids breaks; fix: {_fix_for(reason) or 'see docs/compiler.md'}")
+                                  f"forbids breaks; fix: {_fix_for(reason, src) or 'see docs/compiler.md'}")
         self.breaks.append({"reason": reason, "filename": fn, "lineno": line, "line": src,
-                            "fix": _fix_for(reason), "segment": self.segment_index})
+                            "fix": _fix_for(reason, src), "segment": self.segment_index})
         if self.max_breaks is not None and len(self.breaks) > self.max_breaks:
             lines = {}
             for b in self.breaks:

@@ -36,7 +36,7 @@ class _Runner:
 class ExportSession(TraceSession):
     def _break(self, reason):
         fn, line, src = user_frame()
-        fix = _fix_for(reason)
+        fix = _fix_for(reason, src)
         raise ExportError(f"nb.export needs one full graph, but there is a graph break at {fn}:{line} "
                           f"(`{src}`): {reason}" + (f"; fix: {fix}" if fix else ""))
 
