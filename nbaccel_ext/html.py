@@ -70,6 +70,10 @@ def _strs(x: Any) -> list[str]:
 
 
 def _speedup(r: dict) -> float | None:
+    v = r.get("verdict")
+    if isinstance(v, dict):                  # the decision's verdict is the only headline
+        s = _num(v.get("ratio"))
+        return s if s is not None and s > 0 else None
     if r.get("fallback") or (r.get("speedup_note") and not r.get("speedup")):   # too short / ran plainly
         return None
     s = _num(r.get("speedup"))
@@ -111,6 +115,9 @@ def fmt_speedup(x: Any) -> str:
 
 def _headline(r: dict, sp) -> str:
     """The words beside the speedup: faster / slower / too short to measure / ran plainly."""
+    v = r.get("verdict")
+    if isinstance(v, dict) and not r.get("fallback"):
+        return _str(v.get("label")) or _str(v.get("headline"))
     if r.get("fallback"):
         return "ran plainly"
     note = r.get("speedup_note")
@@ -121,6 +128,25 @@ def _headline(r: dict, sp) -> str:
     base = "plain" if r.get("baseline") == "plain" else "eager (captured graphs only)"
     text = f"{'faster' if sp >= 1 else 'slower'} than {base}"
     return f"{text}; {note}" if note else text
+
+
+def _sides(r: dict):
+    """((label, seconds), (label, seconds)) of the bars: the plain code against the compiled
+    runs (medians, from the verdict); nbaccel's eager interpreter only where no verdict exists."""
+    v = r.get("verdict")
+    if isinstance(v, dict):
+        return ("plain", _num(v.get("plain_seconds"))), ("compiled", _num(v.get("compiled_seconds")))
+    base = "plain" if r.get("baseline") == "plain" else "eager"
+    return (base, _num(r.get("eager_seconds"))), ("compiled", _num(r.get("compiled_seconds")))
+
+
+def _timed(r: dict, side: str, s: float) -> str:
+    """A median with the spread of the runs behind it: '1.20 ms (1.18–1.31)'."""
+    v = r.get("verdict")
+    spread = v.get(f"{side}_spread") if isinstance(v, dict) else None
+    if isinstance(spread, (list, tuple)) and len(spread) == 2 and spread[0] != spread[1]:
+        return f"{fmt_seconds(s)} ({fmt_seconds(spread[0])}–{fmt_seconds(spread[1])})"
+    return fmt_seconds(s)
 
 
 def fmt_bytes(n: Any) -> str:
@@ -226,16 +252,19 @@ def render_text(report: dict, stable: bool = False) -> str:
         lines.append(f"nbaccel · {name}")
     else:
         head = _headline(r, sp) if sp is None else f"{fmt_speedup(sp)} {_headline(r, sp)}"
-        e, c = _num(r.get("eager_seconds")), _num(r.get("compiled_seconds"))
-        if e is not None or c is not None:
-            head += f" (eager {fmt_seconds(e)} → compiled {fmt_seconds(c)})"
+        (lb, e), (lc, c) = _sides(r)
+        if e is not None and c is not None:
+            head += f" ({lb} {_timed(r, 'plain', e)} → {lc} {_timed(r, 'compiled', c)})"
         lines.append(f"nbaccel · {name} — {head}")
+        v = r.get("verdict")
+        if isinstance(v, dict) and v.get("changed"):
+            lines.append(f"changed: {_str(v['changed'])}")
     if r.get("fallback"):
         lines.append(f"ran plainly: {_str(r.get('fallback'))}")
     elif r.get("path") in ("cheap", "mixed", "dask") and r.get("path_reason"):
         lines.append(f"path: {_str(r.get('path'))} — {_str(r.get('path_reason'))}")
     status = _status_bits(r, stable)
-    if not stable and _num(r.get("compile_seconds")) is not None:
+    if not stable and _num(r.get("compile_seconds")) is not None and r.get("tier") != "plain":
         comp = f"compile {fmt_seconds(r['compile_seconds'])}"
         bd = _breakdown(r)
         if bd:
@@ -243,7 +272,7 @@ def render_text(report: dict, stable: bool = False) -> str:
         if _jit_split(r):
             comp += f"; jit: {_jit_split(r)}"
         status.insert(0, comp)
-    if not stable and _num(r.get("first_call_seconds")) is not None:
+    if not stable and _num(r.get("first_call_seconds")) is not None and r.get("tier") != "plain":
         status.insert(0, f"first call {fmt_seconds(r['first_call_seconds'])} (compile included)")
     if status:
         lines.append(" · ".join(status))
@@ -345,16 +374,16 @@ def _html_header(r: dict, stable: bool) -> list[str]:
         label = _headline(r, sp)
         out.append(f'<div><span style="font-size:22px;font-weight:700;color:{_ACCENT}">{_e(fmt_speedup(sp))}</span>'
                    f' <span style="color:{_MUTED}">{label}</span></div>')
-        e, c = _num(r.get("eager_seconds")), _num(r.get("compiled_seconds"))
+        (lb, e), (lc, c) = _sides(r)
         if e is not None or c is not None:
             top = max(e or 0.0, c or 0.0) or 1.0
             out.append('<table style="border-collapse:collapse;width:100%;max-width:420px">')
-            for label, v, col in (("eager", e, _MUTED), ("compiled", c, _ACCENT)):
+            for label, v, col in ((lb, e, _MUTED), (lc, c, _ACCENT)):
                 out.append(f'<tr><td style="padding:1px 8px 1px 0;width:5em">{label}</td>'
                            f'<td style="padding:1px 0;width:100%">{_bar((v or 0) / top, col)}</td>'
                            f'<td style="padding:1px 0 1px 8px;white-space:nowrap">{_e(fmt_seconds(v))}</td></tr>')
             out.append("</table>")
-        if _num(r.get("compile_seconds")) is not None:
+        if _num(r.get("compile_seconds")) is not None and r.get("tier") != "plain":
             bd = " · ".join(f"{_e(k)} {_e(fmt_seconds(v))}" for k, v in _breakdown(r))
             js = _jit_split(r)
             out.append(f'<div>compile {_e(fmt_seconds(r["compile_seconds"]))}'
@@ -457,15 +486,9 @@ def _cell_recompiles(c: dict) -> int:
 
 
 def cell_saved_seconds(c: dict) -> float | None:
-    """Net time a cell saved: calls × (eager − compiled) − compile time, or the
-    cell's own 'saved_seconds' when the caller computed it."""
-    s = _num(c.get("saved_seconds"))
-    if s is not None:
-        return s
-    e, k, n = _num(c.get("eager_seconds")), _num(c.get("compiled_seconds")), _num(c.get("calls"))
-    if e is None or k is None or n is None:
-        return None
-    return n * (e - k) - (_num(c.get("compile_seconds")) or 0.0)
+    """Net time a cell saved, as its decision measured it (compiler/decision.py): the front end
+    does no arithmetic of its own."""
+    return _num(c.get("saved_seconds"))
 
 
 def _dash_parts(status: dict) -> tuple[list[dict], float | None]:

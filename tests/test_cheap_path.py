@@ -1,6 +1,7 @@
-"""The cheap path for small graphs and small cells (compiler/cheap_path.py, magics/cheap_cells.py):
-which path ran and why, and that every path behaves exactly like the plain cell. Structure and
-values only, never wall-clock time."""
+"""The cheap path for small graphs (compiler/cheap_path.py) and a cell's plain runs chosen by its
+decision (compiler/decision.py, magics/plain_runs.py): which path ran and why, and that every
+path behaves exactly like the plain cell. Structure and values only, never wall-clock time: the
+decisions that depend on timings are given their timings."""
 import sys
 import pathlib
 
@@ -13,6 +14,7 @@ from tests.cells import catalogue, harness  # noqa: E402
 
 import nbaccel as nb  # noqa: E402
 from nbaccel.compiler import cheap_path  # noqa: E402
+from nbaccel.compiler.decision import PROBES  # noqa: E402
 from nbaccel.compiler.capture import TraceSession  # noqa: E402,F401  (the engine is importable)
 
 # cells that go plain for their own reasons (per-element Python calls, a failing compiled try)
@@ -32,7 +34,10 @@ def _last_report(shell):
     return get_extension(shell).last[1]
 
 
-# -- the catalogue: first run (cheap graphs), later runs (plain), all as the plain cell ----------
+# -- the catalogue: compiled, measured against plain, decided: all as the plain cell --------------
+
+RUNS_TO_DECIDE = 1 + 1 + 2 * PROBES      # the compiling run, then alternating steady runs
+
 
 @pytest.mark.parametrize("cell", catalogue.CELLS, ids=lambda c: c.name)
 @pytest.mark.usefixtures("not_strict")       # as a user sees it: the safety net too
@@ -40,20 +45,14 @@ def test_catalogue_cell_on_every_path_matches_plain(shell, cell):
     if not harness.available(cell):
         pytest.skip(f"needs {cell.needs}")
     plain = harness.run(shell, cell, compiled=False)
-    first = harness.run(shell, cell, compiled=True)
-    assert harness.differences(plain, first) == []
-    second = harness.run(shell, cell, compiled=True)
-    assert harness.differences(plain, second) == []
-    third = harness.run(shell, cell, compiled=True)
-    assert harness.differences(plain, third) == []
-    if cell.name not in PLAIN_BY_DESIGN and first.error is None:
-        # every catalogue cell is small: after one compiled run it takes the cheap cell path
-        assert second.fallback is not None and second.fallback.startswith("cheap path"), second.fallback
-        rep = _last_report(shell)
-        assert rep.path == "plain" and rep.path_reason == second.fallback and rep.tier == "plain"
+    paths = []
+    for _ in range(RUNS_TO_DECIDE):
+        comp = harness.run(shell, cell, compiled=True)
+        assert harness.differences(plain, comp) == []
+        paths.append(_last_report(shell).path)
+    if cell.name not in PLAIN_BY_DESIGN and plain.error is None and _last_report(shell).verdict:
+        assert "plain" in paths and set(paths) - {"plain"}     # both sides ran, for the verdict
 
-
-# -- which path, and why ------------------------------------------------------------------------
 
 def _cell(shell, source, **ns):
     shell.user_ns.update(np=np, **ns)      # each test stands alone, whatever ran before it
@@ -83,28 +82,60 @@ def test_small_graph_runs_as_one_numpy_function(shell):
     assert "path: cheap" in nbaccel_ext.ReportView(d)._repr_mimebundle_()["text/html"]
 
 
-def test_second_run_goes_plain_and_the_report_says_why(shell):
+def _decision(shell):
+    from nbaccel.magics import get_extension
+    return max(get_extension(shell).decisions.values(), key=lambda d: d.last_used)
+
+
+def _settle(d, plain, compiled):
+    """Give a decision the timings a measurement would have (the decision logic itself is
+    tests/test_decision.py's)."""
+    while d.choice is None:
+        d.record("plain", plain)
+        d.record("compiled", compiled)
+
+
+def test_a_cell_measured_slower_compiled_runs_plainly_and_the_report_says_why(shell):
     shell.run_line_magic("nbaccel", "reset")
     x = np.arange(1000, dtype=np.float64)
     src = "m = x.mean()\nv = x - m\n"
     first = _cell(shell, src, x=x)
-    assert first.path == "cheap" and first.fallback is None
+    assert first.path == "cheap" and first.fallback is None and first.verdict["path"] == "compiled"
+    _settle(_decision(shell), plain=1e-6, compiled=1e-3)
     second = _cell(shell, src, x=x)
-    assert second.path == "plain" and second.tier == "plain"
-    assert "cheap path" in second.path_reason and "runs plainly" in second.path_reason
-    assert "ran plainly" in second.summary()
+    assert second.path == "plain" and second.tier == "plain" and second.cache == ""
+    assert "runs plainly" in second.verdict["label"] and "measured as fast" in second.path_reason
+    assert second.verdict["ratio"] == pytest.approx(1e-3)
+    import nbaccel_ext
+    text = nbaccel_ext.render_text(second.to_dict())
+    assert "compile" not in text.split("\n", 1)[1] and "cache" not in text   # a plain run compiled nothing
     assert type(shell.user_ns["m"]) is np.float64 and shell.user_ns["m"] == x.mean()
     np.testing.assert_array_equal(shell.user_ns["v"], x - x.mean())
 
 
-def test_a_bigger_input_goes_back_to_the_compiled_path(shell):
+def test_a_cell_measured_faster_compiled_says_so_against_the_plain_cell(shell):
     shell.run_line_magic("nbaccel", "reset")
     src = "y = np.exp(x) * 2\n"
     _cell(shell, src, x=np.ones(100, np.float32))
+    _settle(_decision(shell), plain=8e-3, compiled=1e-3)
+    rep = _cell(shell, src, x=np.ones(100, np.float32))
+    assert rep.path != "plain" and rep.verdict["choice"] == "compiled" and rep.baseline == "plain"
+    assert rep.verdict["label"] == "faster than the plain cell"
+    import nbaccel_ext
+    head = nbaccel_ext.render_text(rep.to_dict()).splitlines()[0]
+    assert "faster than the plain cell" in head and "(plain 8.00 ms" in head and "eager" not in head
+
+
+def test_a_bigger_input_has_a_decision_of_its_own(shell):
+    from nbaccel.magics import get_extension
+    shell.run_line_magic("nbaccel", "reset")
+    src = "y = np.exp(x) * 2\n"
+    _cell(shell, src, x=np.ones(100, np.float32))
+    _settle(_decision(shell), plain=1e-6, compiled=1e-3)
     assert _cell(shell, src, x=np.ones(100, np.float32)).path == "plain"
     big = np.ones((1024, 1024), np.float32)
-    rep = _cell(shell, src, x=big)             # another shape: not the cheap decision's inputs
-    assert rep.path == "compiled" and rep.fallback is None
+    rep = _cell(shell, src, x=big)             # another shape: not that decision's inputs
+    assert rep.path == "compiled" and rep.fallback is None and len(get_extension(shell).decisions) == 2
     assert "above the cheap path" in rep.path_reason
     assert all(k["name"] != "cheap" for k in rep.kernels)
     np.testing.assert_allclose(shell.user_ns["y"], np.exp(big) * 2, rtol=1e-6)
@@ -112,9 +143,26 @@ def test_a_bigger_input_goes_back_to_the_compiled_path(shell):
     shell.run_line_magic("nbaccel", "reset")
     loop = "acc = np.zeros(4)\nfor i in range(n):\n    acc = acc + i\n"
     _cell(shell, loop, n=3)
+    _settle(_decision(shell), plain=1e-6, compiled=1e-3)
     assert _cell(shell, loop, n=3).path == "plain"
     assert _cell(shell, loop, n=4).path != "plain"
     assert np.array_equal(shell.user_ns["acc"], np.full(4, 6.0))
+
+
+def test_first_run_plain_compiles_once_the_plain_runs_have_cost_a_compile(shell, monkeypatch):
+    monkeypatch.setitem(nb.config, "cell_first_run", "plain")
+    shell.run_line_magic("nbaccel", "reset")
+    x = np.arange(10.0)
+    first = _cell(shell, "y = x * 2\n", x=x)
+    assert first.path == "plain" and first.graphs == 0 and "not compiled yet" in first.verdict["label"]
+    d = _decision(shell)
+    d.record("plain", d.compile_estimate)          # as if its runs had cost a compile by now
+    rep = _cell(shell, "y = x * 2\n", x=x)
+    assert rep.path in ("cheap", "compiled") and rep.verdict["path"] == "compiled"
+    np.testing.assert_array_equal(shell.user_ns["y"], x * 2)
+    res = shell.run_cell("%%compile --now -o rep2\nz = x + 1\n")    # --now: compiled at once
+    res.raise_error()
+    assert shell.user_ns["rep2"].verdict["path"] == "compiled"
 
 
 @pytest.mark.parametrize("opts", ["--backend numpy", "--backend numba", "--mode max-autotune", "--fullgraph"])
@@ -140,23 +188,21 @@ def test_switched_off(shell, monkeypatch):
         assert rep.path == "compiled" and "switched off" in rep.path_reason and rep.fallback is None
 
 
-def test_a_user_error_on_the_plain_path_is_the_plain_error(shell):
+def test_a_user_error_on_the_plain_path_is_the_plain_error(shell, monkeypatch):
+    monkeypatch.setitem(nb.config, "cell_first_run", "plain")
     shell.run_line_magic("nbaccel", "reset")
-    src = "y = x[:3] + x[:3]\nz = y[k]\n"
-    _cell(shell, src, x=np.arange(5.0), k=1)
-    assert _cell(shell, src, x=np.arange(5.0), k=1).path == "plain"
-    shell.user_ns.update(x=np.arange(5.0), k=True)       # a bool: another kind of input
-    shell.user_ns["k"] = 1
-    res = shell.run_cell("%%compile\n" + src.replace("y[k]", "y[k + 9]"))  # other source: compiled
-    assert isinstance(res.error_in_exec, IndexError)
-    res = shell.run_cell("%%compile\n" + src)
+    shell.user_ns.update(np=np, x=np.arange(5.0), k=1)
+    res = shell.run_cell("%%compile\ny = x[:3] + x[:3]\nz = y[k + 9]\n")
+    assert isinstance(res.error_in_exec, IndexError) and _last_report(shell).path == "plain"
+    assert "index 10 is out of bounds" in str(res.error_in_exec)
+    res = shell.run_cell("%%compile\ny = x[:3] + x[:3]\nz = y[k]\n")
     assert res.error_in_exec is None and shell.user_ns["z"] == 2.0
 
 
 def test_trailing_expression_and_quiet_cells(shell):
     shell.run_line_magic("nbaccel", "reset")
     shell.user_ns.update(x=np.arange(4.0))
-    for _ in range(3):
+    for _ in range(RUNS_TO_DECIDE):         # compiled and plain runs alike
         r = shell.run_cell("%%compile\n(x * 2).sum()\n")
         assert r.result == 12.0 and type(r.result) is np.float64
         q = shell.run_cell("%%compile\n(x * 2).sum();\n")
@@ -206,30 +252,3 @@ def test_functions_stay_compiled_by_default():
     cf = nb.compile(lambda a: a * 2 + 1)
     cf(np.ones(4))
     assert cf.report.path == "compiled" and cf.report.tier != "cheap"
-
-
-@pytest.mark.parametrize("compiled_seconds, settles", [(1e9, "plain"), (0.0, "compiled")])
-def test_a_middling_cell_is_measured_once_then_settled(shell, monkeypatch, compiled_seconds, settles):
-    from nbaccel.magics import cheap_cells, get_extension
-    monkeypatch.setattr(cheap_path, "cell_choice", lambda report, est: None)   # never clearly small
-    monkeypatch.setitem(nb.config, "cheap_probe_factor", 1e12)
-    shell.run_line_magic("nbaccel", "reset")
-    ext = get_extension(shell)
-    x = np.arange(200, dtype=np.float64)
-    src = "y = np.sqrt(x) * 2\ns = y.sum()\n"
-    assert _cell(shell, src, x=x).path == "cheap"           # first run: a miss, no probe yet
-    assert _cell(shell, src, x=x).path == "cheap"           # a steady hit: the next run probes
-    (probe,) = ext.cheap_cells.values()
-    assert isinstance(probe, cheap_cells.PlainCell) and probe.compiled is not None
-    probe.compiled = compiled_seconds
-    for _ in range(cheap_cells.PROBE_RUNS):
-        rep = _cell(shell, src, x=x)
-        assert rep.path == "plain" and rep.fallback == cheap_cells.PROBE_REASON
-        np.testing.assert_array_equal(shell.user_ns["y"], np.sqrt(x) * 2)
-    after = _cell(shell, src, x=x)
-    if settles == "plain":
-        assert after.path == "plain" and "measured" in after.path_reason
-    else:
-        assert after.path == "cheap" and after.fallback is None
-        assert isinstance(next(iter(ext.cheap_cells.values())), cheap_cells._CompiledWins)
-    assert shell.user_ns["s"] == (np.sqrt(x) * 2).sum()

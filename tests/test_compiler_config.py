@@ -70,12 +70,11 @@ def test_the_old_spellings_are_deprecated_aliases(monkeypatch):
     assert nb.config["strict"] is True and "raise_compiler_errors" not in dict(nb.config)
     with pytest.warns(DeprecationWarning):
         assert nb.config["test_mode"] is True
-    monkeypatch.setitem(nb.config, "cheap_probe_factor", 20.0)
-    with pytest.warns(DeprecationWarning, match="cheap_probe_factor"):
-        cheap_path.SETTINGS["probe_factor"] = 3.0
-    assert nb.config["cheap_probe_factor"] == 3.0
-    assert set(cheap_path.SETTINGS) == {"enabled", "functions", "graph_seconds", "speedup_cap",
-                                        "call_seconds", "probe_factor"}
+    monkeypatch.setitem(nb.config, "cheap_graph_seconds", 100e-6)
+    with pytest.warns(DeprecationWarning, match="cheap_graph_seconds"):
+        cheap_path.SETTINGS["graph_seconds"] = 3e-6
+    assert nb.config["cheap_graph_seconds"] == 3e-6
+    assert set(cheap_path.SETTINGS) == {"enabled", "functions", "graph_seconds"}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert nb.config["strict"] is True                  # the new key warns about nothing

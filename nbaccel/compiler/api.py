@@ -351,6 +351,10 @@ class CompiledFunction:
         return rep
 
     # -- conveniences --------------------------------------------------------------------------------
+    def pending(self) -> bool:
+        """Whether a background numba compile of one of its graphs is still running."""
+        return self.cache.pending()
+
     def wait(self, timeout=None):
         """Wait for background numba compiles of every graph this function compiled."""
         self.cache.wait(timeout)

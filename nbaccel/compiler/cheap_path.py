@@ -1,22 +1,20 @@
-"""The cheap path: small graphs and small cells are not worth compiling.
+"""The cheap path: small graphs are not worth compiling into kernels.
 
 A graph over a few thousand elements costs NumPy a microsecond or two per op. Scheduling it
 into kernels, and then running each kernel's views, chunk buffers and calls, costs more than
-that on every call, so a compiled small cell was 0.06×–0.7× the plain cell. Two cheap paths
-avoid it:
+that on every call, so a compiled small cell was 0.06×–0.7× the plain cell. The cheap path
+avoids it:
 
 * **A cheap graph** (:func:`graph_choice`): a graph whose eager cost, estimated from its sizes
   (:func:`estimate_eager_seconds`), is below ``config["cheap_graph_seconds"]`` runs as one
   generated straight-line NumPy function (:class:`CheapProgram`): each op's eager
   implementation called once, in order — the reference interpreter's semantics without its
   per-op bookkeeping, no decomposition, no scheduling, no kernels.
-* **A cheap cell** (:func:`cell_choice`, used by the ``%%compile`` magic): when a compiled run
-  shows that the whole cell's eager work is smaller than what tracing and guarding it cost,
-  later runs with the same kind of inputs run the cell plainly (exactly the plain cell), and
-  the report says so and why.
 
-Both choices are made from sizes and the measured tracing time, never by re-running user
-code. ``report.path`` names the path that ran, ``report.path_reason`` why.
+The choice is made from sizes, never by re-running user code; ``report.path`` names the path
+that ran, ``report.path_reason`` why. Whether a ``%%compile`` cell runs plainly at all is not
+decided here: that is the one decision of ``decision.py``, from measured runs of the user's
+plain cell.
 """
 from __future__ import annotations
 
@@ -41,7 +39,6 @@ HEAVY_WEIGHT = 4.0
 MATMUL_OPS = {"matmul", "linear", "tensordot", "einsum", "bmm", "mm", "dot", "inner", "outer"}
 MAC_SECONDS = 0.25e-9
 # what tracing costs per captured op (docs/benchmarks.md: a few microseconds)
-TRACE_OP_SECONDS = 4e-6
 
 # the settings are config keys ("cheap_enabled", "cheap_graph_seconds", ...: config.py);
 # SETTINGS[k] is the deprecated spelling of config["cheap_" + k]
@@ -75,18 +72,6 @@ def _itemsize(n) -> int:
         return 8
 
 
-def overhead_seconds(report) -> float:
-    """What a compiled run of a cell costs beyond its kernels: the call, plus tracing unless
-    the cell replays — the measured capture time, but never more than the per-op model (a
-    background compile holding the GIL inflates a measurement; the model does not move with
-    the machine's load)."""
-    if (getattr(report, "replay", None) or {}).get("state") in ("traced", "replayed"):
-        return config["cheap_call_seconds"]     # later runs replay on guards: no tracing (guarded.py)
-    capture = float(report.compile_breakdown.get("capture", 0.0))
-    ops = sum(len(k.get("ops") or ()) for k in report.kernels) or len(report.kernels)
-    return config["cheap_call_seconds"] + min(capture, TRACE_OP_SECONDS * max(ops, 1) + 50e-6)
-
-
 def _fmt(s: float) -> str:
     return f"{s * 1e6:.0f} µs" if s < 1e-3 else f"{s * 1e3:.2f} ms"
 
@@ -110,23 +95,6 @@ def graph_choice(cf, graph):
     why = (f"cheap path: {len(graph.nodes)} ops, at most {elems:,} elements, estimated {_fmt(est)} "
            f"eagerly (below {_fmt(limit)}): one NumPy function instead of kernels")
     return True, est, why
-
-
-def cell_choice(report, est_seconds):
-    """Why a %%compile cell whose compiled run produced ``report`` should run plainly from now
-    on, or None. ``est_seconds`` is the estimated eager cost of all of its graphs."""
-    if not config["cheap_enabled"] or report is None or report.fallback:
-        return None
-    if report.backend != "auto" or report.mode != "default":
-        return None
-    overhead = overhead_seconds(report)
-    # the best a compiled run can do: its overhead plus the eager work sped up by the cap
-    best = overhead + est_seconds / config["cheap_speedup_cap"]
-    if est_seconds >= best:
-        return None
-    return (f"cheap path: the cell's NumPy work is estimated at {_fmt(est_seconds)}, less than "
-            f"tracing and guarding it costs ({_fmt(overhead)}): the cell runs plainly while its "
-            f"inputs keep their types and shapes")
 
 
 def report_path(events):

@@ -129,13 +129,13 @@ config = Settings({
     # once to compare; if tracing cost more than `ratio` x the plain run + `slack` s, its
     # later runs go plain
     "plain_probe": {"breaks": 8, "seconds": 0.25, "ratio": 4.0, "slack": 0.05},
+    # a %%compile cell's first run on a kind of input (decision.py, docs/cheap-path.md):
+    # "compiled" compiles at once; "plain" runs plainly until compiling can pay off
+    "cell_first_run": "compiled",
     # the cheap path (cheap_path.py, docs/cheap-path.md)
-    "cheap_enabled": True,           # False: never take a cheap path
+    "cheap_enabled": True,           # False: never take a cheap path (every cell compiles at once)
     "cheap_functions": False,        # also for nb.compile'd functions (default: %%compile cells only)
     "cheap_graph_seconds": 100e-6,   # a graph estimated below this runs as one NumPy function
-    "cheap_speedup_cap": 4.0,        # the most compiling gains over NumPy on small arrays
-    "cheap_call_seconds": 100e-6,    # what a %%compile call costs beyond tracing (magic, guards, output)
-    "cheap_probe_factor": 20.0,      # below this many times the overhead, measure the plain cell once
     # from the environment (the list above):
     # * strict: a failure inside the compiler raises. Otherwise it never reaches the user: a
     #   graph that fails to compile runs eagerly (the report says why), and an internal failure

@@ -282,6 +282,10 @@ class GraphCache:
             for p in e.programs.values():
                 p.wait(timeout)
 
+    def pending(self) -> bool:
+        """Whether a faster tier of any program is still compiling in the background."""
+        return any(p.pending() for e in self.entries.values() for p in e.programs.values())
+
 
 def _saved_value(concrete, graph, n):
     if n.is_placeholder:

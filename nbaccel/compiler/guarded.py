@@ -245,7 +245,7 @@ class GuardedReplays:
             snap = train_step.Snapshot(self.cf.fn)
         if len(self.entries) >= MAX_ENTRIES:
             self.entries.pop(next(iter(self.entries)))
-        # a cell's plain run is the magic's business (cheap_cells.py): no plain probes here
+        # a cell's plain run is the magic's business (plain_runs.py): no plain probes here
         self.entries[key] = ReplayEntry(rp, reads, snap, numpy_out is True and env is None)
         self.refusal = None
         self.failures = 0

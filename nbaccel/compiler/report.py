@@ -49,6 +49,9 @@ class CompileReport:
     baseline: str = "eager"
     plain_seconds: float | None = None
     replay: dict = field(default_factory=dict)   # guarded replay: state, reason, last failed guard
+    # what the user got against their own plain code (decision.py): the one headline every
+    # renderer shows; None where no decision ran (an nb.compile'd function before replay)
+    verdict: dict | None = None
 
     def __setattr__(self, name, value):
         object.__setattr__(self, name, value)
@@ -117,6 +120,17 @@ class CompileReport:
         self.speedup = plain / compiled
         if choice == "plain":
             self.speedup_note = "running plainly from now on"
+
+    def set_verdict(self, v):
+        """The decision's verdict (decision.Verdict) is this report's headline."""
+        self.verdict = v.to_dict()
+        self.baseline = "plain"
+        self.plain_seconds = v.plain_seconds
+        self.speedup = v.ratio
+        self.speedup_note = None if v.ratio is not None else (v.note or v.headline)
+        if v.path == "compiled" and v.compiled_seconds is not None:
+            self.compiled_seconds = v.compiled_seconds
+        self.eager_seconds = v.plain_seconds      # (the bars' baseline side: the plain code)
 
     def to_dict(self) -> dict:
         self.measure_eager()

@@ -26,6 +26,7 @@ def unload_ipython_extension(ip):
     magics = getattr(ip, _EXT_ATTR, None)
     if magics is None:
         return
+    magics.clock.unregister(ip)
     for kind, names in (("cell", ("compile",)), ("line", ("nbaccel",))):
         table = ip.magics_manager.magics[kind]
         for n in names:

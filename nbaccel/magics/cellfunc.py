@@ -183,6 +183,20 @@ def read_first(tree: ast.Module) -> set:
     return first_read
 
 
+def read_names(entry) -> tuple:
+    """Every name a compiled cell (an extension.CellEntry) reads from the namespace: its inputs
+    and the globals it reads (cached on the entry)."""
+    found = getattr(entry, "_read_names", None)
+    if found is None:
+        try:
+            reads = read_first(ast.parse(entry.src))
+        except SyntaxError:
+            reads = set()
+        found = tuple(sorted(set(reads) | set(entry.traced) | set(entry.boxed)))
+        entry._read_names = found
+    return found
+
+
 def shared_names(tree: ast.Module, stores: set) -> set:
     """Cell names that must live in the user namespace while the cell runs: the ones declared
     ``global`` anywhere in the cell, and cell-bound names that a function, lambda or class

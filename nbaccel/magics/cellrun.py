@@ -49,7 +49,7 @@ class CellRuns:
                 _fix_containers(v, prefix=entry.qualprefix)
         for v in env.values.values():
             _fix_containers(v)
-        for k in cheap_cells._names(entry):   # containers the cell reads as globals (lst.append(t))
+        for k in cellfunc.read_names(entry):   # containers the cell reads as globals (lst.append(t))
             v = ns.get(k)
             if type(v) in (list, dict) or type(v).__module__ == "__main__":
                 _fix_containers(v, keep=keep)       # (tensors it held before the cell stay)
@@ -320,4 +320,4 @@ def _as_name_error(exc, entry):
     new = NameError(f"name '{m.group(1)}' is not defined")
     new.__suppress_context__ = True
     return new.with_traceback(exc.__traceback__)
-from . import cheap_cells, extension  # noqa: E402  (both import this module, so they come last)
+from . import extension  # noqa: E402  (both import this module, so they come last)

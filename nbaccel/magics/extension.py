@@ -23,7 +23,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import boundary, cellfunc, cellnames, cheap_cells, ipython_calls, options, per_element, snapshot, verify
+from . import boundary, cell_clock, cellfunc, cellnames, ipython_calls, options, per_element, plain_runs, snapshot, verify
 from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .commands import NbaccelCommands, _in_notebook
 from .. import dtypes as D, ndarray_methods, numpy_api
@@ -80,6 +80,7 @@ class CellEntry:
     plain_reason: str | None = None                # set: the cell runs plainly (see _run_plain)
     probe: tuple | None = None                     # (seconds, breaks, line): compare with plain
     local_of: dict = field(default_factory=dict)   # input -> its name in the cell function
+    last_report: object = None                     # the report of the last compiled run
     slots: tuple = ()                              # (notebook name, cell-function name) per output
 
     def __post_init__(self):
@@ -145,6 +146,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     def __init__(self, shell):
         super().__init__(shell)
         self.config_ = {"mode": "default", "backend": "auto", "device": "auto", "report": "auto"}
+        self.clock = cell_clock.CellClock(shell)     # cells timed as the user sees them
         self.verify_all = False                     # %nbaccel verify on: every cell --verify
         self._verifying = False
         self.last_verify = None
@@ -152,7 +154,8 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
 
     def reset_state(self):
         self.entries: dict[str, CellEntry] = {}
-        self.cheap_cells: dict = {}                 # cells that run plainly (cheap_cells.py)
+        self.decisions: dict = {}                   # plain or compiled, per cell and inputs (plain_runs.py)
+        self.compile_costs: list = []               # measured compiles: the next cell's estimate
         self.analysed: dict = {}                    # cell source -> its analysis (_analyse)
         self.by_count: dict[int, tuple] = {}     # execution count -> (entry, report)
         self.last: tuple | None = None
@@ -171,6 +174,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
               help="store the CompileReport in the user namespace as NAME")
     @argument("--explain", action="store_true", help="print the captured graph and generated code")
     @argument("--verify", action="store_true", help="also run the plain cell on copies and compare")
+    @argument("--now", action="store_true", help="compile on this run (not only once compiling pays off)")
     @cell_magic
     def compile(self, line, cell):
         """Run the cell as a compiled function; its NumPy code runs as written."""
@@ -181,9 +185,6 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             finally:
                 self._verifying = False
         t_enter = time.perf_counter()
-        plain = cheap_cells.lookup(self, line, cell)     # a small cell decided cheap: plainly
-        if plain is not None:
-            return cheap_cells.run(self, plain)
         opts = self._parse(line)
         ns = self.shell.user_ns
         src = self._transformed(cell)
@@ -198,19 +199,21 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         if entry.plain_reason is not None:          # known to run better plainly
             self.last_fallback = entry.plain_reason
             return self._run_plain(entry, count, opts, entry.plain_reason, fresh=False)
-        per_call = per_element.reason(ns, cheap_cells._names(entry))   # vectorize made anywhere
+        per_call = per_element.reason(ns, cellfunc.read_names(entry))   # vectorize made anywhere
         if per_call is not None:
             self.last_fallback = per_call
             return self._run_plain(entry, count, opts, per_call, fresh=False)
         if entry.probe is not None:                 # the last run was slow and broke often
             return self._probe_plain(entry, count, opts)
+        decision = plain_runs.decision_for(self, line, cell, entry, opts)
+        if decision.next_path() == "plain":          # the plain cell: compiling does not pay (yet)
+            return plain_runs.run(self, entry, opts, decision, count, t_enter)
         entry.cf.name = cellfunc.cell_label(count, src)
         args, t_in = gpu_placement.timed_sync(lambda: [self._to_device(v, place.device) for v in traced_vals],
                                               sync=place.device == "cuda")
         progress = self._progress(entry, opts, count)
-        pre = cheap_cells.before(self, entry, opts)
         printed = io.StringIO()                     # shown once the attempt is known to stand
-        before = snapshot.take(entry.src, ns, cheap_cells._names(entry), entry.traced)
+        before = snapshot.take(entry.src, ns, cellfunc.read_names(entry), entry.traced)
         failure = None
         try:
             with contextlib.redirect_stdout(printed), ndarray_methods.numpy_code(), before.watching():
@@ -269,7 +272,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             if place.reason and (opts.device_explicit or place.device == "cuda"):
                 report.device_note = place.reason
             self._maybe_probe(entry, report)
-            cheap_cells.after(self, line, cell, entry, opts, report, pre, time.perf_counter() - t_enter)
+            self._record_compiled(entry, report, decision, time.perf_counter() - t_enter)
             if opts.output:
                 report.measure_eager()
             entry.reports.append(report)
@@ -285,6 +288,27 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         elif opts.output:
             ns[opts.output] = None
         return shown
+
+    def _record_compiled(self, entry, report, decision, seconds):
+        """The compiled run's time for the cell's decision, and the verdict on its report. A run
+        that made a new report traced; it compiled unless every graph came from memory. A
+        replayed run reuses the last report: nothing compiled, and its time joins the history."""
+        fresh = report is not entry.last_report
+        entry.last_report = report
+        compiling = report.compile_seconds if fresh and report.cache != "hit" else 0.0
+        pending = entry.cf.pending()
+        if report.pending_tier and not pending:         # the faster tier arrived since the trace
+            report.pending_tier, report.tier = None, report.pending_tier
+        decision.record("compiled", seconds, compiling, steady=not pending)
+        if not self._verifying:                          # (--verify's shadow run is not the cell's)
+            self.clock.note(decision, "compiled", seconds, seconds)
+        if compiling:
+            plain_runs.note_compile(self, compiling)
+        if not fresh:
+            report.history = (report.history + [{"compiled_seconds": seconds, "cache": "hit",
+                                                 "tier": report.tier}])[-capi.config["history"]:]
+        report.call_seconds = seconds
+        report.set_verdict(decision.verdict())
 
     def _cell_number(self):
         """The running cell's In[n] (IPython counts the cell before running it: Out[n] uses n)."""

@@ -68,6 +68,11 @@ function fmtBytes(n) {
 }
 
 function speedupOf(r) {
+  const v = r.verdict;
+  if (v && typeof v === "object") {            // the decision's verdict is the only headline
+    const s = num(v.ratio);
+    return s !== null && s > 0 ? s : null;
+  }
   if (r.fallback || (r.speedup_note && !r.speedup)) return null;  // too short to measure / ran plainly
   let s = num(r.speedup);
   if (s === null) {
@@ -144,20 +149,24 @@ function codeBlock(title, src, testid) {
 
 function header(r) {
   const sp = speedupOf(r);
-  // the baseline is the user's own plain code once timed, else the interpreter on the captured graphs
+  const v = r.verdict && typeof r.verdict === "object" ? r.verdict : null;
+  // the baseline is the user's own plain code (the verdict); the interpreter on the captured
+  // graphs only where no decision ran, and then said so
   const base = r.baseline === "plain" ? "plain" : "eager (captured graphs only)";
   const word = sp === null ? "" : (sp >= 1 ? "faster" : "slower") + " than " + base;
-  const verdict = r.fallback ? "ran plainly: " + r.fallback : sp === null ? (r.speedup_note || "speedup not measured")
+  const verdict = r.fallback ? "ran plainly: " + r.fallback : v ? str(v.label || v.headline)
+    : sp === null ? (r.speedup_note || "speedup not measured")
     : r.speedup_note ? word + "; " + r.speedup_note : word;
   const big = h("div", { class: "nbaccel-speedup-box" },
     h("span", { class: `nbaccel-speedup ${sp !== null && sp < 1 ? "nbaccel-slower" : ""}`, testid: "speedup" },
       fmtSpeedup(sp)),
     h("span", { class: "nbaccel-muted", testid: "speedup-verdict" }, verdict));
 
-  const e = num(r.eager_seconds), c = num(r.compiled_seconds);
+  const e = v ? num(v.plain_seconds) : num(r.eager_seconds);
+  const c = v ? num(v.compiled_seconds) : num(r.compiled_seconds);
   const top = Math.max(e || 0, c || 0) || 1;
   const times = h("div", { class: "nbaccel-times" },
-    ...[[r.baseline === "plain" ? "plain" : "eager", e, "nbaccel-fill-eager", "eager"],
+    ...[[v || r.baseline === "plain" ? "plain" : "eager", e, "nbaccel-fill-eager", "eager"],
         ["compiled", c, "nbaccel-fill-compiled", "compiled"]].map(([label, v, cls, id]) =>
       h("div", { class: "nbaccel-time-row", testid: `time-${id}` },
         h("span", { class: "nbaccel-time-label" }, label),
@@ -183,6 +192,7 @@ function header(r) {
 }
 
 function compileRow(r) {
+  if (r.tier === "plain") return null;    // a plain run compiled nothing: no breakdown to show
   const total = num(r.compile_seconds);
   const bd = r.compile_breakdown && typeof r.compile_breakdown === "object" ? r.compile_breakdown : {};
   const keys = BREAKDOWN.filter((k) => k in bd).concat(Object.keys(bd).filter((k) => !BREAKDOWN.includes(k)));
@@ -317,11 +327,7 @@ function renderProgress(root, message) {
 }
 
 function savedSeconds(c) {
-  const s = num(c.saved_seconds);
-  if (s !== null) return s;
-  const e = num(c.eager_seconds), k = num(c.compiled_seconds), n = num(c.calls);
-  if (e === null || k === null || n === null) return null;
-  return n * (e - k) - (num(c.compile_seconds) || 0);
+  return num(c.saved_seconds);   // the decision's own figure (compiler/decision.py): no arithmetic here
 }
 
 function renderDashboard(root, st) {

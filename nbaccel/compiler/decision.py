@@ -1,0 +1,229 @@
+"""What the user gets: one decision, for a ``%%compile`` cell, an ``nb.compile``'d function or a
+training step alike, whether a run goes plain or compiled, and one verdict that says so.
+
+The baseline is always the user's own plain code (the plain cell, the uncompiled function),
+timed on the same inputs as the compiled runs, never nbaccel's interpreter. Every run is a
+real run of the user's code (it runs exactly once), so measuring costs nothing extra:
+
+1. **Renting before buying.** Compiling costs once; running plainly costs every time. A
+   :class:`Decision` that starts plain (``first="plain"``, a cell's default) runs plainly until
+   the plain runs together have cost what a compile is expected to cost (the ski-rental rule:
+   whatever the number of runs, the total is never more than twice the better choice's), then
+   compiles. A notebook run once top to bottom therefore costs what it costs plainly, and a
+   cell whose work is smaller than its compile never compiles. ``first="compiled"`` (functions,
+   ``%%compile --now``) compiles on the first run.
+2. **Measuring.** Once compiled, runs alternate between plain and compiled until each side has
+   :data:`PROBES` steady timings (a run that compiled is not steady: its compile is counted
+   apart).
+3. **Deciding.** The faster side by median runs from then on. A compiled choice keeps being
+   timed; when its recent median falls behind the plain median the decision flips to plain and
+   says why.
+
+:meth:`Decision.verdict` is the one record every renderer shows (the text report, the HTML
+fallback, the widget, ``%nbaccel status``): the path and why, plain and compiled medians with
+their spread, the ratio or an honest "within noise", the compile cost and the time saved so far.
+No renderer computes a ratio or a saving itself.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+PROBES = 3                  # steady runs of each side before the decision
+WINDOW = 9                  # recent runs of each side kept for the medians
+RESOLUTION_SECONDS = 20e-6  # below this on both sides a ratio is not resolved ("too short to measure")
+COMPILE_ESTIMATE = 0.05     # what a first compile is expected to cost until one was measured
+FLIP_MARGIN = 1.10          # a compiled choice flips to plain when 10% slower than plain
+
+
+def _fmt(s: float) -> str:
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if s >= scale:
+            v = s / scale
+            return f"{v:.3g} {unit}"
+    return f"{s * 1e9:.3g} ns"
+
+
+def fmt_ratio(x: float) -> str:
+    """'12.3×', '1.52×', '0.043×': two significant digits at least, never '0.0×'."""
+    if x >= 10:
+        return f"{x:.1f}×"
+    if x >= 0.1:
+        return f"{x:.2f}×"
+    return f"{x:.2g}×"
+
+
+@dataclass
+class Verdict:
+    """What a run got, against the user's plain code (JSON-ready through ``to_dict``)."""
+    path: str                         # plain | compiled: what this run was
+    choice: str                       # plain | compiled | measuring: what runs from now on
+    why: str                          # why the choice is what it is
+    headline: str                     # the one sentence every renderer shows
+    label: str = ""                   # the headline's words beside its ratio (the widget's big number)
+    plain_seconds: float | None = None       # median of recent plain runs
+    plain_spread: list | None = None         # [fastest, slowest] of those runs
+    compiled_seconds: float | None = None
+    compiled_spread: list | None = None
+    ratio: float | None = None        # plain / compiled; None unmeasured or within noise
+    note: str | None = None           # "within noise", "too short to measure", "measuring 2 of 3", ...
+    compile_seconds: float = 0.0      # every compile this decision paid
+    saved_seconds: float | None = None   # sum over compiled runs of (plain - compiled) - compile
+    runs: dict = field(default_factory=lambda: {"plain": 0, "compiled": 0})
+    changed: str | None = None        # set on the run where the choice changed: why
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Decision:
+    """Plain or compiled for one piece of user code on one kind of input (see the module doc)."""
+
+    def __init__(self, first: str = "plain", compile_estimate: float | None = None,
+                 what: str = "cell"):
+        if first not in ("plain", "compiled"):
+            raise ValueError(f"first must be 'plain' or 'compiled', got {first!r}")
+        self.first = first
+        self.what = what                              # "cell" | "function" | "step": for the words
+        self.compile_estimate = COMPILE_ESTIMATE if compile_estimate is None else compile_estimate
+        self.plain: deque = deque(maxlen=WINDOW)      # recent plain run times
+        self.compiled: deque = deque(maxlen=WINDOW)   # recent steady compiled run times
+        self.plain_total = 0.0                        # all plain time so far (the rent paid)
+        self.plain_runs = 0
+        self.compiled_runs = 0
+        self.compiled_total = 0.0                     # compiled run time, compiles excluded
+        self.compile_seconds = 0.0
+        self.has_compiled = False
+        self.choice: str | None = None                # None: not decided yet
+        self.reason = ""
+        self._changed: str | None = None
+        self._last_path = "plain"
+        self._last_steady = False
+        self.cell = None                              # the owner's key (a cell's source), for status
+        self.last_used = 0.0
+
+    # -- what runs next -----------------------------------------------------------------------
+    def next_path(self) -> str:
+        if self.choice is not None:
+            return self.choice
+        if not self.has_compiled:
+            if self.first == "compiled" or self.plain_total >= self.compile_estimate:
+                return "compiled"
+            return "plain"
+        # measuring: alternate, compiled first, until each side has PROBES steady timings
+        return "compiled" if len(self.compiled) <= len(self.plain) else "plain"
+
+    def compile_failed(self, why: str):
+        """The compiled path cannot run this code (a capture error, too many graph breaks): it
+        runs plainly from now on."""
+        self._set("plain", why)
+
+    # -- what a run took ------------------------------------------------------------------------
+    def record(self, path: str, seconds: float, compile_seconds: float = 0.0, steady: bool = True):
+        """One run: ``path`` took ``seconds`` of wall time, ``compile_seconds`` of them compiling.
+        ``steady=False``: a compiled run that is not yet what later runs will be (a faster tier
+        still compiling in the background); it counts for the time saved, not for the medians."""
+        self._changed = None
+        self._last_path = path
+        if path == "plain":
+            self.plain.append(seconds)
+            self.plain_total += seconds
+            self.plain_runs += 1
+        else:
+            run = max(seconds - compile_seconds, 0.0)
+            self.compiled_runs += 1
+            self.compiled_total += run
+            self.compile_seconds += max(compile_seconds, 0.0)
+            self._last_steady = steady and compile_seconds <= 0 and self.has_compiled
+            if self._last_steady:
+                self.compiled.append(seconds)        # steady: nothing compiled on this run
+            self.has_compiled = True
+        self._decide()
+
+    def amend(self, path: str, seconds: float):
+        """The last run of ``path`` took ``seconds`` after all: the cell as the user sees it,
+        IPython's own work around it included (cell_clock.py), known only once the cell ended."""
+        if path == "plain" and self.plain and self._last_path == "plain":
+            self.plain_total += seconds - self.plain[-1]
+            self.plain[-1] = seconds
+        elif path == "compiled" and self._last_path == "compiled" and self._last_steady and self.compiled:
+            self.compiled_total += seconds - self.compiled[-1]
+            self.compiled[-1] = seconds
+        else:
+            return
+        if self.choice is not None or (len(self.plain) >= PROBES and len(self.compiled) >= PROBES):
+            self._decide()
+
+    def _decide(self):
+        p, c = self._median(self.plain), self._median(self.compiled)
+        if self.choice is None:
+            if len(self.plain) >= PROBES and len(self.compiled) >= PROBES:
+                if c < p:
+                    self._set("compiled", f"the compiled {self.what} measured faster than the plain "
+                                          f"one ({_fmt(c)} against {_fmt(p)})")
+                else:
+                    self._set("plain", f"the plain {self.what} measured as fast or faster "
+                                       f"({_fmt(p)} against {_fmt(c)} compiled): it runs plainly")
+        elif self.choice == "compiled" and len(self.compiled) >= PROBES and p is not None \
+                and c > FLIP_MARGIN * p:
+            self._set("plain", f"the compiled {self.what} became slower than the plain one "
+                               f"({_fmt(c)} against {_fmt(p)}): it runs plainly from now on")
+
+    def _set(self, choice, why):
+        if choice != self.choice:
+            self._changed = why
+        self.choice, self.reason = choice, why
+
+    @staticmethod
+    def _median(xs):
+        return statistics.median(xs) if xs else None
+
+    # -- what the user is told -------------------------------------------------------------------
+    def saved_seconds(self) -> float | None:
+        """Sum over compiled runs of (plain median - that run), minus every compile: None until
+        the plain code was timed."""
+        p = self._median(self.plain)
+        if p is None:
+            return None
+        return self.compiled_runs * p - self.compiled_total - self.compile_seconds
+
+    def verdict(self) -> Verdict:
+        p, c = self._median(self.plain), self._median(self.compiled)
+        v = Verdict(path=self._last_path, choice=self.choice or "measuring", why=self.reason,
+                    headline="", plain_seconds=p, compiled_seconds=c,
+                    plain_spread=[min(self.plain), max(self.plain)] if self.plain else None,
+                    compiled_spread=[min(self.compiled), max(self.compiled)] if self.compiled else None,
+                    compile_seconds=self.compile_seconds, saved_seconds=self.saved_seconds(),
+                    runs={"plain": self.plain_runs, "compiled": self.compiled_runs},
+                    changed=self._changed)
+        plain_word = f"plain {self.what}"
+        if p is not None and c is not None:
+            noise = (p - min(self.plain)) + (c - min(self.compiled))
+            if max(p, c) < RESOLUTION_SECONDS:
+                v.note = "too short to measure"
+            elif abs(p - c) <= noise:
+                v.note = "within noise"
+            else:
+                v.ratio = p / c
+        if not self.has_compiled:
+            v.choice = self.choice or "plain"
+            v.why = v.why or (f"the {self.what} runs plainly until its runs have cost what compiling "
+                              f"it is expected to ({_fmt(self.plain_total)} of ~{_fmt(self.compile_estimate)})")
+            v.label = "ran plainly (not compiled yet: compiling would not pay off so far)"
+        elif v.ratio is not None:
+            v.label = f"{'faster' if v.ratio >= 1 else 'slower'} than the {plain_word}"
+        elif v.note == "too short to measure":
+            v.label = f"too short to measure (both under {_fmt(RESOLUTION_SECONDS)})"
+        elif v.note == "within noise":
+            v.label = f"same speed as the {plain_word} (within noise)"
+        else:
+            v.label = f"not compared with the {plain_word} yet"
+        if self.choice is None and self.has_compiled:
+            n = min(len(self.plain), len(self.compiled))
+            v.note = (v.note + "; " if v.note else "") + f"measuring, {n} of {PROBES} runs each"
+            v.why = v.why or f"timing the plain and the compiled {self.what} on these inputs"
+        if self.choice == "plain" and self.has_compiled:
+            v.label += " · runs plainly"
+        v.headline = f"{fmt_ratio(v.ratio)} {v.label}" if v.ratio is not None else v.label
+        return v

@@ -1,0 +1,112 @@
+"""The one decision (nbaccel/compiler/decision.py): plain or compiled from measured runs of the
+user's own code, and the verdict's arithmetic. Times are given, not measured."""
+import pytest
+
+from nbaccel.compiler.decision import (COMPILE_ESTIMATE, PROBES, RESOLUTION_SECONDS, Decision,
+                                       fmt_ratio)
+
+
+def run(d, plain, compiled, compile_seconds=0.02, n=20):
+    """Drive ``d`` for ``n`` runs with fixed plain/compiled times; the first compiled run compiles."""
+    paths = []
+    for _ in range(n):
+        path = d.next_path()
+        paths.append(path)
+        if path == "plain":
+            d.record("plain", plain)
+        else:
+            c = compile_seconds if not d.has_compiled else 0.0
+            d.record("compiled", compiled + c, compile_seconds=c)
+    return paths
+
+
+def test_a_cell_runs_plainly_until_its_runs_have_cost_a_compile():
+    d = Decision(first="plain", compile_estimate=0.010)
+    paths = run(d, plain=0.003, compiled=0.001, n=5)
+    # 3 + 3 + 3 ms < 10 ms: plain; after the 4th (12 ms) it compiles
+    assert paths[:4] == ["plain"] * 4 and paths[4] == "compiled"
+
+
+def test_a_tiny_cell_never_compiles():
+    d = Decision(first="plain")
+    paths = run(d, plain=2e-6, compiled=1e-6, n=200)
+    assert set(paths) == {"plain"}
+    v = d.verdict()
+    assert v.path == v.choice == "plain" and "not compiled yet" in v.headline
+    assert v.saved_seconds == 0.0 and v.compile_seconds == 0.0        # nothing paid, nothing saved
+
+
+def test_first_compiled_compiles_at_once_then_measures_and_decides():
+    d = Decision(first="compiled")
+    paths = run(d, plain=0.010, compiled=0.002, n=12)
+    assert paths[0] == "compiled"
+    assert paths.count("plain") == PROBES           # only the probes ran plainly
+    assert d.choice == "compiled" and paths[-1] == "compiled"
+    v = d.verdict()
+    assert v.ratio == pytest.approx(5.0) and v.headline == "5.00× faster than the plain cell"
+    assert v.plain_seconds == 0.010 and v.compiled_seconds == 0.002
+
+
+def test_slower_compiled_code_runs_plainly_and_says_so():
+    d = Decision(first="compiled", what="function")
+    run(d, plain=0.001, compiled=0.004, n=12)
+    assert d.choice == "plain" and d.next_path() == "plain"
+    v = d.verdict()
+    assert v.ratio == pytest.approx(0.25) and "slower than the plain function" in v.headline
+    assert "runs plainly" in v.headline and "runs plainly" in v.why
+
+
+def test_the_choice_flips_when_the_compiled_side_falls_behind_and_the_run_says_why():
+    d = Decision(first="compiled")
+    run(d, plain=0.010, compiled=0.002, n=10)
+    assert d.choice == "compiled"
+    changed = None
+    for _ in range(10):
+        d.record("compiled", 0.02)
+        changed = changed or d.verdict().changed
+    assert d.choice == "plain" and "became slower" in changed
+    assert d.verdict().changed is None or d.verdict().changed == changed
+
+
+def test_within_noise_and_too_short_have_no_ratio():
+    d = Decision(first="compiled")
+    for p, c in ((1.00e-3, 1.02e-3), (1.10e-3, 0.95e-3), (0.95e-3, 1.08e-3), (1.0e-3, 1.0e-3)):
+        d.record("compiled", c)
+        d.record("plain", p)
+    v = d.verdict()
+    assert v.ratio is None and v.note.startswith("within noise") and "same speed" in v.headline
+    d = Decision(first="compiled")
+    run(d, plain=5e-6, compiled=2e-6, compile_seconds=0.0, n=12)
+    v = d.verdict()
+    assert max(v.plain_seconds, v.compiled_seconds) < RESOLUTION_SECONDS
+    assert v.ratio is None and v.note.startswith("too short to measure")
+
+
+def test_too_short_is_only_for_runs_under_the_resolution():
+    d = Decision(first="compiled")
+    run(d, plain=0.060, compiled=0.049, compile_seconds=0.0, n=12)
+    assert d.verdict().ratio == pytest.approx(0.060 / 0.049)
+
+
+def test_time_saved_is_measured_runs_minus_compiles_and_never_more_than_the_plain_time():
+    d = Decision(first="compiled")
+    run(d, plain=0.010, compiled=0.002, compile_seconds=0.030, n=20)
+    v = d.verdict()
+    n = v.runs["compiled"]
+    assert v.saved_seconds == pytest.approx(n * 0.010 - n * 0.002 - 0.030)
+    # what was saved is at most what the compiled runs would have cost plainly
+    assert v.saved_seconds <= n * v.plain_seconds
+    assert v.compile_seconds == pytest.approx(0.030)
+
+
+def test_a_failed_compile_runs_plainly():
+    d = Decision(first="compiled")
+    d.compile_failed("too many graph breaks")
+    assert d.next_path() == "plain" and d.verdict().why == "too many graph breaks"
+
+
+def test_the_default_compile_estimate_and_formatting():
+    assert Decision().compile_estimate == COMPILE_ESTIMATE
+    assert fmt_ratio(12.34) == "12.3×" and fmt_ratio(0.043) == "0.043×" and fmt_ratio(1.5) == "1.50×"
+    with pytest.raises(ValueError):
+        Decision(first="eager")
