@@ -114,6 +114,15 @@ def test_pad_modes_fuse_into_one_kernel():
     check(lambda a: np.pad(a, 2, mode="wrap")[1:-1, ::-1] - 1, x)
 
 
+@pytest.mark.parametrize("mode", ["maximum", "minimum", "mean"])
+@pytest.mark.parametrize("stat_length", [None, 2, ((1, 2), (3, 1))])
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_pad_statistic_modes(mode, stat_length, dtype):
+    x = sample((3, 4), dtype)
+    kw = {} if stat_length is None else {"stat_length": stat_length}
+    check(lambda a: np.pad(a, ((2, 1), (0, 3)), mode=mode, **kw), x)
+
+
 def test_pad_of_empty_axes():
     x = np.zeros((0, 3), np.float32)
     check(lambda a: np.pad(a, 1, constant_values=2), x)

@@ -167,6 +167,12 @@ def _pad_front(array, pad_width, mode="constant", **kwargs):
             if lo or hi:
                 x = _fn("take")(x, np.pad(np.arange(x.shape[d]), (lo, hi), mode), axis=d)
         return x
+    if mode in _STATS:
+        if set(kwargs) - {"stat_length"}:
+            raise ValueError(f"unsupported keyword arguments for mode '{mode}': {set(kwargs) - {'stat_length'}}")
+        return _pad_stat(x, widths, mode, kwargs.get("stat_length"))
+    if mode == "empty":         # NumPy leaves the border uninitialised: any value is right
+        mode, kwargs = "constant", {}
     if mode != "constant":
         raise NotImplementedError(f"pad: mode {mode!r} is not supported")
     if set(kwargs) - {"constant_values"}:
@@ -192,6 +198,35 @@ def _pad_front(array, pad_width, mode="constant", **kwargs):
             x = _fn("full")(shape, v, dtype=x.dtype)
         else:
             x = apply(pad, (x,), {"widths": w, "mode": "constant", "value": v})
+    return x
+
+
+_STATS = {"maximum": "amax", "minimum": "amin", "mean": "mean"}
+
+
+def _pad_stat(x, widths, mode, stat_length):
+    """np.pad's statistic modes, axis by axis as NumPy does them (each axis's statistic is
+    taken over the array padded along the earlier axes): the border is the statistic of the
+    first / last ``stat_length`` elements, rounded for integer arrays, then concatenated."""
+    lengths = _pairs(stat_length, x.ndim, "stat_length") if stat_length is not None else None
+    for d, (lo, hi) in enumerate(widths):
+        if not (lo or hi):
+            continue
+        n = x.shape[d]
+        if n == 0:
+            raise ValueError(f"can't extend empty axis using modes other than 'constant' or 'empty'")
+        parts = []
+        for side, w in ((0, lo), (1, hi)):
+            k = n if lengths is None else max(1, min(lengths[d][side], n)) if lengths[d][side] else 0
+            if k == 0:
+                raise ValueError("stat_length of 0 yields no value for padding")
+            chunk = x[(slice(None),) * d + ((slice(0, k),) if side == 0 else (slice(n - k, n),))]
+            stat = _fn(_STATS[mode])(chunk, axis=d, keepdims=True)
+            if x.dtype.kind in "iu" and stat.dtype != x.dtype:
+                stat = _fn("round")(stat)
+            shape = tuple(w if a == d else s for a, s in enumerate(x.shape))
+            parts.append(_fn("broadcast_to")(stat.astype(x.dtype), shape))
+        x = _fn("concat")([parts[0], x, parts[1]], axis=d)
     return x
 
 
