@@ -123,6 +123,15 @@ def test_pad_statistic_modes(mode, stat_length, dtype):
     check(lambda a: np.pad(a, ((2, 1), (0, 3)), mode=mode, **kw), x)
 
 
+@pytest.mark.parametrize("mode, kw", [("median", {}), ("linear_ramp", {"end_values": (1, 5)})])
+def test_pad_other_modes_run_numpy_on_concrete_values(mode, kw):
+    x = sample((3, 4), np.float64)
+    want = np.pad(x * 2, ((1, 2), (2, 0)), mode=mode, **kw) + 1
+    cf = nb.compile(lambda a: np.pad(a * 2, ((1, 2), (2, 0)), mode=mode, **kw) + 1)
+    np.testing.assert_allclose(cf(x), want)
+    assert cf.report.graph_breaks          # NumPy ran np.pad on the concrete value
+
+
 def test_pad_of_empty_axes():
     x = np.zeros((0, 3), np.float32)
     check(lambda a: np.pad(a, 1, constant_values=2), x)

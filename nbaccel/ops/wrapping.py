@@ -173,8 +173,8 @@ def _pad_front(array, pad_width, mode="constant", **kwargs):
         return _pad_stat(x, widths, mode, kwargs.get("stat_length"))
     if mode == "empty":         # NumPy leaves the border uninitialised: any value is right
         mode, kwargs = "constant", {}
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported")
+    if mode != "constant":      # median, linear_ramp, a callable: NumPy on the concrete values
+        return as_tensor(np.pad(np.asarray(x), pad_width, mode, **kwargs))    # (a graph break)
     if set(kwargs) - {"constant_values"}:
         raise ValueError(f"unsupported keyword arguments for mode 'constant': {set(kwargs) - {'constant_values'}}")
     values = _pairs(kwargs.get("constant_values", 0), x.ndim, "constant_values",
