@@ -19,7 +19,16 @@ from . import tensor as _tensor
 __all__ = ["Node", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Function"]
 
-_state = threading.local()
+class _State(threading.local):
+    """Per-thread grad mode and, inside a grad rule, which inputs need a gradient. The class
+    attributes are each new thread's defaults: reading one is a plain attribute lookup
+    (``getattr(local, name, default)`` on a missing name costs several times more, and grad
+    mode is read by every op on a tensor that requires grad)."""
+    enabled = True
+    needs = None
+
+
+_state = _State()
 
 
 class ConsumedGraphError(RuntimeError):
@@ -27,7 +36,7 @@ class ConsumedGraphError(RuntimeError):
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 class set_grad_enabled(contextlib.ContextDecorator):
@@ -58,7 +67,7 @@ class enable_grad(set_grad_enabled):
 def needs_input_grad(i: int) -> bool:
     """Inside a grad rule: does argument ``i`` of the op need a gradient? (True outside one.)
     A rule may return None for an argument that does not, instead of computing it."""
-    needs = getattr(_state, "needs", None)
+    needs = _state.needs
     return needs is None or i >= len(needs) or needs[i]
 
 
@@ -95,7 +104,7 @@ class Node:
                 self.out.grad_fn = None
         else:
             # rules with costly per-input grads (matmul, linear) skip the ones nobody needs
-            prev = getattr(_state, "needs", None)
+            prev = _state.needs
             _state.needs = tuple(_is_tensor(a) and a.requires_grad for a in self.args)
             try:
                 grads = self.op.grad(g, self.out, *self.args, **self.params)
@@ -117,9 +126,10 @@ def _is_tensor(a):
 
 def attach(op, args, params, out):
     """Record ``out = op(*args, **params)`` on the tape."""
-    shells = tuple([a._shell() if isinstance(a, _tensor.Tensor) else a for a in args])
+    T = _tensor.Tensor
+    shells = tuple([a._shell() if isinstance(a, T) else a for a in args])
     out.requires_grad = True
-    out.grad_fn = Node(op, shells, params, out._shell())
+    out.grad_fn = Node(op, shells, params, out._shell(), None, op.name)
 
 
 def attach_custom(out, inputs, backward_fn, name="Custom"):

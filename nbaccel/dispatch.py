@@ -15,7 +15,11 @@ from .tensor import Tensor
 
 # The one tracing context: while the compiler runs a function, in-place updates of concrete
 # tensors are deferred into the trace (so they happen after the graph reads the old values).
-_trace = threading.local()
+class _Trace(threading.local):
+    graph = None      # each thread's default: no trace (a plain attribute read on the hot path)
+
+
+_trace = _Trace()
 
 
 # set by ``nbaccel.amp.autocast`` while it is on: ``AUTOCAST(op, args) -> args`` casts the
@@ -25,11 +29,11 @@ AUTOCAST = None
 
 def active_trace():
     """The graph of the compiled function being traced on this thread, or None."""
-    return getattr(_trace, "graph", None)
+    return _trace.graph
 
 
 def set_active_trace(graph):
-    prev = getattr(_trace, "graph", None)
+    prev = _trace.graph
     _trace.graph = graph
     return prev
 
@@ -57,16 +61,18 @@ def apply(op, args, params):
                 needs_grad = True
             if a._np:
                 npflag = True
+            d = a.device
             if dev is None:
-                dev = a.device
-            elif a.device is not dev and a.device != dev:   # (devices are shared objects)
+                dev = d
+            elif d is not dev and d != dev:   # (devices are shared objects)
                 raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
-                                   f"least two devices, {dev} and {a.device} (op {op.name})")
+                                   f"least two devices, {dev} and {d} (op {op.name})")
     if graph is None:
-        graph = getattr(_trace, "graph", None)   # inside a compiled function every op is captured
-    needs_grad = needs_grad and op.differentiable and autograd.is_grad_enabled()
-    if needs_grad and op.grad is None:
-        return op.decomp(*args, **params)  # differentiate through the decomposition
+        graph = _trace.graph   # inside a compiled function every op is captured
+    if needs_grad:    # (grad mode is read only when an input requires grad)
+        needs_grad = op.differentiable and autograd.is_grad_enabled()
+        if needs_grad and op.grad is None:
+            return op.decomp(*args, **params)  # differentiate through the decomposition
     if graph is not None:
         args = graph.lift_args(args)   # concrete tensors become graph inputs (also on the tape)
         out = graph.record(op, args, params)
@@ -74,10 +80,14 @@ def apply(op, args, params):
         return op.decomp(*args, **params)   # a composite defined only by its decomposition
     else:
         # a device move's result lives on its target (its input's device picks the source side)
-        target = params["device"] if op.name == "to_device" else dev or params.get("device") or cpu
+        if op.name == "to_device":
+            target = params["device"]
+        else:
+            target = dev or (params.get("device") if params else None) or cpu
         out = _eager(op, args, params, target, npflag)
     if needs_grad:
-        _refuse_complex_grad(op, out)
+        if type(out) is not Tensor or out.dtype.kind == "c":   # (one real Tensor: nothing to refuse)
+            _refuse_complex_grad(op, out)
         autograd.attach(op, args, params, out)
     return out
 
@@ -94,15 +104,26 @@ def _refuse_complex_grad(op, out):
 
 
 _INFER: dict = {}
-_MEMO_KINDS = ("unary", "binary", "ternary", "reduce")   # (ops/meta.py memoises the same kinds)
+# the kinds whose shape/dtype rules read only shapes, dtypes, flavours, scalar types and params
+# (ops/meta.py memoises the first four for tracing; movement's rules are shape arithmetic too:
+# reshape, permute, broadcast_to, concat, slicing, pad/roll/tile)
+_MEMO_KINDS = ("unary", "binary", "ternary", "reduce", "movement")
 
 
 def _infer_concrete(op, args, params):
     """``infer`` for concrete arguments, memoised on a key that is cheap to build: the op,
     each array's shape, dtype singleton and flavour, each scalar's type. (The general memo in
     ops/meta.py hashes the same facts through Python-level ``__hash__`` methods.)"""
-    if op.kind not in _MEMO_KINDS:
-        return infer(op, args, params)
+    pair = not params and len(args) == 2 and type(args[0]) is Tensor and type(args[1]) is Tensor
+    if op.kind not in _MEMO_KINDS and not (pair and op.kind == "linalg"):
+        return infer(op, args, params)   # (two plain tensors of a linalg op: matmul's shape rule)
+    if pair:
+        a, b = args      # the most common call, a binary op on two plain tensors: the same key
+        key = (op, a._data.shape, id(a.dtype), a._np, b._data.shape, id(b.dtype), b._np)
+        hit = _INFER.get(key)
+        if hit is None:
+            hit = _remember(key, infer(op, args, params))
+        return hit
     key = [op]
     for a in args:
         if isinstance(a, Tensor):
@@ -117,10 +138,14 @@ def _infer_concrete(op, args, params):
     except TypeError:                   # an unhashable param
         return infer(op, args, params)
     if hit is None:
-        hit = infer(op, args, params)
-        if len(_INFER) > 50_000:
-            _INFER.clear()
-        _INFER[key] = hit
+        hit = _remember(key, infer(op, args, params))
+    return hit
+
+
+def _remember(key, hit):
+    if len(_INFER) > 50_000:
+        _INFER.clear()
+    _INFER[key] = hit
     return hit
 
 
@@ -129,16 +154,18 @@ def _eager(op, args, params, dev, npflag):
     # only for tracers and autograd shells, which check versions)
     xs = [(a._data if a._node is None and a._saved_version is None else a._value())
           if isinstance(a, Tensor) else a for a in args]
-    _, dt = _infer_concrete(op, args, params)
-    xp = np if dev.type == "cpu" else array_module(dev)
+    dt = _infer_concrete(op, args, params)[1]
+    xp = np if dev is cpu or dev.type == "cpu" else array_module(dev)
     data = op.impl(xp, *xs, **params) if params else op.impl(xp, *xs)
     if type(data) is not np.ndarray and (not hasattr(data, "dtype") or not hasattr(data, "shape")
                                          or isinstance(data, np.generic)):
         data = xp.asarray(data)
-    if data.dtype != dt.np:
-        data = data.astype(dt.np)
+    want = dt.np
+    got = data.dtype
+    if got is not want and got != want:    # (NumPy's built-in dtypes are singletons)
+        data = data.astype(want)
     version = None
-    if op.view and len(xs) and isinstance(args[0], Tensor):
+    if op.view and xs and isinstance(args[0], Tensor):
         base = xs[0]
         if data.base is not None and (data.base is base or data.base is base.base):
             version = args[0]._version  # views share the version counter with their base

@@ -22,7 +22,10 @@ def override(func, args):
     the fronts that call it: ``linear`` and ``matmul``): an operand that is not a Tensor but
     defines ``__nbaccel_function__(self, func, args)`` (a compressed 2:4 weight, say) computes
     the call itself. Returns NotImplemented when no operand does."""
+    plain = _TENSOR_MODULE.Tensor if _TENSOR_MODULE is not None else None
     for a in args:
+        if type(a) is plain:      # (the common case, and a cheap test: a missed getattr is not)
+            continue
         f = getattr(type(a), "__nbaccel_function__", None)
         if f is not None:
             return f(a, func, args)

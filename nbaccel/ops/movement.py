@@ -82,13 +82,14 @@ reshape = defop(
 
 def _permute_front(x, axes=None, *more, **named):
     x = as_tensor(x)
+    nd = x.ndim
     axes = _by_name("permute", _leading(axes, more), named, ("axes", "dims"))
-    axes = _shape_arg(axes) if axes and axes[0] is not None else tuple(reversed(range(x.ndim)))
+    axes = _shape_arg(axes) if axes and axes[0] is not None else tuple(reversed(range(nd)))
     # negative axes count from the end (the Array API 2025.12, NumPy and PyTorch alike)
-    if (any(not -x.ndim <= a < x.ndim for a in axes)
-            or sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim))):
-        raise ValueError(f"axes {axes} don't match a tensor of dimension {x.ndim}")
-    return apply(permute, (x,), {"axes": tuple(a % x.ndim for a in axes)})
+    if (any(not -nd <= a < nd for a in axes)
+            or sorted(a % max(nd, 1) for a in axes) != list(range(nd))):
+        raise ValueError(f"axes {axes} don't match a tensor of dimension {nd}")
+    return apply(permute, (x,), {"axes": tuple(a % nd for a in axes)})
 
 
 def _inverse(axes):
@@ -236,10 +237,11 @@ def _numpy(name, fn):
 
 def _swapaxes(x, axis1, axis2):
     x = as_tensor(x)
-    axes = list(range(x.ndim))
-    a1, a2 = axis_index(axis1, x.ndim), axis_index(axis2, x.ndim)
+    nd = x.ndim
+    axes = list(range(nd))
+    a1, a2 = axis_index(axis1, nd), axis_index(axis2, nd)
     axes[a1], axes[a2] = axes[a2], axes[a1]
-    return x.permute(*axes)
+    return apply(permute, (x,), {"axes": tuple(axes)})   # (a valid permutation already)
 
 
 defalias("swapaxes", _swapaxes, numpy="swapaxes", methods=("swapaxes", "swapdims"))

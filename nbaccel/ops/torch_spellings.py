@@ -83,7 +83,7 @@ def t(input):
     x = as_tensor(input)
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return x.permute(1, 0) if x.ndim == 2 else x.reshape(tuple(x.shape))
+    return x.swapaxes(0, 1) if x.ndim == 2 else x.reshape(tuple(x.shape))
 
 
 def view_as(self, other):
