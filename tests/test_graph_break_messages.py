@@ -68,6 +68,7 @@ def test_float_in_a_compiled_function_is_named_as_float_not_item():
     ("a Python scalar is needed (an index)", "a Python int"),
     ("a Python list is needed (.tolist())", "instead of .tolist()"),
     ("ndarray.itemsize has no op: NumPy runs it on the concrete value", "move .itemsize"),
+    ("ndarray.item has no op: NumPy runs it on the concrete value", "instead of .item()"),
     ("fft.rfft has no op: NumPy computes it on the concrete value", "np.fft.rfft"),
     ("print is outside NumPy's namespace: it receives NumPy values", "print outside"),
     ("np.median is not in the op table (no-op fallback): NumPy runs it on concrete values", "op table"),

@@ -68,6 +68,7 @@ _FIXES = [
      "an array used as a Python int (range(n), a shape, an index) needs its value: pass a Python "
      "int computed outside the compiled code, or index with the array itself"),
     (r"a Python list is needed", f"keep the array instead of .tolist(); call .tolist() {_AFTER}"),
+    (r"^ndarray\.(item) has no op", None),         # (a scalar asked of NumPy's own method)
     (r"^ndarray\.(\w+) has no op",
      "nothing to change for correctness (NumPy runs .{0} on the value); to keep one graph, use an "
      "op from docs/supported-ops.md or move .{0} " + _AFTER),
@@ -96,7 +97,10 @@ def _fix_for(reason: str, line: str = "") -> str:
     for pattern, fix in _FIXES:
         m = re.search(pattern, reason)
         if m:
-            return _scalar_fix(m.group(1), line) if fix is None else fix.format(*m.groups())
+            if fix is None:
+                construct = m.group(1)
+                return _scalar_fix(construct if construct.endswith(")") else f".{construct}()", line)
+            return fix.format(*m.groups())
     return ""
 
 
