@@ -13,7 +13,8 @@ with one thread count; PyTorch runs in a worker process (bench/peer_worker.py).
 
 Letters a-i are the compiler workloads; the kernel and contract benchmarks have names:
 attention, quant, sparse, cells, cache_reliability, and step, small_cells, export, func,
-gpu_check, plain (the plain-process column), eager (op dispatch and small training
+gpu_check, plain (the plain-process column), first_run and headline (a notebook under
+%%compile against plain; cell headlines against run_cell), eager (op dispatch and small training
 steps against PyTorch eager) once their modules exist (each also runs
 alone as ``python -m bench.<name>``).
 
@@ -36,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # name here.
 SUITES = ("attention", "quant", "sparse", "cells", "cache_reliability",
           "step", "small_cells", "export", "func", "gpu_check", "plain", "conv", "sweep", "dask_cluster",
-          "distributed_ckpt", "rnn", "eager")
+          "distributed_ckpt", "rnn", "eager", "first_run", "headline")
 DEFAULT_ONLY = "abcdefghi," + ",".join(SUITES)
 
 

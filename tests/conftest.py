@@ -42,6 +42,18 @@ def _restore_config():
     nbaccel.compiler.config.update(saved)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cells_compile_on_their_first_run():
+    """A %%compile cell's first run is plain by default (compiler/decision.py: it compiles once
+    its plain runs have cost what compiling would). A plain run is the plain cell: the contract
+    holds by construction. The suite tests the compiled path, so its cells compile on their
+    first run, as ``%%compile --now`` does; the tests of the default policy set it themselves
+    (tests/test_cheap_path.py, tests/test_decision.py)."""
+    import nbaccel
+    nbaccel.config["cell_first_run"] = "compiled"
+    yield
+
+
 @pytest.fixture
 def not_strict(monkeypatch):
     """nb.config["strict"] off for one test: what a user sees, the eager fallback and the

@@ -312,3 +312,24 @@ def test_eager_suite_ops_agree_and_render():
     md = eager.markdown(res)
     assert "1.50x (1.40-1.60, spread 13%)" in md and "| softmax | 10.0 |" in md
     assert res["targets"]["GPT step"]["met"] and "eager" in run.SUITES
+
+
+def test_first_run_and_headline_suites_render_their_figures():
+    from bench import first_run, headline
+    assert "first_run" in run.SUITES and "headline" in run.SUITES
+    assert first_run._plain_cell("%%compile --now\ny = x + 1\n%nbaccel status\n") == "y = x + 1\n"
+    assert first_run._plain_cell("%load_ext nbaccel\n") is None
+    cells = first_run.notebook_cells("01-quickstart")
+    assert cells and not any(line.lstrip().startswith("%") for c in cells for line in c.splitlines())
+    t = {"median": 1.0, "min": 0.9, "max": 1.2}
+    nb = {"cells": 3, "rounds": 3, "plain1": t, "plain2": t, "comp1": dict(t, median=1.1), "comp2": t,
+          "first_ratio": 1.1, "second_ratio": 1.0}
+    md = first_run.markdown({"policy": "plain", "notebooks": {"01": nb},
+                             "total": {"first_ratio": 1.1, "second_ratio": 1.0, "plain1": 1.0, "comp1": 1.1,
+                                       "plain2": 1.0, "comp2": 1.0}})
+    assert "| 01 | 3 |" in md and "**1.10×**" in md and "<= 1.25x" in md
+    cell = {"cell": "life", "n": 256, "plain_median": 2e-3, "compiled_median": 1e-3, "outside_ratio": 2.0,
+            "outside_spread": [1.5, 2.5], "headline": "2.20× faster than the plain cell", "agreement": 1.1,
+            "kernels": 1}
+    md = headline.markdown({"rounds": 5, "cells": [cell]})
+    assert "| life 256² | 2.00 ms | 1.00 ms | 2.00× (1.50–2.50) | 2.20× faster than the plain cell | 1.10 | 1 |" in md

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 PROBES = 3                  # steady runs of each side before the decision
 WINDOW = 9                  # recent runs of each side kept for the medians
@@ -74,7 +74,10 @@ class Verdict:
     changed: str | None = None        # set on the run where the choice changed: why
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # (by hand: dataclasses.asdict deep-copies field by field, 0.15 ms on every cell run)
+        d = dict(self.__dict__)
+        d["runs"] = dict(self.runs)
+        return d
 
 
 class Decision:
