@@ -9,13 +9,12 @@ _CHOICES: dict[str, tuple] = {}
 _FLAGS = ("--dynamic", "--static", "--fullgraph", "--explain", "--verify", "-o/--output NAME")
 
 
-def help_texts(modes, backends, devices, reports) -> tuple[str, str]:
-    """The one-line lists of ``%%compile`` options and ``%nbaccel`` commands (the commands from
-    the command table, nbaccel/magics/commands.py COMMANDS)."""
+def help_texts(modes, backends, devices, reports) -> str:
+    """The one-line list of ``%%compile`` options (the ``%nbaccel`` commands are listed from
+    their table, nbaccel/magics/commands.py COMMANDS)."""
     _CHOICES.update({"--mode": tuple(modes), "--backend": tuple(backends), "--device": tuple(devices),
                      "--report": tuple(reports)})
-    from .commands import commands_help       # (commands imports this module)
-    return options_help(), commands_help()
+    return options_help()
 
 
 def options_help() -> str:
