@@ -75,6 +75,14 @@ def check(cf, plain, x):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
 
 
+@pytest.fixture(autouse=True)
+def _compiled_calls_only(monkeypatch):
+    """These tests are about guards and replays: every call takes the compiled path (whether a
+    call runs the plain function instead is the function's decision, tested below and in
+    tests/test_decision.py)."""
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+
+
 @pytest.fixture
 def x():
     return np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
@@ -270,25 +278,30 @@ def test_shapes_dtypes_and_scalars_are_part_of_the_key():
     assert cf.stats["compiles"] <= 5
 
 
-def test_plain_or_compiled_is_measured_and_the_output_type_is_kept(x):
+def test_plain_or_compiled_is_measured_and_the_output_type_is_kept(x, monkeypatch):
     """A tiny function: after the measurement it may run plainly; every call still returns the
     plain function's type and values, and the report's headline is against the plain run."""
+    monkeypatch.setitem(nb.config, "decide_functions", True)
     cf = nb.compile(f_global, backend="numpy")
     for _ in range(12):
         check(cf, f_global, x)
     rep = cf.report
     assert rep.baseline == "plain" and rep.plain_seconds is not None
-    assert rep.replay["state"] in ("replayed", "plain")
+    assert rep.verdict["runs"]["plain"] >= 3 and rep.verdict["choice"] in ("plain", "compiled")
     assert "vs plain" in rep.summary() or rep.speedup_note
 
 
-def test_nbaccel_functions_on_numpy_inputs_keep_returning_numpy(x):
+def test_nbaccel_functions_on_numpy_inputs_keep_returning_numpy(x, monkeypatch):
+    monkeypatch.setitem(nb.config, "decide_functions", True)
+
     def f(t):
         return nb.tanh(nb.asarray(t)) * 2     # plainly a Tensor; compiled: NumPy in, NumPy out
 
     cf = nb.compile(f, backend="numpy")
     outs = [cf(x) for _ in range(10)]
-    assert len({type(o) for o in outs}) == 1
+    assert {type(o) for o in outs} == {np.ndarray}
+    np.testing.assert_allclose(outs[-1], np.tanh(x) * 2, rtol=1e-6)
+    assert cf.report.verdict["choice"] == "compiled" and "stays compiled" in cf.report.verdict["why"]
 
 
 def test_guard_failure_then_replay_again(x):

@@ -8,6 +8,13 @@ import nbaccel.nn.functional as F
 from nbaccel import nn
 
 
+@pytest.fixture(autouse=True)
+def _compiled_calls_only(monkeypatch):
+    """These tests are about replaying the step: every call takes the compiled path (whether a
+    call runs the plain step instead is the decision's business: tests/test_function_decisions.py)."""
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+
+
 def _data(seed=0, n=16, d_in=8, d_out=4):
     rng = np.random.default_rng(seed)
     return (nb.asarray(rng.standard_normal((n, d_in), dtype=np.float32)),
@@ -404,3 +411,20 @@ def test_in_place_updates_of_arguments_replay_like_eager():
         v = t._version[0]
         assert inc(t) is t and t._version[0] == v + 1
     np.testing.assert_array_equal(t.numpy(), 3)
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_state_made_inside_a_traced_step_is_one_array_per_parameter(mode):
+    """Adam's per-parameter step counts are made inside the first (traced) step as equal
+    `zeros(())` values, which the compiler merges: each parameter still gets its own array, so the
+    same step run eagerly afterwards counts each once (it counted 4x: a silent wrong update)."""
+    (m1, o1, eager, _), (m2, o2, step, _) = _pair("Adam", lr=1e-2)
+    cf = nb.compile(step, mode=mode, backend="numpy")
+    x, y = _data()
+    np.testing.assert_array_equal(eager(x, y).numpy(), cf(x, y).numpy())
+    steps = [st["step"] for st in o2.state.values()]
+    assert len({st._data.__array_interface__["data"][0] for st in steps}) == len(steps)
+    for i in range(3):                     # the same step, plainly, after the traced one
+        np.testing.assert_array_equal(eager(x, y).numpy(), step(x, y).numpy(), err_msg=f"step {i}")
+    assert [float(st) for st in steps] == [4.0] * len(steps)
+    _same(m1, m2)

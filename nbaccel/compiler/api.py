@@ -26,6 +26,7 @@ from .guarded import GuardedReplays, call_key
 from .read_recorder import ReadRecorder
 from . import cache, cheap_path, jit_split
 from .report import CompileReport
+from .decision import Decision, output_signature
 from .config import config  # noqa: F401 - the settings dict; nbaccel.config is the same one
 from . import train_step
 from .. import nn
@@ -116,6 +117,8 @@ class CompiledFunction:
         self.eager_only = False
         self.recompile_limit = None
         self._replays = {}
+        self._decisions: dict = {}     # argument signature -> Decision (plain or compiled)
+        self._last_decision = None
         self._guarded = GuardedReplays(self)
         self._in_cell = False          # a %%compile cell: the magic runs the cell plainly itself
         self._first_call_seconds = None
@@ -132,6 +135,71 @@ class CompiledFunction:
         self.stats["calls"] += 1
         if self.backend == "eager" or self.eager_only:
             return self.fn(*args, **kwargs)
+        d = self._decision(args, kwargs)
+        if d is None:
+            return self._call_compiled(args, kwargs)
+        if d.next_path() == "plain":
+            t0 = time.perf_counter()
+            out = self.fn(*args, **kwargs)
+            d.record("plain", time.perf_counter() - t0)
+            if d.out_signature is not None and output_signature(out) != d.out_signature:
+                # NumPy in, nbaccel out: the compiled function hands NumPy back (as a %%compile
+                # cell does), so this result is handed back the same way, and it stays compiled
+                out = _numpy_like(out)
+                d.keep_compiled("the plain function returns nbaccel tensors for NumPy inputs; "
+                                "compiled it returns NumPy: it stays compiled")
+            self._last_decision = d
+            return out
+        t0 = time.perf_counter()
+        before = self._report
+        out = self._call_compiled(args, kwargs)
+        seconds = time.perf_counter() - t0
+        rep = self._report
+        compiling = rep.compile_seconds if rep is not None and rep is not before and rep.cache != "hit" else 0.0
+        d.record("compiled", seconds, compiling, steady=not self.pending())
+        if d.out_signature is None:
+            d.out_signature = output_signature(out)
+            why = self._plain_cannot_stand_in(args, kwargs)
+            if why is not None:
+                d.keep_compiled(why)
+        self._last_decision = d
+        return out
+
+    def _plain_cannot_stand_in(self, args, kwargs):
+        """Why calling the plain function is not what these calls are, or None. On nbaccel
+        tensors it is the same code run eagerly. On NumPy arrays the compiled function sees
+        tensors: the plain function is the same only where its trace was plain NumPy work,
+        NumPy in and NumPy out (a replay entry that says so); a layer or a training step would
+        refuse the raw arrays."""
+        ck = call_key(args, kwargs)
+        if ck is None or not any(type(x) is np.ndarray for x in ck[1]):
+            return None
+        entry = self._guarded.entries.get(ck[0])
+        if entry is not None and entry.numpy_io:
+            return None
+        return ("it takes NumPy arrays where its code needs tensors (or its calls cannot replay): "
+                "the compiled function is the only one that runs")
+
+    def _decision(self, args, kwargs):
+        """This call's plain-or-compiled decision (decision.py), per argument signature; None
+        where the plain function is not run in its place: a %%compile cell (the magic decides),
+        a call inside another trace, arguments that are not plain data (tracers, objects), or
+        ``mode="max-autotune"`` (kernels asked for by name)."""
+        if self._in_cell or self.mode == "max-autotune" or not config["decide_functions"] \
+                or active_trace() is not None:
+            return None
+        ck = call_key(args, kwargs)
+        if ck is None:
+            return None
+        d = self._decisions.get(ck[0])
+        if d is None:
+            if len(self._decisions) >= 64:
+                self._decisions.pop(next(iter(self._decisions)))
+            d = self._decisions[ck[0]] = Decision(first="compiled", what="function")
+            d.out_signature = None
+        return d
+
+    def _call_compiled(self, args, kwargs):
         guard_key = recorder = env = None
         if self.mode == "default" and config["guarded_replay"] and active_trace() is None:
             # a %%compile cell's function takes its other inputs last, in one object (magics)
@@ -145,7 +213,7 @@ class CompiledFunction:
                     self.stats["replays"] = self.stats.get("replays", 0) + 1
                     self.last_undo = None
                     out = entry.run(self, args, kwargs, gleaves)
-                    if entry.reported is None or entry.reported != entry.choice:
+                    if not entry.reported:
                         self._note_replay(entry)
                     return out
                 recorder = self._guarded.recorder()
@@ -241,14 +309,9 @@ class CompiledFunction:
         rep = self._report
         if rep is None:
             return
-        entry.reported = entry.choice
-        t = entry.timings()
-        if t is not None:
-            rep.set_plain(*t, entry.choice)
+        entry.reported = True
         rep.cache = "hit"
         rep.replay = self._guarded.state(entry)
-        if entry.choice == "plain":
-            rep.path, rep.path_reason = "plain", rep.replay["reason"]
 
     @staticmethod
     def _settle_failed(session, exc):
@@ -347,6 +410,9 @@ class CompiledFunction:
         rep = self._report
         if rep is not None:
             rep.stats = dict(self.stats)       # replayed calls since the trace count too
+            d = getattr(self, "_last_decision", None)
+            if d is not None:                  # the headline: against the plain function
+                rep.set_verdict(d.verdict())
             rep.measure_eager()
         return rep
 
@@ -362,6 +428,8 @@ class CompiledFunction:
 
     def reset(self):
         self._replays = {}
+        self._decisions: dict = {}     # argument signature -> Decision (plain or compiled)
+        self._last_decision = None
         self._guarded = GuardedReplays(self)
         self.cache = GraphCache(self)
         self.stats = Stats()
@@ -377,6 +445,19 @@ class CompiledFunction:
 
     def __repr__(self):
         return f"<nbaccel compiled {self.name} (backend={self.backend}, mode={self.mode})>"
+
+
+def _numpy_like(out):
+    """A plain result with its tensors as NumPy values (what the compiled call returns for NumPy
+    inputs)."""
+    if isinstance(out, Tensor):
+        a = np.asarray(out.detach()._value())
+        return a[()] if a.ndim == 0 else a
+    if type(out) in (tuple, list):
+        return type(out)(_numpy_like(o) for o in out)
+    if type(out) is dict:
+        return {k: _numpy_like(v) for k, v in out.items()}
+    return out
 
 
 def _to_output(session, t, numpy_out):

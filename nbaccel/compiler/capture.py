@@ -425,6 +425,7 @@ class TraceSession(ViewTracking):
             arrays = self.runner.run_segment(self, g, live) if outs else []
         finally:
             set_active_trace(prev)
+        arrays = _unshared(arrays)
         concrete = {}
         for n, a in zip(outs, arrays):
             holders = [t for t in live if t._node is n]
@@ -490,6 +491,31 @@ class TraceSession(ViewTracking):
             t.grad_fn = c.grad_fn
             t.requires_grad = c.requires_grad
 
+
+
+def _unshared(arrays):
+    """The segment's outputs with no two of them one buffer. The compiler merges equal values
+    (each parameter's `zeros(())` step count, made separately by the code, is one value to the
+    graph) and hands the same array back for each: the tensors the code made separately must
+    stay separate arrays, or an in-place update of one changes the others."""
+    seen = set()
+    out = list(arrays)
+    for i, a in enumerate(out):
+        if getattr(a, "ndim", None) is None:
+            continue
+        key = (_address(a), a.shape, a.strides, str(a.dtype))
+        if key in seen:
+            out[i] = a.copy()
+        else:
+            seen.add(key)
+    return out
+
+
+def _address(a):
+    iface = getattr(a, "__array_interface__", None)
+    if iface is not None:
+        return iface["data"][0]
+    return getattr(getattr(a, "data", None), "ptr", id(a))      # a CuPy array
 
 
 def _copy_into(dst, src):

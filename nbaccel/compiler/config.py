@@ -132,6 +132,9 @@ config = Settings({
     # a %%compile cell's first run on a kind of input (decision.py, docs/cheap-path.md):
     # "compiled" compiles at once; "plain" runs plainly until compiling can pay off
     "cell_first_run": "compiled",
+    # nb.compile'd functions and training steps: their calls are timed against the plain
+    # function on the same arguments and the faster one runs (decision.py); False: always compiled
+    "decide_functions": True,
     # the cheap path (cheap_path.py, docs/cheap-path.md)
     "cheap_enabled": True,           # False: never take a cheap path (every cell compiles at once)
     "cheap_functions": False,        # also for nb.compile'd functions (default: %%compile cells only)

@@ -80,6 +80,18 @@ class Verdict:
         return d
 
 
+def output_signature(out):
+    """The types, shapes and dtypes of a result: a plain run whose result differs from the
+    compiled runs' cannot stand in for them."""
+    if isinstance(out, (tuple, list)):
+        return (type(out), tuple(output_signature(o) for o in out))
+    if isinstance(out, dict):
+        return (dict, tuple((k, output_signature(v)) for k, v in out.items()))
+    if hasattr(out, "shape") and hasattr(out, "dtype"):
+        return (type(out), tuple(out.shape), str(out.dtype))
+    return (type(out),)
+
+
 class Decision:
     """Plain or compiled for one piece of user code on one kind of input (see the module doc)."""
 
@@ -121,6 +133,12 @@ class Decision:
         """The compiled path cannot run this code (a capture error, too many graph breaks): it
         runs plainly from now on."""
         self._set("plain", why)
+
+    def keep_compiled(self, why: str):
+        """The plain code cannot stand in for the compiled runs (it returns other types): the
+        compiled runs go on, unmeasured against it."""
+        self._set("compiled", why)
+        self.plain.clear()
 
     # -- what a run took ------------------------------------------------------------------------
     def record(self, path: str, seconds: float, compile_seconds: float = 0.0, steady: bool = True):

@@ -8,15 +8,10 @@ every read of the code could be guarded (:mod:`readset`), the call's program is 
 :class:`ReplayEntry`. A later call with the same key checks the entry's guards and runs the
 program directly: no Python of the user's function runs.
 
-Plain or compiled is then decided by measurement, per key: while an entry is young, calls
-with NumPy inputs alternate between the replay and the plain function (each call still runs
-exactly once), and after :data:`PROBES` timings of each the faster one runs from then on.
-Those same timings are the report's headline: the user's plain function against the compiled
-run, both warm, measured the same way.
+Whether a call runs plain or compiled at all is the function's decision (decision.py), made
+in ``CompiledFunction.__call__`` per argument signature: a replay is one of its compiled runs.
 """
 from __future__ import annotations
-
-import time
 
 import numpy as np
 
@@ -27,7 +22,6 @@ from .readset import Unguardable, analyse, describe, guard_array_values
 from .entries import compile_for_outputs
 from .replay import record
 
-PROBES = 3              # timings of each side before plain-or-compiled is decided
 MAX_ENTRIES = 32        # replay entries kept per function (one per argument signature)
 ATTEMPTS = 3            # traces that may fail to record before the function stops trying
 
@@ -87,12 +81,8 @@ class ReplayEntry:
         # the nn.Modules / Optimizers reached (train_step.Snapshot): the objects are fixed (the
         # read guards hold them), their parameters, buffers and flags are keyed on every call
         self.snapshot = snapshot
-        self.numpy_io = numpy_io                # NumPy in, NumPy out: the plain function is comparable
-        self.plain: list[float] = []
-        self.compiled: list[float] = []
-        self.choice = None if numpy_io else "compiled"   # None while measuring
-        self.out_signature = None
-        self.reported = None                    # the choice the report last showed
+        self.numpy_io = numpy_io                # NumPy in, NumPy out
+        self.reported = False                   # the report shows this entry's replay state
 
     def failing_guard(self, env=None):
         g = self.reads.failing(env)
@@ -103,47 +93,7 @@ class ReplayEntry:
         return None
 
     def run(self, cf, args, kwargs, leaves):
-        if self.choice == "plain":
-            return cf.fn(*args, **kwargs)
-        if self.choice == "compiled":
-            return self.replay.run(leaves)
-        if self.replay.prog.pending():          # numba still compiling: time its kernels, not these
-            return self.replay.run(leaves)
-        # measuring: alternate, the replay first
-        if len(self.compiled) <= len(self.plain):
-            t0 = time.perf_counter()
-            out = self.replay.run(leaves)
-            self.compiled.append(time.perf_counter() - t0)
-            if self.out_signature is None:
-                self.out_signature = _signature(out)
-        else:
-            t0 = time.perf_counter()
-            out = cf.fn(*args, **kwargs)
-            self.plain.append(time.perf_counter() - t0)
-            if _signature(out) != self.out_signature:    # the plain function returns other types
-                self.choice, self.plain = "compiled", []
-                return self.replay.run(leaves)
-        if len(self.plain) >= PROBES and len(self.compiled) >= PROBES:
-            self.choice = "plain" if min(self.plain) < min(self.compiled) else "compiled"
-        return out
-
-    def timings(self):
-        """(plain best, compiled best, noise) once both sides were measured, else None."""
-        if not self.plain or not self.compiled:
-            return None
-        p, c = sorted(self.plain), sorted(self.compiled)
-        noise = (p[len(p) // 2] - p[0]) + (c[len(c) // 2] - c[0])
-        return p[0], c[0], noise
-
-
-def _signature(out):
-    if isinstance(out, (tuple, list)):
-        return (type(out), tuple(_signature(o) for o in out))
-    if isinstance(out, dict):
-        return (dict, tuple((k, _signature(v)) for k, v in out.items()))
-    if isinstance(out, (np.ndarray, Tensor)):
-        return (type(out), tuple(out.shape), str(out.dtype))
-    return (type(out),)
+        return self.replay.run(leaves)
 
 
 class GuardedReplays:
@@ -164,7 +114,7 @@ class GuardedReplays:
         """The entry to replay for this call, or None (then the call traces). ``env``: a
         %%compile cell's inputs object (its values are guarded too)."""
         entry = self.entries.get(key)
-        if entry is None or entry.choice == "plain":    # running plainly is right whatever changed
+        if entry is None:
             return entry
         why = entry.failing_guard(env)
         if why is not None:
@@ -195,13 +145,7 @@ class GuardedReplays:
     def state(self, entry=None) -> dict:
         """What the report shows about replay: its state and why."""
         if entry is not None:
-            if entry.choice == "plain":
-                why = "the plain function measured faster at these sizes: it runs plainly"
-            elif entry.choice is None:
-                why = "replayed on guards; timing the plain function against it"
-            else:
-                why = "replayed on guards: no Python of the function runs"
-            return {"state": "plain" if entry.choice == "plain" else "replayed", "reason": why,
+            return {"state": "replayed", "reason": "replayed on guards: no Python of the function runs",
                     "guards": len(entry.reads.guards), "last_guard_failure": self.last_guard_failure}
         if self.refusal:
             return {"state": "re-traces", "reason": f"re-traces every call: {self.refusal}",
