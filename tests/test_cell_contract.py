@@ -31,6 +31,9 @@ PLAIN_BY_DESIGN = {"vectorize", "frompyfunc_apply", "error_shape", "error_after_
                    # scipy's sparse matrix @ an array made in the cell fails inside scipy
                    "scipy_sparse_ops"}
 KNOWN: dict[str, str] = {}     # cell name -> why it is expected to differ (none today)
+# cell name -> why its warnings differ (the rest of the cell is compared)
+KNOWN_WARNINGS = {"matrix_ops": "np.matrix's PendingDeprecationWarning names magics/boundary.py, "
+                                "which calls it for the cell (docs/compiler.md, floating-point warnings)"}
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +60,20 @@ def test_cell_matches_plain(shell, cell):
         pytest.xfail(KNOWN[cell.name])
     plain = harness.run(shell, cell, compiled=False)
     comp = harness.run(shell, cell, compiled=True)
+    if cell.name in KNOWN_WARNINGS:
+        plain.warnings = comp.warnings = ()
     assert harness.differences(plain, comp) == []
     if cell.name not in PLAIN_BY_DESIGN:
         assert comp.fallback is None, comp.fallback
     # the second run of the same cell (a cached entry) behaves the same, and --verify (the
     # plain cell as a shadow on copies) finds no difference either
     again = harness.run(shell, cell, compiled=True, verify=True)
+    if cell.name in KNOWN_WARNINGS:
+        again.warnings = ()
     assert harness.differences(plain, again) == []
     from nbaccel.magics import get_extension
-    assert get_extension(shell).last_verify.differences == []
+    assert [d for d in get_extension(shell).last_verify.differences
+            if not (cell.name in KNOWN_WARNINGS and d.startswith("warnings:"))] == []
 
 
 def _run(shell, setup, source):

@@ -24,6 +24,7 @@ import weakref
 
 from ..ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
 from ..tensor import NP_ARRAY_0D, Tensor, _eager, set_active_trace
+from . import fpflags
 from .views import ViewTracking, numpy_gives_array
 from .ir import Graph
 from ..devices import cpu
@@ -110,6 +111,7 @@ def user_line():
     while f is not None:
         fn = f.f_code.co_filename
         if not _is_internal(fn):
+            fpflags.note_globals(fn, f.f_globals)
             return fn, f.f_lineno
         f = f.f_back
     return None
@@ -186,6 +188,7 @@ class TraceSession(ViewTracking):
     def __init__(self, runner, fullgraph=False):
         self.runner = runner
         self.fullgraph = fullgraph
+        self.fp_entry = fpflags.current_state()    # the caller's errstate and filters (replays)
         self.names: dict[int, str] = {}           # id(concrete) -> readable input name
         self.sources: dict[int, Tensor] = {}      # id(placeholder tracer) -> concrete source
         self.materialized: dict[int, tuple] = {}  # id(tracer) -> (tracer, concrete Tensor)
@@ -297,6 +300,7 @@ class TraceSession(ViewTracking):
         node = self.graph.add(op, tuple(a._node if isinstance(a, Tensor) else a for a in args),
                               params, shape, dtype)
         node.where = user_line()
+        node.fp = fpflags.trace_state(self.graph)
         t = Tensor._tracer(node, dtype, dev, npflag)
         if op.view and args and isinstance(args[0], Tensor):
             self.view_base[id(t)] = self.view_base.get(id(args[0]), args[0])

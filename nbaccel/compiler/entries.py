@@ -4,10 +4,12 @@ from __future__ import annotations
 import time
 import warnings
 
+import numpy as np
+
 from .. import autograd
 from .. import dtypes as D
 from ..tensor import Tensor
-from . import cheap_path
+from . import cheap_path, fpflags
 from .aot import derive_backward
 from .decompose import decompose
 from .guards import all_dims, dynamic_spec, explain_miss, shape_only_diff, similarity
@@ -106,8 +108,9 @@ class Entry:
         if self._timings is None:
             self._timings = {}
         if sig not in self._timings:
-            eager = _runs(lambda: interpret(graph, inputs))
-            compiled = _runs(lambda: prog.run(inputs + consts))
+            with np.errstate(all="ignore"):     # measuring: the cell's warnings were issued
+                eager = _runs(lambda: interpret(graph, inputs))
+                compiled = _runs(lambda: prog.run(inputs + consts))
             self.eager_seconds = eager[0]
             self._timings[sig] = (eager, compiled)
         return self._timings[sig]
@@ -236,7 +239,7 @@ class GraphCache:
                 cf.eager_only = True
                 cf.stats["eager_fallbacks"] += 1
                 self.specs[id(graph)] = specs
-                out = interpret(graph, inputs)
+                out = fpflags.run(graph, inputs, lambda: interpret(graph, inputs))
                 session.events.append(_event("miss", "eager", graph, None, 0.0, 0.0, lambda: None))
                 return out
         if event == "hit":
@@ -244,8 +247,9 @@ class GraphCache:
         else:
             cf.stats["compiles"] += 1
         prog, consts, fresh = entry.program(graph)
-        arrays = entry.run_program(graph, prog, inputs + consts) if not isinstance(prog, EagerProgram) \
-            else prog.run(inputs)
+        # NumPy's floating-point warnings for the user's ops, never the kernels' (fpflags.py)
+        arrays = fpflags.run(graph, inputs, (lambda: entry.run_program(graph, prog, inputs + consts))
+                             if not isinstance(prog, EagerProgram) else (lambda: prog.run(inputs)), prog)
         self.specs[id(graph)] = specs
         # a program that failed while running was replaced by the eager one: never replay it
         sig = tuple(p.shape for p in graph.placeholders)

@@ -19,7 +19,7 @@ from .. import dtypes as D
 
 class Node:
     __slots__ = ("op", "args", "params", "shape", "dtype", "graph", "index", "name", "where",
-                 "np_flavour", "array_result", "__weakref__")
+                 "np_flavour", "array_result", "fp", "__weakref__")
 
     def __init__(self, op, args, params, shape, dtype, graph, index, name=None):
         self.op = op            # an OpDef, or None for a placeholder
@@ -33,6 +33,7 @@ class Node:
         self.where = None       # (filename, lineno) of the user's line that made it
         self.np_flavour = False  # made by NumPy's namespace with no array argument (np.arange)
         self.array_result = False  # made by a NumPy function that returns arrays (np.where)
+        self.fp = None          # the floating-point state its op ran under (fpflags.FPState)
 
     @property
     def is_placeholder(self):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
+from . import fpflags
 from .views import numpy_gives_array
 
 
@@ -56,7 +57,9 @@ class Replay:
     def run(self, leaves):
         inputs = [np.asarray(leaves[i]._data if isinstance(leaves[i], Tensor) else leaves[i])
                   if kind == "arg" else ref._data for kind, i, ref in self.plan]
-        arrays = self.prog.run(inputs + self.consts)
+        graph = getattr(self, "graph", None)
+        arrays = fpflags.run(graph, inputs, lambda: self.prog.run(inputs + self.consts), self.prog,
+                             replayed=getattr(self, "fp_entry", None))
         values = []
         for kind, v, meta in self.outs:
             if kind == "value":
@@ -118,7 +121,10 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, pr
                 prog, consts = pruned
                 remap = {i: j for j, i in enumerate(used)}
                 outs = [(kind, remap[i], m) if kind == "out" else (kind, i, m) for kind, i, m in outs]
-    return Replay(key, prog, consts, plan, outs, tree, numpy_out)
+    rp = Replay(key, prog, consts, plan, outs, tree, numpy_out)
+    rp.graph = graph             # the user's ops: their floating-point warnings (fpflags.py)
+    rp.fp_entry = getattr(session, "fp_entry", None)
+    return rp
 
 
 def output_tree(out, tensor_leaf, outs):

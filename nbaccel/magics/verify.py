@@ -9,7 +9,11 @@ from the same global random state, print options and errstate. The two runs are 
   (floating point within a tolerance set by the dtype), with the first differing element;
 * what each printed, and the trailing expression's value;
 * the exception each raised (type and message);
-* the global ``np.random`` state, print options and errstate they left.
+* the global ``np.random`` state, print options and errstate they left;
+* the warnings each issued (category, message, line), as the warning filters let them through.
+  Both runs record theirs from the same start: entering the recording empties the warning
+  registries, so under --verify a "default" warning shows on every run of the cell; the
+  compiled run's warnings are then shown to the user, the shadow's never.
 
 Differences are printed to stderr (nothing is printed when there are none) and kept as
 :class:`Verdict` in ``get_extension(shell).last_verify`` and on the report (``-o NAME``:
@@ -22,8 +26,10 @@ import ast
 import contextlib
 import copy
 import io
+import re
 import sys
 import types
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -142,11 +148,13 @@ def run(ext, run_compiled, line, cell):
     plt = sys.modules.get("matplotlib.pyplot")
     tee = _Tee(sys.stdout)
     value = exc = None
-    with contextlib.redirect_stdout(tee):
+    with contextlib.redirect_stdout(tee), warnings.catch_warnings(record=True) as c_warned:
         try:
             value = run_compiled()
         except Exception as e:           # the user's exception (or a usage error): compared below
             exc = e
+    for w in c_warned:                   # the cell's own warnings, shown as they came
+        warnings._showwarnmsg(w)
     if exc is not None and type(exc).__name__ == "UsageError":
         raise exc
     state1 = _state()
@@ -158,7 +166,8 @@ def run(ext, run_compiled, line, cell):
     shadow.update(copies)
     figs = set(plt.get_fignums()) if plt is not None else set()
     _set_state(state0)
-    p_value, p_exc, p_out = _run_plain(shell, src, shadow)
+    with warnings.catch_warnings(record=True) as p_warned:
+        p_value, p_exc, p_out = _run_plain(shell, src, shadow)
     state_plain = _state()
     _set_state(state1)
     plt = sys.modules.get("matplotlib.pyplot")
@@ -191,7 +200,11 @@ def run(ext, run_compiled, line, cell):
         if diff:
             d.append(diff)
     d += _state_diffs(state1, state_plain)
-    verdict.checked = ["names", "stdout", "exceptions", "Out", "np.random state", "print options", "errstate"]
+    c_rows, p_rows = warning_rows(c_warned), warning_rows(p_warned)
+    if c_rows != p_rows:
+        d.append(f"warnings: the plain cell issued {_rows_text(p_rows)}, the compiled cell {_rows_text(c_rows)}")
+    verdict.checked = ["names", "stdout", "exceptions", "Out", "np.random state", "print options", "errstate",
+                       "warnings"]
     ext.last_verify = verdict
     report = ext.last[1] if ext.last else None
     if report is not None:
@@ -203,6 +216,27 @@ def run(ext, run_compiled, line, cell):
     return value
 
 
+_SHADOW_FILE = "<nbaccel --verify>"
+_CELL_FILE = re.compile(r"^<ipython-input-\d+-[0-9a-f]+>$")
+
+
+def warning_rows(records):
+    """(category, message, file, line) of each warning; the cell's file (IPython's for the
+    compiled run, the shadow's own) reads ``<cell>``."""
+    out = []
+    for w in records:
+        fn = str(w.filename)
+        out.append((w.category.__name__, str(w.message),
+                    "<cell>" if fn == _SHADOW_FILE or _CELL_FILE.match(fn) else fn, w.lineno))
+    return out
+
+
+def _rows_text(rows):
+    if not rows:
+        return "none"
+    return "; ".join(f"{c} at {f}:{ln}: {_short(m, 60)}" for c, m, f, ln in rows)
+
+
 def _run_plain(shell, src, shadow):
     tree = ast.parse(src)
     last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
@@ -211,9 +245,9 @@ def _run_plain(shell, src, shadow):
     value = exc = None
     with contextlib.redirect_stdout(out):
         try:
-            exec(compile(ast.Module(body, []), "<nbaccel --verify>", "exec"), shadow)   # noqa: S102
+            exec(compile(ast.Module(body, []), _SHADOW_FILE, "exec"), shadow)   # noqa: S102
             if last is not None:
-                value = eval(compile(ast.Expression(last.value), "<nbaccel --verify>", "eval"), shadow)  # noqa: S307
+                value = eval(compile(ast.Expression(last.value), _SHADOW_FILE, "eval"), shadow)  # noqa: S307
         except Exception as e:
             exc = e
     if ends_quiet(src):

@@ -18,6 +18,7 @@ import math
 import re
 import time
 import types
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,20 @@ class Outcome:
     value: object
     seconds: float
     fallback: str | None = None   # why a %%compile run went plain (None: it ran compiled)
+    warnings: tuple = ()          # ((category, message, file, line), ...) as the filters let them through
+
+
+_CELL_FILE = re.compile(r"^<ipython-input-\d+-[0-9a-f]+>$")
+
+
+def warning_rows(records) -> tuple:
+    """The warnings a run issued, comparable between runs: IPython's file of a cell
+    (``<ipython-input-3-ab12…>``, which has the run's number) reads ``<cell>``."""
+    out = []
+    for w in records:
+        fn = "<cell>" if _CELL_FILE.match(str(w.filename)) else str(w.filename)
+        out.append((w.category.__name__, str(w.message), fn, w.lineno))
+    return tuple(out)
 
 
 def get_shell(backend="numpy"):
@@ -83,7 +98,9 @@ def run(shell, cell, compiled: bool, fresh: bool = True, verify: bool = False) -
     show = shell.showtraceback
     shell.showtraceback = lambda *a, **k: None
     try:
-        with contextlib.redirect_stdout(buf):
+        # (the filters as the caller set them; entering this empties the warning registries,
+        # so each run shows its "default" warnings afresh)
+        with contextlib.redirect_stdout(buf), warnings.catch_warnings(record=True) as caught:
             t0 = time.perf_counter()
             res = shell.run_cell(src, store_history=True)
             seconds = time.perf_counter() - t0
@@ -96,7 +113,7 @@ def run(shell, cell, compiled: bool, fresh: bool = True, verify: bool = False) -
         from nbaccel.magics import get_extension
         fallback = getattr(get_extension(shell), "last_fallback", None)
     return Outcome(dict(_user_names(shell)), _OUT_PROMPT.sub("Out[N]", buf.getvalue()), error,
-                   res.result, seconds, fallback)
+                   res.result, seconds, fallback, warning_rows(caught))
 
 
 # -- comparing ----------------------------------------------------------------------------------
@@ -191,6 +208,9 @@ def differences(plain: Outcome, comp: Outcome) -> list[str]:
     d = value_diff(plain.value, comp.value, "Out")
     if d:
         out.append(d)
+    if plain.warnings != comp.warnings:
+        out.append(f"warnings: the plain cell issued {list(plain.warnings)}, the compiled cell "
+                   f"{list(comp.warnings)}")
     return out
 
 
@@ -198,7 +218,6 @@ def assert_same_or_plain_with_reason(shell, cell):
     """The surface tables' check: the cell runs plainly and compiled (warnings silenced, as
     a table of every name triggers NumPy's own), with no difference; a compiled run that fell
     back to plain says so."""
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = run(shell, cell, compiled=False)

@@ -15,7 +15,8 @@ notebook goes on after an error) and dropped otherwise.
 
 ``check(shell, sequence)`` runs the sequence plainly from an empty namespace, then compiled
 from an empty namespace, and returns the differences after each cell (names, values, dtypes,
-types, stdout, the shown value, exceptions), as ``tests/cells/harness.py`` compares them.
+types, stdout, the shown value, exceptions, NumPy's floating-point warnings), as
+``tests/cells/harness.py`` compares them.
 """
 from __future__ import annotations
 
@@ -179,8 +180,22 @@ def call_earlier_function(r, env):
     return f"{r.choice(NAMES)} = {r.choice(fn)}({name})"
 
 
+def warn(r, env):
+    """A cell whose NumPy code warns (issue 37 item 3): log of zeros and negatives, an overflow,
+    0/0, some of it under np.errstate; the warnings are compared (category, message, line)."""
+    name = r.choice(NAMES)
+    other = _other(r, name)
+    expr = r.choice(["np.log({a})", "np.sqrt({a} - 1)", "1.0 / ({a} * 0)", "np.exp({a} * 1000.0)",
+                     "np.square({a} * 1e200) + 1", "({a} - {a}) / ({a} - {a})", "{a} ** 2 * 1e300"])
+    line = f"{other} = {expr.format(a=name)}"
+    if r.random() < 0.3:
+        line = f"with np.errstate({r.choice(['divide', 'over', 'invalid'])}='ignore'):\n    {line}"
+    return f"{name} = {_array_expr(r)}\n{line}\nprint({other}.dtype)"
+
+
 CELLS = {
     "rebind": (rebind, 4),
+    "warn": (warn, 2),
     "rebind_from_itself": (rebind_from_itself, 3),
     "augmented": (augmented, 2),
     "param_shadows_global": (param_shadows_global, 3),
@@ -193,6 +208,7 @@ CELLS = {
     "def_then_use_later": (def_then_use_later, 1),
     "call_earlier_function": (call_earlier_function, 2),
 }
+FP_WARNING = r"(divide by zero|overflow|underflow|invalid value) encountered in "
 KEEP_ERROR = 0.15       # how often a cell that raises stays in the sequence
 
 
@@ -265,7 +281,9 @@ def check(shell, seq, traced=True) -> list[str]:
     from tests.cells import harness
     saved = nbaccel.config["cheap_enabled"]
     with warnings.catch_warnings():
+        # NumPy's floating-point warnings as a notebook shows them, the rest silenced
         warnings.simplefilter("ignore")
+        warnings.filterwarnings("default", category=RuntimeWarning, message=FP_WARNING)
         plain = _run_all(shell, seq, compiled=False)
         nbaccel.config["cheap_enabled"] = not traced
         try:
