@@ -142,20 +142,21 @@ def _f(z, c):
     return z, w
 
 
-@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("backend,mode", [("numpy", "default"), ("numba", "default"),
+                                          ("numpy", "reduce-overhead")])
 @pytest.mark.parametrize("action", ["default", "always"])
-def test_compiled_function_warns_as_the_plain_function(backend, action):
+def test_compiled_function_warns_as_the_plain_function(backend, mode, action):
     if backend == "numba":
         pytest.importorskip("numba")
     x, y = np.meshgrid(np.linspace(-2, 2, 8), np.linspace(-2, 2, 8))
     z = x + 1j * y
-    cf = nb.compile(_f, backend=backend)
+    cf = nb.compile(_f, backend=backend, mode=mode)
 
     def rows(fn):
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter(action)
-            fn(z, -0.75 + 0.4j)
-            fn(z, -0.75 + 0.4j)
+            for _ in range(4):
+                fn(z, -0.75 + 0.4j)
         return [(x.category, str(x.message), x.filename, x.lineno) for x in w]
     if backend == "numba":
         cf(z, -0.75 + 0.4j)
@@ -184,3 +185,42 @@ def test_verify_names_a_warning_difference(shell, monkeypatch):
         harness.run(shell, cell, compiled=True, verify=True)
     d = get_extension(shell).last_verify.differences
     assert any(x.startswith("warnings: the plain cell issued RuntimeWarning at <cell>:2") for x in d), d
+
+
+@pytest.mark.parametrize("name", ["julia", "divide", "invalid", "int_floor_divide", "nan_cast"])
+def test_numba_tier_warns_as_plainly(shell, name):
+    """numba kernels set no warnings: their results say when to replay (docs/compiler.md)."""
+    pytest.importorskip("numba")
+    shell.run_line_magic("nbaccel", "config backend=numba")
+    try:
+        cell = _cell(name, "numba")
+        plain, comp, again = _both(shell, cell, "default")
+    finally:
+        shell.run_line_magic("nbaccel", "config backend=numpy")
+    assert plain.warnings and comp.fallback is None, comp.fallback
+    assert harness.differences(plain, comp) == []
+    assert harness.differences(plain, again) == []
+
+
+def _g(z):
+    return np.square(z) * 1e308
+
+
+@pytest.mark.parametrize("action", ["default", "always"])
+def test_replayed_function_warns_as_plainly(action, monkeypatch):
+    """mode="reduce-overhead" replays the program without tracing: the same warnings."""
+    from nbaccel.compiler import fpflags
+    replayed = []
+    run = fpflags.run
+    monkeypatch.setattr(fpflags, "run", lambda *a, **k: replayed.append(k.get("replayed")) or run(*a, **k))
+    cf = nb.compile(_g, backend="numpy", mode="reduce-overhead")
+    x = np.linspace(-2, 2, 8)
+
+    def rows(fn):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter(action)
+            for _ in range(6):
+                fn(x)
+        return [(x.category, str(x.message), x.filename, x.lineno) for x in w]
+    plain = rows(_g)
+    assert plain and rows(cf) == plain and True in replayed

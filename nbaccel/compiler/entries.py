@@ -239,7 +239,8 @@ class GraphCache:
                 cf.eager_only = True
                 cf.stats["eager_fallbacks"] += 1
                 self.specs[id(graph)] = specs
-                out = fpflags.run(graph, inputs, lambda: interpret(graph, inputs))
+                out = fpflags.run(graph, inputs, lambda: interpret(graph, inputs), None,
+                                  getattr(session, "fp_entry", None))
                 session.events.append(_event("miss", "eager", graph, None, 0.0, 0.0, lambda: None))
                 return out
         if event == "hit":
@@ -249,7 +250,8 @@ class GraphCache:
         prog, consts, fresh = entry.program(graph)
         # NumPy's floating-point warnings for the user's ops, never the kernels' (fpflags.py)
         arrays = fpflags.run(graph, inputs, (lambda: entry.run_program(graph, prog, inputs + consts))
-                             if not isinstance(prog, EagerProgram) else (lambda: prog.run(inputs)), prog)
+                             if not isinstance(prog, EagerProgram) else (lambda: prog.run(inputs)), prog,
+                             getattr(session, "fp_entry", None))
         self.specs[id(graph)] = specs
         # a program that failed while running was replaced by the eager one: never replay it
         sig = tuple(p.shape for p in graph.placeholders)

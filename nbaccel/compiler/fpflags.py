@@ -111,15 +111,15 @@ def _node_states(graph, entry):
     return [s if s is not None else now for s in states]
 
 
-def run(graph, inputs, call, prog=None, replayed=None):
+def run(graph, inputs, call, prog=None, entry=None, replayed=False):
     """``call()`` (which runs ``graph``'s program on ``inputs``) without NumPy's own
     floating-point warnings, then the user's warnings for the ops of ``graph`` that set a
-    flag. ``replayed``: the graph was traced by an earlier call (mode="reduce-overhead"), which
-    began under this state."""
+    flag. ``entry``: the state the trace began under (the caller's); ``replayed``: the graph
+    was traced by an earlier call (mode="reduce-overhead")."""
     if graph is None or not graph.nodes:
         with np.errstate(all="ignore"):
             return call()
-    states = _node_states(graph, replayed)
+    states = _node_states(graph, entry if replayed else None)
     watch = {c: "ignore" for c in _CATS}
     for st in states:
         if not st.quiet:
@@ -137,7 +137,7 @@ def run(graph, inputs, call, prog=None, replayed=None):
     if not seen and _opaque(prog):
         seen = _results_say(out)
     if seen:
-        _replay(graph, inputs, states)
+        _replay(graph, inputs, states, entry)
     return out
 
 
@@ -213,7 +213,7 @@ def a_inexact(a):
     return a.dtype.kind in "fc"
 
 
-def _replay(graph, inputs, states):
+def _replay(graph, inputs, states, entry=None):
     """Run ``graph`` op by op (the reference interpreter) and issue each op's warnings."""
     from .codegen import common
     from .views import numpy_gives_array
@@ -231,9 +231,9 @@ def _replay(graph, inputs, states):
                 with _recording(rec), np.errstate(call=st.call, **st.errs):
                     out = xp.asarray(impl(xp, *args, **n.params))
             except FloatingPointError:
-                _issue(n, st, rec)
+                _issue(n, st, rec, entry)
                 raise
-            _issue(n, st, rec)
+            _issue(n, st, rec, entry)
         if out.dtype != n.dtype.np:
             with np.errstate(all="ignore"):
                 out = out.astype(n.dtype.np)
@@ -258,13 +258,15 @@ def _recording(rec):
         warnings.filters, warnings.showwarning = filters, show
 
 
-def _issue(n, st, rec):
+def _issue(n, st, rec, entry=None):
     todo = [w for w in rec if issubclass(w[1], RuntimeWarning) and _FP_MESSAGE.match(str(w[0]))]
     if not todo:
         return
-    swap = st.filters != warnings.filters
+    # the filters of the op's time where the cell or function changed them (a catch_warnings
+    # inside); else the filters now (a swap empties the registries: "default" would repeat)
+    swap = entry is not None and not st.equals(entry) and st.filters != warnings.filters
     saved = warnings.filters
-    if swap:                    # the filters of the op's time (a catch_warnings in the cell)
+    if swap:
         warnings.filters = list(st.filters)
         warnings._filters_mutated()
     try:

@@ -59,7 +59,7 @@ class Replay:
                   if kind == "arg" else ref._data for kind, i, ref in self.plan]
         graph = getattr(self, "graph", None)
         arrays = fpflags.run(graph, inputs, lambda: self.prog.run(inputs + self.consts), self.prog,
-                             replayed=getattr(self, "fp_entry", None))
+                             getattr(self, "fp_entry", None), replayed=True)
         values = []
         for kind, v, meta in self.outs:
             if kind == "value":
