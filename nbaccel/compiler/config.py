@@ -131,7 +131,7 @@ config = Settings({
     "plain_probe": {"breaks": 8, "seconds": 0.25, "ratio": 4.0, "slack": 0.05},
     # a %%compile cell's first run on a kind of input (decision.py, docs/cheap-path.md):
     # "compiled" compiles at once; "plain" runs plainly until compiling can pay off
-    "cell_first_run": "compiled",
+    "cell_first_run": "plain",
     # nb.compile'd functions and training steps: their calls are timed against the plain
     # function on the same arguments and the faster one runs (decision.py); False: always compiled
     "decide_functions": True,

@@ -74,24 +74,23 @@ class NbaccelCommands:
         print(help_text())
 
     def _cells(self):
-        """One row per cell: its compiled versions' counts, and what its decisions measured
+        """One row per compiled cell: its counts, and what its decisions measured
         (compiler/decision.py): the latest ratio against the plain cell and the time saved,
         summed over its kinds of input. No ratio or saving is computed here."""
-        by_src: dict = {}
+        by_entry: dict = {}
         for d in getattr(self, "decisions", {}).values():
-            by_src.setdefault(d.cell, []).append(d)
+            by_entry.setdefault(d.cell, []).append(d)
         rows = {}
         for e in self.entries.values():
             if not e.reports:
                 continue
             r = e.reports[-1]
             st = e.cf.stats
-            row = rows.setdefault(e.src, {"name": r.name, "calls": 0, "compiles": 0, "recompiles": 0,
-                                          "cache_hits": 0, "tier": r.tier})
-            for k in ("compiles", "recompiles", "cache_hits"):
-                row[k] += st.get(k, 0)
-        for src, row in rows.items():
-            verdicts = [d.verdict() for d in sorted(by_src.get(src, ()), key=lambda d: d.last_used)]
+            rows[e.key] = {"name": r.name, "calls": st.get("calls", 0), "compiles": st.get("compiles", 0),
+                           "recompiles": st.get("recompiles", 0), "cache_hits": st.get("cache_hits", 0),
+                           "tier": r.tier}
+        for key, row in rows.items():
+            verdicts = [d.verdict() for d in sorted(by_entry.get(key, ()), key=lambda d: d.last_used)]
             if verdicts:
                 last = verdicts[-1]
                 row.update(calls=sum(v.runs["plain"] + v.runs["compiled"] for v in verdicts),

@@ -6,7 +6,7 @@ import re
 DEVICES = ("auto", "cpu", "cuda")
 REPORTS = ("auto", "widget", "text", "none")
 _CHOICES: dict[str, tuple] = {}
-_FLAGS = ("--dynamic", "--static", "--fullgraph", "--explain", "--verify", "-o/--output NAME")
+_FLAGS = ("--dynamic", "--static", "--fullgraph", "--explain", "--verify", "--now", "-o/--output NAME")
 
 
 def help_texts(modes, backends, devices, reports) -> str:

@@ -20,6 +20,7 @@ from .cellrun import _from_cell
 from ..compiler.config import config
 from ..compiler.decision import Decision
 from ..compiler.report import CompileReport
+from ..daskbridge import is_dask_array
 from ..tensor import Tensor
 
 _MISSING = object()
@@ -69,7 +70,13 @@ def decision_for(ext, line, cell, entry, opts) -> Decision:
                  or getattr(opts, "now", False) or opts.device == "cuda" or not config["cheap_enabled"])
         first = "compiled" if asked else config["cell_first_run"]
         d = store[key] = Decision(first=first, compile_estimate=_compile_estimate(ext))
-        d.cell = entry.src                          # (%nbaccel status groups decisions by cell)
+        if any(is_dask_array(ext.shell.user_ns.get(n)) for n in cellfunc.read_names(entry)):
+            # a Dask cell's run only builds its lazy graph: its time is not the work, and the
+            # compiled graph (one fused task per chunk) is the point (daskbridge/)
+            d.first = "compiled"
+            d.keep_compiled("Dask inputs: the compiled cell builds the fused chunk graph (its run "
+                            "builds a lazy graph, whose time says nothing about the work)")
+        d.cell = entry.key                          # (%nbaccel status groups decisions by cell)
         if len(store) > 4096:                       # a notebook that never repeats its inputs
             store.pop(next(iter(store)))
     d.last_used = time.perf_counter()
