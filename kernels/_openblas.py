@@ -1,18 +1,26 @@
-"""NumPy's own OpenBLAS, reached directly: a GEMM on strided views that accumulates.
+"""NumPy's own OpenBLAS, found through threadpoolctl: a GEMM on strided views that accumulates,
+and per-thread BLAS thread counts.
 
 ``np.matmul`` cannot add into its output (``c += a @ b`` costs a temporary and a pass over
 it), and the shifted-window convolution (conv/shifted.py) is nine such accumulating GEMMs
-over overlapping views of one buffer. NumPy's wheels bundle OpenBLAS as
-``numpy.libs/libscipy_openblas64_*.so`` with ILP64 CBLAS symbols (``scipy_cblas_sgemm64_``);
-where they are absent (another BLAS, another platform) :func:`gemm` falls back to
-``np.matmul`` with the same results.
+over overlapping views of one buffer. The library is the one threadpoolctl reports for
+``internal_api="openblas"`` (NumPy's bundled ``libscipy_openblas64_``, or a system OpenBLAS),
+and its CBLAS ``sgemm`` / ``dgemm`` is looked up under the affixes OpenBLAS builds use
+(``scipy_`` prefix, ``64_`` ILP64 suffix). Where there is none (another BLAS, another
+platform) :func:`gemm` falls back to ``np.matmul`` with the same results.
+
+Thread counts: :func:`single_threaded` and :func:`single_threaded_blas` limit *this thread's*
+BLAS calls through OpenBLAS's ``openblas_set_num_threads_local`` (>= 0.3.27). threadpoolctl
+cannot do that with OpenBLAS's pthreads build: its limits are process-wide, and set from any
+thread but the first that set one they are silently ignored (threadpoolctl's own
+``OpenBLASController`` documents both); a kernel's helper thread needs a per-thread limit.
+Without the local setter, :func:`single_threaded` falls back to ``threadpool_limits(1)``.
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import glob
-import os
+import itertools
 import time
 
 import numpy as np
@@ -20,33 +28,60 @@ import numpy as np
 _LIB = None
 _LOOKED = False
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_PREFIXES = ("scipy_", "")
+_SUFFIXES = ("64_", "_64", "")
+_CBLAS: dict = {}
+
+
+def _controller():
+    """threadpoolctl's controller of NumPy's OpenBLAS, or None."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:             # pragma: no cover - a dependency
+        return None
+    libs = ThreadpoolController().select(internal_api="openblas").lib_controllers
+    if not libs:
+        return None
+    # NumPy's own copy first (the one np.matmul calls), then any other OpenBLAS
+    libs = sorted(libs, key=lambda c: "numpy" not in (c.filepath or ""))
+    return libs[0]
 
 
 def library():
-    """The CDLL of NumPy's bundled OpenBLAS, or None."""
+    """The CDLL of the OpenBLAS NumPy uses (as threadpoolctl finds it), or None."""
     global _LIB, _LOOKED
     if not _LOOKED:
         _LOOKED = True
-        libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-        for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
-            try:
-                _LIB = ctypes.CDLL(path)
-                break
-            except OSError:
-                continue
+        ctl = _controller()
+        _LIB = getattr(ctl, "dynlib", None) if ctl is not None else None
     return _LIB
 
 
-def _cblas(dtype):
+def _symbol(base):
+    """``(function, ilp64)``: ``base`` under OpenBLAS's affixes, or ``(None, False)``."""
     lib = library()
-    name = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}.get(dtype)
-    fn = getattr(lib, name, None) if lib is not None and name else None
-    if fn is not None and fn.argtypes is None:
-        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    if lib is None:
+        return None, False
+    for pre, suf in itertools.product(_PREFIXES, _SUFFIXES):
+        fn = getattr(lib, f"{pre}{base}{suf}", None)
+        if fn is not None:
+            return fn, "64" in suf
+    return None, False
+
+
+def _cblas(dtype):
+    dtype = np.dtype(dtype)
+    if dtype in _CBLAS:
+        return _CBLAS[dtype]
+    base = {np.dtype(np.float32): "cblas_sgemm", np.dtype(np.float64): "cblas_dgemm"}.get(dtype)
+    fn, ilp64 = _symbol(base) if base else (None, False)
+    if fn is not None:
+        i, ptr = (ctypes.c_int64 if ilp64 else ctypes.c_int), ctypes.c_void_p
         scalar = ctypes.c_float if dtype == np.float32 else ctypes.c_double
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, i64, scalar, ptr, i64,
-                       ptr, i64, scalar, ptr, i64]
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i, i, i, scalar, ptr, i,
+                       ptr, i, scalar, ptr, i]
         fn.restype = None
+    _CBLAS[dtype] = fn
     return fn
 
 
@@ -87,7 +122,8 @@ def _set_local():
     """OpenBLAS's per-thread thread count setter (OpenBLAS >= 0.3.27), or None."""
     global _SET_LOCAL
     if _SET_LOCAL is None:
-        fn = getattr(library(), "openblas_set_num_threads_local", None)
+        lib = library()
+        fn = getattr(lib, "openblas_set_num_threads_local", None) if lib is not None else None
         if fn is not None:
             fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
         _SET_LOCAL = fn or False
@@ -96,7 +132,8 @@ def _set_local():
 
 def single_threaded_blas() -> bool:
     """From now on, BLAS calls made by this thread run on one thread (for a worker of our own
-    pool, whose threads already use every core); True when it could."""
+    pool, whose threads already use every core); True when it could. Per thread, which
+    threadpoolctl cannot do for OpenBLAS's pthreads build (see the module's docstring)."""
     fn = _set_local()
     if fn is not None:
         fn(1)
@@ -108,10 +145,17 @@ def single_threaded():
     """BLAS calls made by this thread run on one thread inside the block. For a loop of small
     GEMMs with Python in between (an RNN's time steps): waking OpenBLAS's second thread costs
     more than it gives there, and when another process holds a core the pool's handover turns a
-    0.1 ms GEMM into 10 ms (measured here, bimodally). No-op without OpenBLAS >= 0.3.27."""
+    0.1 ms GEMM into 10 ms (measured here, bimodally). Without OpenBLAS's per-thread setter,
+    threadpoolctl's process-wide ``threadpool_limits(1)`` for the block."""
     fn = _set_local()
     if fn is None:
-        yield
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:         # pragma: no cover - a dependency
+            yield
+            return
+        with threadpool_limits(1, user_api="blas"):
+            yield
         return
     before = fn(1)
     try:

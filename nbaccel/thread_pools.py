@@ -1,23 +1,23 @@
 """How nbaccel's parallel kernels share the cores with NumPy's BLAS, arranged at import.
 
-A notebook process holds two thread pools: OpenBLAS's (NumPy's matmuls) and numba's OpenMP
-pool (nbaccel's quantized, 2:4 and attention kernels; the compiler's numba tier runs its
-shares on plain Python threads instead). Each sizes itself to the usable cores. They contend
-when idle threads of one pool keep spinning while the other pool's threads need the cores:
-measured on a 2-core machine, four int8 GEMV layers right after a BLAS GEMV took 68-84 ms with
-OpenMP's default wait policy (its idle threads spin) and 3-10 ms with sleeping idle threads.
+A notebook process holds OpenBLAS's thread pool (NumPy's matmuls) and the threads of nbaccel's
+kernels. The quantized and 2:4 products run on the kernels' own launcher
+(``nbaccel_kernels._pool``: the calling thread plus helper threads that sleep on an event
+between calls, so they never spin, and no closing barrier, so the caller never waits for a
+helper that has not started). OpenBLAS's workers spin for about 0.1 s after every BLAS call;
+docs/threads.md measures what that costs the next kernel.
 
-What nbaccel sets up, so that users need no environment variables (``docs/threads.md``):
+What is left to arrange here, so that users need no environment variables:
 
-* ``OMP_WAIT_POLICY=PASSIVE``: numba's OpenMP workers sleep as soon as a kernel ends, leaving
-  the cores to BLAS and to the rest of the notebook. Read when OpenMP starts (numba's first
-  parallel launch, which is after ``import nbaccel`` since numba loads on first use).
-* ``NUMBA_THREADING_LAYER_PRIORITY="omp tbb workqueue"``: the OpenMP layer (whose wait policy
-  is the one above) where it is installed, instead of TBB's, whose workers spin.
-* Dynamic scheduling in the kernels (``nbaccel_kernels._parallel.dynamic_chunks``): a
-  parallel loop hands out small chunks of rows, so a worker that is slow to wake (or whose core
-  a spinning BLAS thread holds) costs at most one chunk: the other threads take the rest. With static halves the kernel
-  waited for its slowest thread (11 ms or 85 ms for the same kernel, bimodally).
+* ``NUMBA_THREADING_LAYER_PRIORITY="omp tbb workqueue"``: for nbaccel's remaining ``prange``
+  kernels (2:4 compression, convolution loops), the OpenMP layer where it is installed rather
+  than TBB's, whose idle workers spin. Read by numba at import, after ``import nbaccel`` since
+  numba loads on first use; kept if the user chose a layer.
+
+``OMP_WAIT_POLICY`` is no longer set. It was process-wide (every OpenMP library the notebook
+loads later reads it) and it cannot be scoped: libgomp reads it once, when it starts. It is
+not needed either: no per-call kernel of nbaccel runs on OpenMP any more, and with the policy
+unset libgomp's idle workers spin only briefly before they sleep (measured in docs/threads.md).
 
 A value the user has set is kept. ``configure`` is idempotent.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 
-SETTINGS = {"OMP_WAIT_POLICY": "PASSIVE", "NUMBA_THREADING_LAYER_PRIORITY": "omp tbb workqueue"}
+SETTINGS = {"NUMBA_THREADING_LAYER_PRIORITY": "omp tbb workqueue"}
 
 
 def configure(env=None) -> dict:

@@ -84,3 +84,20 @@ def test_run_tasks_runs_each_task_once_and_nests_without_deadlock():
             _tasks.run_tasks(range(3), lambda u, s: inner.append(u), threads=2)
     _tasks.run_tasks(range(10), work, threads=2)
     assert sorted(done) == list(range(10)) and sorted(inner) == [0, 1, 2]
+
+
+def test_openblas_is_the_library_threadpoolctl_finds():
+    from threadpoolctl import ThreadpoolController
+    libs = ThreadpoolController().select(internal_api="openblas").lib_controllers
+    if not libs:
+        pytest.skip("NumPy without OpenBLAS")
+    assert _openblas.library() is not None
+    assert _openblas.library()._name in {c.filepath for c in libs}
+    assert _openblas._cblas(np.float32) is not None and _openblas._cblas(np.float64) is not None
+
+
+def test_no_omp_wait_policy_is_set_by_nbaccel():
+    from nbaccel import thread_pools
+    env = {}
+    thread_pools.configure(env)
+    assert "OMP_WAIT_POLICY" not in env
