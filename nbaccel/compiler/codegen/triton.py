@@ -16,9 +16,11 @@ the first (softmax: max, then sum of exp(x - max)), then a pass for the elementw
 floats accumulate in float32, argmax/argmin keep the first best index (and the first NaN,
 as NumPy), max/min propagate NaN through a flag.
 
-Per-element spellings are in :mod:`.triton_syntax`. What cannot be rendered raises
-:class:`TritonUnsupported`, which the compiler's safety net turns into an eager run with
-the reason in the report.
+This module writes the kernel's source. Per-element spellings are in :mod:`.triton_syntax`,
+the reduction loops in :mod:`.triton_reduce`, the check of what Triton cannot spell in
+:mod:`.triton_check` and the grid and block sizes of a launch in :mod:`.triton_launch`. What
+cannot be rendered raises :class:`TritonUnsupported`, which the compiler's safety net turns
+into an eager run with the reason in the report.
 """
 from __future__ import annotations
 
@@ -30,20 +32,12 @@ from ..loops import Expr, Kernel
 from . import triton_syntax as S
 from .common import is_cast as _is_cast, operand_dtype, small_power, weak_dtype
 from ..kernel_passes import duplicates, merge_dims, phases
+from .triton_check import TritonUnsupported, input_dtype, spelling_table, unsupported_reason
+from .triton_launch import (  # noqa: F401 - some re-exported: they lived here
+    BLOCK_R_MAX, COLUMN_BLOCK_R, ELEMS_GPU, ELEMS_INTERP, INT32_LIMIT, RED_ELEMS_GPU, Rendered, triton_cdiv,
+)
 from .triton_reduce import TritonReductions
 from .triton_syntax import buf, const_text, float_text, fits, half_round, reg, sqrt_fn
-
-ELEMS_GPU = 1024          # elements per program of an elementwise kernel (4 warps × 8 per thread)
-RED_ELEMS_GPU = 4096      # BLOCK_O × BLOCK_R of a reduction kernel
-BLOCK_R_MAX = 8192        # a longer reduction range (along memory) loops in blocks of 4096
-COLUMN_BLOCK_R = 64       # a reduction across memory (axis 0 of a row-major array) loops over
-                          # blocks of this many rows, BLOCK_O contiguous columns wide
-ELEMS_INTERP = 1 << 14    # the interpreter pays per program: fewer, larger blocks
-INT32_LIMIT = 2 ** 31 - 1
-
-
-class TritonUnsupported(NotImplementedError):
-    """This kernel has no Triton rendering (the reason is the message)."""
 
 
 def _source(m, v):
@@ -75,52 +69,6 @@ def _fill_text(value, dtype):
     if isinstance(value, complex) or (isinstance(value, float) and not math.isfinite(value)):
         raise TritonUnsupported(f"pad fill {value!r} has no Triton literal here")
     return str(int(value)) if dtype.kind in "biu" else repr(float(value))
-
-
-def unsupported_reason(k: Kernel, interpret: bool) -> str | None:
-    """Why this kernel cannot be rendered for Triton, or None."""
-    for b in k.inputs + k.outputs:
-        if b.dtype.name not in S.DTYPES:
-            return f"triton has no {b.dtype.name}"
-    for e in k.ops():
-        name = e.op.name
-        for d in [e.dtype] + [a.dtype for a in e.args if a.dtype is not None]:
-            if d.name not in S.DTYPES:
-                return f"triton has no {d.name}"
-        if e.params and not _is_cast(e):
-            return f"{name} with parameters has no triton rendering"
-        if _is_cast(e) or small_power(e) is not None:
-            continue
-        if name in S.LIBDEVICE:
-            if interpret:
-                return f"{name} needs libdevice, which Triton's interpreter lacks"
-            continue
-        table = _table(e.dtype if e.op.operands not in ("own", "common") else _in_dtype(e))
-        if name not in table:
-            return f"{name} has no triton rendering for {e.dtype.name}"
-    for r in k.reductions:
-        for d in (r.dtype, r.src.dtype):
-            if d.name not in S.DTYPES:
-                return f"triton has no {d.name}"
-    return None
-
-
-def _in_dtype(e):
-    ts = [a.dtype for a in e.args if a.dtype is not None]
-    return ts[0] if ts else e.dtype
-
-
-def _table(dt):
-    t = dict(S.COMMON)
-    if dt.kind == "f":
-        t.update(S.FLOAT)
-    elif dt.kind in "iu":
-        t.update(S.INT)
-        if dt.kind == "u":
-            t.update(S.UNSIGNED)
-    else:
-        t.update(S.BOOL)
-    return t
 
 
 class _Renderer(TritonReductions):
@@ -320,7 +268,7 @@ class _Renderer(TritonReductions):
                     continue
                 dt = a.dtype if a.dtype is not None else operand_dtype(e)
                 args.append(self.operand(a, dt, e, ctx, memo, pad, accs))
-            in_dt = _in_dtype(e) if e.args[0].dtype is not None else operand_dtype(e)
+            in_dt = input_dtype(e) if e.args[0].dtype is not None else operand_dtype(e)
         elif cls == "select":
             cond = self.operand(e.args[0], D.bool_, e, ctx, memo, pad, accs)
             args = [cond] + [self.operand(a, e.dtype, e, ctx, memo, pad, accs) for a in e.args[1:]]
@@ -337,7 +285,7 @@ class _Renderer(TritonReductions):
             self.uses_libdevice = True
             template = S.LIBDEVICE[name]
         else:
-            template = _table(in_dt).get(name)
+            template = spelling_table(in_dt).get(name)
             if template is None:
                 raise TritonUnsupported(f"{name} has no triton rendering for {in_dt.name}")
         extra = {"reg": reg(in_dt), "sqrt": sqrt_fn(in_dt), "bits": in_dt.bits,
@@ -491,41 +439,6 @@ def _share(same, accs):
     for rid, first in same.items():
         if id(first) in accs:
             accs[rid] = accs[id(first)]
-
-
-class Rendered:
-    """A kernel's Triton module source and how to launch it for this shape."""
-
-    def __init__(self, source, values, n_out, n_red, reducing, single, r_limit=BLOCK_R_MAX):
-        self.r_limit = r_limit        # the largest BLOCK_R: the whole range when single
-        self.source = source
-        self.values = values          # the scalar arguments after the pointers
-        self.n_out = n_out
-        self.n_red = n_red
-        self.reducing = reducing
-        self.single = single
-        self.errors: list[str] = []   # NumPy errors the kernel flags in its `err` argument (1-based)
-        self.column = False
-
-    def blocks(self, interpret: bool):
-        """(grid, constexpr block sizes, num_warps) for this shape."""
-        elems = ELEMS_INTERP if interpret else (RED_ELEMS_GPU if self.reducing else ELEMS_GPU)
-        if not self.reducing:
-            bo = min(_pow2(self.n_out), elems)
-            return (triton_cdiv(self.n_out, bo),), {"BLOCK_O": bo}, 4
-        limit = self.r_limit if self.single else min(self.r_limit, 4096)
-        br = min(_pow2(self.n_red), limit)
-        bo = max(1, min(_pow2(self.n_out), elems // br))
-        warps = 16 if bo * br >= 8192 else 8 if bo * br >= 2048 else 4
-        return (triton_cdiv(self.n_out, bo),), {"BLOCK_O": bo, "BLOCK_R": br}, warps
-
-
-def _pow2(n):
-    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
-
-
-def triton_cdiv(a, b):
-    return -(-a // b)
 
 
 def render_kernel(k: Kernel, name: str = "kernel", interpret: bool = False) -> Rendered:
