@@ -21,12 +21,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import itertools
+import threading
 import time
 
 import numpy as np
 
 _LIB = None
 _LOOKED = False
+_LOOKUP = threading.Lock()
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _PREFIXES = ("scipy_", "")
 _SUFFIXES = ("64_", "_64", "")
@@ -51,9 +53,13 @@ def library():
     """The CDLL of the OpenBLAS NumPy uses (as threadpoolctl finds it), or None."""
     global _LIB, _LOOKED
     if not _LOOKED:
-        _LOOKED = True
-        ctl = _controller()
-        _LIB = getattr(ctl, "dynlib", None) if ctl is not None else None
+        # kernels call this from their pool's threads: a second thread must wait for the
+        # lookup, not read "no library" while the first is still looking (and cache that)
+        with _LOOKUP:
+            if not _LOOKED:
+                ctl = _controller()
+                _LIB = getattr(ctl, "dynlib", None) if ctl is not None else None
+                _LOOKED = True
     return _LIB
 
 

@@ -202,6 +202,20 @@ def _inplace(front):
     return method
 
 
+def _inplace_operator(front):
+    """``t += x``. A NumPy scalar has no in-place operators, so Python rebinds ``s **= 2`` to
+    ``s ** 2`` (no cast to s's dtype): a traced NumPy value that NumPy gives as a scalar (a
+    reduction's, a ufunc's) does the same; its graph says which."""
+    def method(self, *args, **kwargs):
+        new = front(self, *args, **kwargs)
+        node = self._node
+        if self._np and node is not None and not self.shape and \
+                getattr(node.graph, "numpy_scalar", lambda t: False)(self):
+            return new
+        return self._assign(new)
+    return method
+
+
 def install_methods():
     """Give Tensor one method per name that ops list in ``methods``."""
     for op in OPS.values():
@@ -213,7 +227,7 @@ def install_methods():
             setattr(Tensor, m, _binary_dunder(op.front) if binary_dunder else op.front)
             if op.inplace:
                 if m.startswith("__"):  # reflected forms were handled above (__rshift__ is not one)
-                    setattr(Tensor, "__i" + m[2:], _inplace(op.front))
+                    setattr(Tensor, "__i" + m[2:], _inplace_operator(op.front))
                 elif not m.startswith("__"):
                     setattr(Tensor, m + "_", _inplace(op.front))
     for m, front in ALIAS_METHODS.items():

@@ -223,6 +223,10 @@ def test_report_times_both_sides_warm_and_shows_first_call():
     f(x)
     rep = f.report
     assert rep.first_call_seconds is not None and rep.first_call_seconds >= rep.compiled_seconds
+    assert rep.eager_seconds is None             # the plain side is measured over the next calls
+    for _ in range(8):                            # 3 steady timings a side, interleaved
+        f(x)
+    rep = f.report
     assert rep.eager_seconds is not None and rep.compiled_seconds > 0
     assert rep.speedup is not None or rep.speedup_note == "too short to measure"
 

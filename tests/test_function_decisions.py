@@ -39,14 +39,14 @@ def test_a_step_measured_slower_compiled_runs_plainly_and_says_why():
     x, y = _data()
     cf(x, y)
     eager(x, y)
-    _settle(cf, plain=1e-3, compiled=5e-3)
+    _settle(cf, plain=1e-3, compiled=1.0)       # (the real plain runs below join the median)
     n = len(calls)
     for _ in range(3):
         l1, l2 = eager(x, y), cf(x, y)
         np.testing.assert_allclose(l1.numpy(), l2.numpy(), rtol=1e-5, atol=1e-6)
     assert len(calls) == n + 3                   # the plain step ran each time
     v = cf.report.verdict
-    assert v["choice"] == "plain" and "runs plainly" in v["label"] and v["ratio"] == pytest.approx(0.2)
+    assert v["choice"] == "plain" and "runs plainly" in v["label"] and v["ratio"] < 0.5
     assert "slower than the plain function" in v["headline"]
 
 

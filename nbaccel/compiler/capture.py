@@ -158,6 +158,12 @@ class TracedGraph(Graph):
     def assign(self, target, new):
         return self.session.assign(target, new)
 
+    @staticmethod
+    def numpy_scalar(tensor) -> bool:
+        """Whether NumPy's value of this 0-d tracer is a scalar (a ufunc's or reduction's
+        result), which has no in-place operators (the engine asks, for ``s **= 2``)."""
+        return not tensor.shape and not numpy_gives_array(tensor._node)
+
     def track(self, tensor):
         self.session.track(tensor)
 

@@ -87,9 +87,9 @@ def output_signature(out):
         return (type(out), tuple(output_signature(o) for o in out))
     if isinstance(out, dict):
         return (dict, tuple((k, output_signature(v)) for k, v in out.items()))
-    if hasattr(out, "shape") and hasattr(out, "dtype"):
+    if hasattr(out, "shape") and hasattr(out, "dtype") and not isinstance(out, type):
         return (type(out), tuple(out.shape), str(out.dtype))
-    return (type(out),)
+    return (type(out), out) if isinstance(out, type) else (type(out),)
 
 
 class Decision:

@@ -38,6 +38,9 @@ import warnings
 
 import numpy as np
 
+from .codegen import common
+from .views import numpy_gives_array
+
 _CATS = ("divide", "over", "under", "invalid")
 _FP_MESSAGE = re.compile(r"^(divide by zero|overflow|underflow|invalid value) encountered in ")
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -97,9 +100,6 @@ def trace_state(graph) -> FPState:
 
 # -- running -----------------------------------------------------------------------------------
 
-_INT_DIVISIONS = {"floor_divide", "remainder", "fmod", "divmod"}
-
-
 def _node_states(graph, entry):
     """Each node's state. A replayed graph (``entry``: the state its trace began with) runs
     the nodes traced under that state under the caller's state now, and the others (inside an
@@ -157,7 +157,7 @@ def _structure_says(graph) -> list:
     to integers (nan or inf warns). Such a graph is replayed whenever it runs."""
     for n in graph.nodes:
         kind = n.dtype.np.kind
-        if n.op.name in _INT_DIVISIONS and kind in "iu" and len(n.args) > 1 and (
+        if getattr(n.op.impl, "hides_integer_warnings", False) and kind in "iu" and len(n.args) > 1 and (
                 hasattr(n.args[1], "op") or n.args[1] == 0):
             return ["integer division"]
         if n.op.name == "astype" and kind in "iu" and any(
@@ -193,9 +193,9 @@ def _impl(n, args):
         if a_inexact(args[0]) and e == -1:
             return lambda xp, a, b: xp.reciprocal(a)
     # NumPy scalars meet in Python's operators ("scalar divide"), as ``s / 0`` does plainly
-    if n.op.name in _OPERATORS and len(args) == 2 and not n.params and any(
+    fn = _python_operator(n.op)
+    if fn is not None and len(args) == 2 and not n.params and any(
             isinstance(a, np.generic) for a in args) and not any(isinstance(a, np.ndarray) for a in args):
-        fn = _OPERATORS[n.op.name]
         return lambda xp, a, b: fn(a, b)
     # NumPy's ufunc itself where the op is one (an op's impl may silence it: integer x // 0)
     ufunc = getattr(np, n.op.name, None)
@@ -204,9 +204,13 @@ def _impl(n, args):
     return n.op.impl
 
 
-_OPERATORS = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
-              "divide": operator.truediv, "true_divide": operator.truediv,
-              "floor_divide": operator.floordiv, "remainder": operator.mod, "power": operator.pow}
+def _python_operator(op):
+    """The Python operator an op's dunder method spells (``__add__`` -> ``operator.add``), read
+    from the op's own methods; None for an op no binary operator spells."""
+    for m in op.methods:
+        if m.startswith("__") and not m.startswith(("__r", "__i")) and callable(getattr(operator, m, None)):
+            return getattr(operator, m)
+    return None
 
 
 def a_inexact(a):
@@ -215,8 +219,6 @@ def a_inexact(a):
 
 def _replay(graph, inputs, states, entry=None):
     """Run ``graph`` op by op (the reference interpreter) and issue each op's warnings."""
-    from .codegen import common
-    from .views import numpy_gives_array
     xp = common.inputs_array_module(inputs)
     env = {id(p): a for p, a in zip(graph.placeholders, inputs)}
     for n, st in zip(graph.nodes, states):

@@ -103,7 +103,8 @@ class _Scheduler:
         def fn(lay):
             return layout(lay, params, shape)
         out = e.map_layouts(fn)
-        if out is not None and out.kind != "load" and _masks(out) > _masks(e):
+        if out is not None and out.kind != "load" and (_masks(out) > _masks(e) or
+                                                       not out.leaves() and _adds_fill(n)):
             out = None      # a fill is the padded value, not f(fill): mask only a bare load
         if out is None:     # a reshape strides cannot express (or a wrap of a wrap): materialise
             src = n.args[0]
@@ -356,6 +357,14 @@ def _is_view(e: Expr) -> bool:
     """A value that is a strided view of one buffer: no computation, no index map (a roll or a
     pad is a copy, as in NumPy, and outside a kernel nothing reads index maps)."""
     return e.kind == "load" and e.layout.maps is None
+
+
+def _adds_fill(n: Node) -> bool:
+    """Whether movement op ``n`` reads a fill value somewhere (np.pad's constant mode): an
+    expression without loads (a constant, np.ones) has no layout to carry that mask."""
+    src = n.args[0]
+    lay = n.op.layout(Layout.contiguous(src.shape), n.params, n.shape) if isinstance(src, Node) else None
+    return lay is None or lay.fill is not None
 
 
 def _masks(e: Expr) -> int:
