@@ -24,7 +24,7 @@ max(X) with sum(exp(X - max)) (an online softmax) and sum(X) with sum((X - M)^2)
 moments for var/std), and values invariant along the reduced rows are hoisted into per-column
 arrays.
 
-Per-element expressions come from :data:`SCALAR` (``numba_syntax.py``), this renderer's own table; ``fexp``/
+Per-element expressions (``numba_expr.py``) come from :data:`SCALAR` (``numba_syntax.py``), this renderer's own table; ``fexp``/
 ``ftanh``/... are the vectorisable float32 helpers of ``fastmath.py`` (llvmlite has no SVML),
 pasted in as straight-line statements by ``fastmath_text.py`` (numba's own inlining of them
 re-typed deep copies of their IR at every call: most of a cold compile).
@@ -33,9 +33,9 @@ Constants are typed module globals (``np.float32(...)``) so float32 code never p
 from __future__ import annotations
 
 from .. import index_maps
-from ..loops import Expr, Kernel
+from ..loops import Kernel
 from . import fastmath_text
-from .common import operand_dtype, weak_dtype
+from .numba_expr import NumbaExpressions
 from .numba_passes import _VECTOR_MAX, SUM_CHUNK, SUM_CHUNK_ROWS, NumbaReductions  # noqa: F401
 from .numba_syntax import (BETTER, BOOL_SCALAR, COMPLEX_SCALAR, FOLD, PARTIAL_SUM, SCALAR,  # noqa: F401
                            _NUMPY_ONLY, _casts_inputs, _float_lit, _is_cast, _np_type, _product_power,
@@ -55,7 +55,7 @@ from nbaccel.compiler.codegen.numba_reduce import fmaximum, fminimum
 """
 
 
-class _Renderer(NumbaReductions):
+class _Renderer(NumbaExpressions, NumbaReductions):
     BLOCK = BLOCK   # the column block width, for the reduction passes (numba_passes.py)
 
     def __init__(self, k: Kernel, parallel: bool):
@@ -125,111 +125,6 @@ class _Renderer(NumbaReductions):
         conds = [f"0 <= {_source(m, var[a])} < {m[3]}" for a, m in self.index_code[key][2].items()
                  if m[0] == index_maps.MASK]
         return " and ".join(conds)
-
-    def const(self, value, dtype):
-        name = f"K{len(self.consts)}"
-        if isinstance(value, bool) or dtype.kind == "b":
-            lit = "True" if value else "False"
-        elif dtype.kind == "c":
-            z = complex(value)
-            lit = f"{_np_type(dtype)}(complex({_float_lit(z.real)}, {_float_lit(z.imag)}))"
-        elif dtype.kind == "f":
-            lit = f"{_np_type(dtype)}({float(value)!r})" if value == value and abs(value) != float("inf") \
-                else f"{_np_type(dtype)}('{value}')"
-        elif isinstance(value, float):
-            lit = f"np.float64({value!r})"
-        else:
-            lit = f"{_np_type(dtype)}({int(value)})"
-        self.consts.append(f"{name} = {lit}")
-        return name
-
-    # -- expressions ---------------------------------------------------------------------------
-    def expr(self, e: Expr, var, memo, pad, accs):
-        key = e.key()
-        if key in memo:
-            return memo[key]
-        if e.kind == "load":
-            code = f"x{len(memo)}"
-            where = ("in", id(e.buf), e.layout.key())
-            read = f"{self.arg_of[id(e.buf)]}[{self.index(where, var)}]"
-            cond = self.inside(where, var)
-            if cond:        # a conditional expression: a masked-out position reads no memory
-                read = f"{read} if {cond} else {self.const(e.layout.fill, e.dtype)}"
-            self.lines.append(f"{pad}{code} = {read}")
-        elif e.kind == "acc":
-            code = accs[id(e.red)]
-        elif e.kind == "const":
-            code = self.const(e.value, e.dtype)
-        elif _product_power(e):
-            base = self.expr(e.args[0], var, memo, pad, accs)
-            name = f"e{len(memo)}"
-            prod = " * ".join([base] * int(e.args[1].value))
-            self.lines.append(f"{pad}{name} = {_np_type(e.dtype)}({prod})" if e.dtype.kind in "iuf"
-                              and e.dtype.name != "float64" else f"{pad}{name} = {prod}")
-            code = name
-        elif e.op.name == "divide" and e.args[1].key() in self.recip:
-            num = self.expr(e.args[0], var, memo, pad, accs)
-            name = f"e{len(memo)}"
-            self.lines.append(f"{pad}{name} = {_np_type(e.dtype)}({num} * {self.recip[e.args[1].key()]})")
-            code = name
-        else:
-            args = []
-            for a in e.args:
-                if a.kind == "const" and a.dtype is None:
-                    args.append(self.const(a.value, weak_dtype(e, a.value)))
-                else:
-                    args.append(self.expr(a, var, memo, pad, accs))
-            name = f"e{len(memo)}"
-            self.lines.append(f"{pad}{name} = {self.scalar(e, args, pad)}")
-            code = name
-        memo[key] = code
-        return code
-
-    def scalar(self, e: Expr, args, pad=None):
-        name = e.op.name
-        if _is_cast(e):
-            if e.dtype.kind == "b":
-                return f"({args[0]} != 0)"
-            if e.dtype.kind != "c" and e.args[0].dtype is not None and e.args[0].dtype.kind == "c":
-                return f"{_np_type(e.dtype)}({args[0]}.real)"     # NumPy drops the imaginary part
-            return f"{_np_type(e.dtype)}({args[0]})"
-        if e.dtype.kind == "b" and name in BOOL_SCALAR:
-            return BOOL_SCALAR[name].format(*args)
-        if _casts_inputs(e):
-            weak = [a.value for a in e.args if a.kind == "const" and a.dtype is None]
-            want = (weak_dtype(e, weak[0]) if weak else operand_dtype(e)) if e.op.operands == "common" else e.dtype
-            first = 1 if e.op.operands == "select" else 0
-            args = list(args)
-            for i, a in enumerate(e.args):
-                if i >= first and a.dtype is not None and a.dtype is not want and want.kind != "b":
-                    args[i] = f"{_np_type(want)}({args[i]})"
-        complex_in = any(a.dtype is not None and a.dtype.kind == "c" for a in e.args)
-        template = COMPLEX_SCALAR.get(name) if complex_in else None
-        code = self.paste(e, args, pad) if template is None and pad is not None else None
-        if code is None:
-            code = (template or SCALAR[name]).format(*args)
-        if e.dtype.kind in "iufc" and e.dtype.name not in ("float64", "complex128"):
-            code = f"{_np_type(e.dtype)}({code})"
-        return code
-
-    def paste(self, e: Expr, args, pad):
-        """A fastmath helper call (``fexp(x)``) as its statements pasted in before the current
-        line, returning the result expression; None when the op calls no helper. numba would
-        otherwise inline the helper at its IR level, which is most of a cold compile
-        (``fastmath_text.py``)."""
-        template = SCALAR[e.op.name]
-        helper = template.split("(", 1)[0]
-        if helper not in fastmath_text.BODIES or template != f"{helper}({{0}})" or e.args[0].dtype is None:
-            return None
-        try:
-            lines, result, names = fastmath_text.inline_call(helper, args[0], e.args[0].dtype.name,
-                                                             f"h{self.pasted}_")
-        except fastmath_text.NotInlinable:
-            return None
-        self.pasted += 1
-        self.fm_names |= names
-        self.lines.extend(pad + line for line in lines)
-        return result
 
     # -- loops ---------------------------------------------------------------------------------
     def loops(self, axes, var, pad):
