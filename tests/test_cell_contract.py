@@ -228,7 +228,7 @@ def test_report_times_both_sides_warm_and_shows_first_call():
         f(x)
     rep = f.report
     assert rep.eager_seconds is not None and rep.compiled_seconds > 0
-    assert rep.speedup is not None or rep.speedup_note == "too short to measure"
+    assert rep.speedup is not None or rep.speedup_note in ("too short to measure", "within noise")
 
 
 def test_compiled_function_report_has_html_and_text():

@@ -38,13 +38,32 @@ def test_a_tiny_cell_never_compiles():
 
 def test_first_compiled_compiles_at_once_then_measures_and_decides():
     d = Decision(first="compiled")
-    paths = run(d, plain=0.010, compiled=0.002, n=12)
+    paths = run(d, plain=0.010, compiled=0.002, n=10)
     assert paths[0] == "compiled"
     assert paths.count("plain") == PROBES           # only the probes ran plainly
     assert d.choice == "compiled" and paths[-1] == "compiled"
     v = d.verdict()
     assert v.ratio == pytest.approx(5.0) and v.headline == "5.00× faster than the plain cell"
     assert v.plain_seconds == 0.010 and v.compiled_seconds == 0.002
+
+
+def test_a_compiled_choice_times_the_plain_side_again_ever_more_rarely():
+    """The plain median is of recent runs: plain runs once after 8, 16, 32, ... compiled runs,
+    and a cold first plain run (one-time costs) is left out of the median."""
+    d = Decision(first="plain", compile_estimate=0.015)
+    d.record("plain", 0.050)                        # cold: rent paid, not a median sample
+    paths = run(d, plain=0.010, compiled=0.002, n=80)
+    assert d.choice == "compiled"
+    assert d.verdict().plain_seconds == pytest.approx(0.010)
+    runs, retimed = 0, []
+    for p in paths:
+        runs += p == "compiled"
+        if p == "plain" and runs >= 8:
+            retimed.append(runs)
+    assert retimed == [8, 16, 32, 64]
+    kept = Decision(first="compiled")
+    kept.keep_compiled("the plain function returns other types")
+    assert set(run(kept, plain=0.010, compiled=0.002, n=40)) == {"compiled"}
 
 
 def test_slower_compiled_code_runs_plainly_and_says_so():

@@ -17,7 +17,11 @@ real run of the user's code (it runs exactly once), so measuring costs nothing e
    apart).
 3. **Deciding.** The faster side by median runs from then on. A compiled choice keeps being
    timed; when its recent median falls behind the plain median the decision flips to plain and
-   says why.
+   says why. The plain side is timed again now and then (after 8, 16, 32, ... compiled runs:
+   a cost that vanishes as runs accumulate), so the plain median is of recent runs too, not of
+   the first ones only, which a notebook's start makes slow (cold caches, nbaccel's background
+   compiles sharing the CPU). A code's very first plain run is never in the medians: it pays
+   one-time costs the next runs do not (it still counts as rent paid).
 
 :meth:`Decision.verdict` is the one record every renderer shows (the text report, the HTML
 fallback, the widget, ``%nbaccel status``): the path and why, plain and compiled medians with
@@ -117,9 +121,15 @@ class Decision:
         self._last_steady = False
         self.cell = None                              # the owner's key (a cell's source), for status
         self.last_used = 0.0
+        self._plain_stands_in = True                  # False: only the compiled path may run
+        self._retime_at = None                        # compiled runs after which plain runs once
 
     # -- what runs next -----------------------------------------------------------------------
     def next_path(self) -> str:
+        if self.choice == "compiled" and self._retime_at is not None and \
+                self.compiled_runs >= self._retime_at:
+            self._retime_at = 2 * self.compiled_runs
+            return "plain"                            # the plain side, timed again
         if self.choice is not None:
             return self.choice
         if not self.has_compiled:
@@ -137,6 +147,7 @@ class Decision:
     def keep_compiled(self, why: str):
         """The plain code cannot stand in for the compiled runs (it returns other types): the
         compiled runs go on, unmeasured against it."""
+        self._plain_stands_in = False
         self._set("compiled", why)
         self.plain.clear()
 
@@ -148,7 +159,8 @@ class Decision:
         self._changed = None
         self._last_path = path
         if path == "plain":
-            self.plain.append(seconds)
+            if self.plain_runs or self.has_compiled:  # (the first plain run is cold: rent only)
+                self.plain.append(seconds)
             self.plain_total += seconds
             self.plain_runs += 1
         else:
@@ -195,6 +207,8 @@ class Decision:
         if choice != self.choice:
             self._changed = why
         self.choice, self.reason = choice, why
+        self._retime_at = max(8, 2 * self.compiled_runs) if choice == "compiled" and \
+            self._plain_stands_in else None
 
     @staticmethod
     def _median(xs):
