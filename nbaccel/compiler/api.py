@@ -20,7 +20,7 @@ import numpy as np
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from .. import daskbridge   # imports no Dask until a Dask array appears
 from .capture import TooManyGraphBreaks, TraceSession
-from .views import numpy_gives_array as _numpy_gives_array
+from .call_values import array_leaves, map_arrays, numpy_like, to_output
 from .entries import GraphCache
 from .guarded import GuardedReplays, call_key
 from .read_recorder import ReadRecorder
@@ -63,31 +63,6 @@ class Stats(dict):
             return self[k]
         except KeyError:
             raise AttributeError(k) from None
-
-
-def _flatten(obj, name, out):
-    """(name, leaf) for each array leaf of nested tuples/lists/dicts."""
-    if isinstance(obj, (Tensor, np.ndarray)):
-        out.append((name, obj))
-    elif isinstance(obj, (list, tuple)):
-        for i, o in enumerate(obj):
-            _flatten(o, f"{name}[{i}]", out)
-    elif isinstance(obj, dict):
-        for k, o in obj.items():
-            _flatten(o, f"{name}[{k!r}]", out)
-    return out
-
-
-def _map(obj, fn):
-    if isinstance(obj, (Tensor, np.ndarray)):
-        return fn(obj)
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_map(o, fn) for o in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_map(o, fn) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _map(o, fn) for k, o in obj.items()}
-    return obj
 
 
 class CompiledFunction:
@@ -145,7 +120,7 @@ class CompiledFunction:
             if d.out_signature is not None and output_signature(out) != d.out_signature:
                 # NumPy in, nbaccel out: the compiled function hands NumPy back (as a %%compile
                 # cell does), so this result is handed back the same way, and it stays compiled
-                out = _numpy_like(out)
+                out = numpy_like(out)
                 d.keep_compiled("the plain function returns nbaccel tensors for NumPy inputs; "
                                 "compiled it returns NumPy: it stays compiled")
             self._last_decision = d
@@ -218,7 +193,7 @@ class CompiledFunction:
                     return out
                 recorder = self._guarded.recorder()
         if active_trace() is not None or any(isinstance(x, Tensor) and x._node is not None
-                                             for _, x in _flatten((args, kwargs), "", [])):
+                                             for _, x in array_leaves((args, kwargs), "", [])):
             return self.fn(*args, **kwargs)   # called while another function is traced: inline it
         if daskbridge.holds_dask(args, kwargs): return daskbridge.call(self, args, kwargs)  # noqa: E701  Dask arrays: chunk work on Dask (daskbridge/)
         t0 = time.perf_counter()
@@ -262,8 +237,8 @@ class CompiledFunction:
             leaves[key] = tr
             return tr
 
-        targs = _map(args, to_tracer)
-        tkwargs = _map(kwargs, to_tracer)
+        targs = map_arrays(args, to_tracer)
+        tkwargs = map_arrays(kwargs, to_tracer)
         prev = set_active_trace(session.graph_proxy)
         try:
             if recorder is not None:
@@ -271,7 +246,7 @@ class CompiledFunction:
                     out = self.fn(*targs, **tkwargs)
             else:
                 out = self.fn(*targs, **tkwargs)
-            session.flush(final=[t for _, t in _flatten(out, "out", []) if isinstance(t, Tensor)])
+            session.flush(final=[t for _, t in array_leaves(out, "out", []) if isinstance(t, Tensor)])
         except BaseException as exc:
             set_active_trace(prev)
             self.last_undo = session.undo
@@ -285,7 +260,7 @@ class CompiledFunction:
         finally:
             set_active_trace(prev)
         self.stats["graph_breaks"] += len(session.breaks)
-        kinds = {isinstance(x, np.ndarray) for _, x in _flatten((args, kwargs), "", [])}
+        kinds = {isinstance(x, np.ndarray) for _, x in array_leaves((args, kwargs), "", [])}
         numpy_out = True if kinds == {True} else False if kinds else None   # None: follow the data
         if replay_key is not None:
             rp = record(session, leaf_index, out, numpy_out, replay_key)
@@ -298,7 +273,7 @@ class CompiledFunction:
         if guard_key is not None:
             self._guarded.record(guard_key, recorder, session, leaf_index, out, numpy_out,
                                  {id(t) for t in leaves.values()}, env)
-        result = _map(out, lambda t: _to_output(session, t, numpy_out))
+        result = map_arrays(out, lambda t: to_output(session, t, numpy_out))
         session.close()
         self._finish_report(session, time.perf_counter() - t0)
         return result
@@ -329,7 +304,7 @@ class CompiledFunction:
         scalars = scalar_args(args, kwargs)
         if scalars is None:
             return None, None, None
-        leaves = [x for _, x in _flatten((args, kwargs), "", [])]
+        leaves = [x for _, x in array_leaves((args, kwargs), "", [])]
         if len({id(x) for x in leaves}) != len(leaves):
             return None, None, None   # the same array passed twice: trace to keep aliasing right
         # the modules, optimizers and tensors the function names are guarded too (train_step.py)
@@ -343,14 +318,14 @@ class CompiledFunction:
             try:
                 bound = self._sig.bind(*args, **kwargs)
                 for k, v in bound.arguments.items():
-                    _flatten(v, k, pairs)
+                    array_leaves(v, k, pairs)
             except TypeError:
                 pass
         if not pairs:
             for i, a in enumerate(args):
-                _flatten(a, f"arg{i}", pairs)
+                array_leaves(a, f"arg{i}", pairs)
             for k, v in kwargs.items():
-                _flatten(v, k, pairs)
+                array_leaves(v, k, pairs)
         for n, leaf in pairs:
             names.setdefault(id(leaf), n)
         return names
@@ -445,40 +420,6 @@ class CompiledFunction:
 
     def __repr__(self):
         return f"<nbaccel compiled {self.name} (backend={self.backend}, mode={self.mode})>"
-
-
-def _numpy_like(out):
-    """A plain result with its tensors as NumPy values (what the compiled call returns for NumPy
-    inputs)."""
-    if isinstance(out, Tensor):
-        a = np.asarray(out.detach()._value())
-        return a[()] if a.ndim == 0 else a
-    if type(out) in (tuple, list):
-        return type(out)(_numpy_like(o) for o in out)
-    if type(out) is dict:
-        return {k: _numpy_like(v) for k, v in out.items()}
-    return out
-
-
-def _to_output(session, t, numpy_out):
-    if not isinstance(t, Tensor):
-        return t
-    made_by = t._node
-    c = None
-    if t._node is not None:
-        if id(t) in session.materialized:
-            c = session.materialized[id(t)][1]
-        elif id(t) in session.sources:
-            c = session.sources[id(t)]
-        else:
-            session.realize(t, None)
-            c = session.materialized[id(t)][1]
-    else:
-        c = t
-    if numpy_out or (numpy_out is None and c._np):
-        a = c._data
-        return a[()] if a.ndim == 0 and not _numpy_gives_array(made_by) else a
-    return c
 
 
 def compile(fn=None, *, mode="default", backend="auto", dynamic=None, fullgraph=False):  # noqa: A001
