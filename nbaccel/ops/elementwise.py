@@ -6,7 +6,9 @@ range (expm1, log1p, tan, the inverse trig and hyperbolic functions, erf) or whe
 single instruction anyway. Composites (log2, log10, exp2, sinh, cosh, square, reciprocal,
 rsqrt, sigmoid, hypot, logaddexp) carry a ``decomp`` for the compiler plus a fast eager
 ``impl`` and a ``grad``. Spellings that add no op (clip, nan_to_num, real, ...) live in
-:mod:`.elementwise_extra`.
+:mod:`.elementwise_extra`; the eager implementations that are more than one ufunc call (erf,
+complex expm1's special cases, sigmoid, integer reciprocal, quiet integer division) live in
+:mod:`.elementwise_xp`, on raw arrays.
 
 Result dtypes follow NumPy 2 (dtype rules in :mod:`.meta`): float functions of integer
 input give the smallest float that holds it on NumPy-flavoured tensors (int8 -> float16) and
@@ -25,10 +27,11 @@ from .fronts import _tensor as _tensor_module, apply, as_tensor, as_tensor_arg
 from .meta import (real_only, broadcast_shapes, default_float, shape_of, default_infer,
     apply_dtype_rule)
 from .registry import OPS, defop
+from .elementwise_xp import (_TWO_OVER_SQRT_PI, _expm1_standard, _quiet_ufunc, _recip_impl, _sigmoid_impl,
+                             _ufunc, erf_xp)
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 def _ops():
@@ -42,31 +45,6 @@ def _is_tensor(v):
 def _zero_grad(g, out, *args, **params):
     """Piecewise-constant ops (floor, sign, round, ...): zero gradient, as in PyTorch."""
     return tuple(_ops().zeros_like(g) if _is_tensor(a) else None for a in args)
-
-
-def _ufunc(name):
-    """impl that calls ``xp.<name>`` on the operands."""
-    return lambda xp, *xs: getattr(xp, name)(*xs)
-
-
-def _is_float_array(a):
-    return a.dtype.kind in "fc" or D.is_bfloat16(a.dtype)   # ml_dtypes' bfloat16 has kind 'V'
-
-
-def _int_operands(*xs):
-    return all(getattr(x, "dtype", np.dtype(type(x))).kind in "biu" for x in xs)
-
-
-def _quiet_ufunc(name):
-    """Integer division by zero gives 0 in NumPy (with a RuntimeWarning); keep the values,
-    drop the warning for integer operands."""
-    def impl(xp, a, b):
-        if _int_operands(a, b):
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                return getattr(xp, name)(a, b)
-        return getattr(xp, name)(a, b)
-    impl.hides_integer_warnings = True   # the compiler's warning replay asks this (fpflags)
-    return impl
 
 
 def _ufloat_binary_infer(args, params):
@@ -316,49 +294,6 @@ def _float_unary(name, np_name, grad, methods=(), front=None):
                  front=front)
 
 
-def _expm1_standard(xp, x, out):
-    """NumPy's complex ``expm1`` result ``out`` of ``x`` with the Array API's special cases
-    (C99's cexp minus one), which NumPy misses: expm1(+0+0j) = +0+0j (not -0), expm1(+inf+0j) =
-    +inf+0j, expm1(-inf+bj) = -1 + 0*cis(b), expm1(+inf+bj) = +inf*cis(b) - 1 for b finite
-    nonzero, (-inf, +-inf or NaN) -> -1+0j, (+inf, +-inf or NaN) -> +inf+NaNj, (NaN, +-0) ->
-    NaN+0j, and conj(expm1(z)) = expm1(conj(z)) throughout."""
-    with np.errstate(all="ignore"):
-        a, b = x.real, x.imag
-        re, im = out.real.copy(), out.imag.copy()
-        zero_b = b == 0
-        fin_b = xp.isfinite(b)
-        # b = +-0 and a not NaN: the real function, with b's zero as the imaginary part
-        m = zero_b & ~xp.isnan(a)
-        re = xp.where(m, xp.expm1(a), re)
-        im = xp.where(m, b, im)
-        # a = -inf, b finite: -1 + 0 * cis(b)
-        m = xp.isneginf(a) & fin_b & ~zero_b
-        re = xp.where(m, -1.0, re)
-        im = xp.where(m, xp.copysign(xp.zeros_like(b), xp.sin(b)), im)
-        # a = +inf, b finite nonzero: inf * cis(b) - 1
-        m = xp.isposinf(a) & fin_b & ~zero_b
-        re = xp.where(m, xp.inf * xp.cos(b), re)
-        im = xp.where(m, xp.inf * xp.sin(b), im)
-        # a = -inf, b infinite or NaN: -1 + 0j;  a = +inf, b infinite or NaN: +inf + NaN j
-        m = xp.isneginf(a) & ~fin_b
-        re = xp.where(m, -1.0, re)
-        im = xp.where(m, 0.0, im)
-        m = xp.isposinf(a) & ~fin_b
-        re = xp.where(m, xp.inf, re)
-        im = xp.where(m, xp.nan, im)
-        # a = NaN: NaN + 0j for b = +-0 (b's sign kept), NaN + NaN j otherwise
-        m = xp.isnan(a)
-        re = xp.where(m, xp.nan, re)
-        im = xp.where(m & zero_b, b, xp.where(m, xp.nan, im))
-        # a finite, b infinite or NaN: NaN + NaN j
-        m = xp.isfinite(a) & ~fin_b
-        re = xp.where(m, xp.nan, re)
-        im = xp.where(m, xp.nan, im)
-        r = xp.empty(out.shape, dtype=out.dtype)
-        r.real, r.imag = re, im
-    return r
-
-
 def _expm1_front(x):
     """``expm1``. For complex input outside NumPy code (an nbaccel tensor, not a NumPy-flavoured
     one) and outside a trace, the Array API's special cases (``_expm1_standard``); NumPy code
@@ -402,40 +337,7 @@ acosh = _float_unary("acosh", "arccosh",
                      lambda g, out, x: (g / (_ops().sqrt(x - 1) * _ops().sqrt(x + 1)),), ("arccosh",))
 atanh = _float_unary("atanh", "arctanh", lambda g, out, x: (g / (1 - x * x),), ("arctanh",))
 
-# ---- erf: NumPy has none, so it is built from xp operations --------------------------------
-
-_ERF_SPLIT = 2.0   # series below, continued fraction above
-_ERF_TERMS = 40    # enough for both branches to reach ~1e-15 relative in float64
-
-
-def erf_xp(xp, x):
-    """erf in float64 from basic ``xp`` operations (NumPy and CuPy alike).
-
-    * |x| < 2: the all-positive series erf(a) = 2/sqrt(pi) e^(-a^2) sum_n a (2a^2)^n / (2n+1)!!
-      (no cancellation);
-    * |x| >= 2: erfc's continued fraction erfc(a) = e^(-a^2)/sqrt(pi) / (a + (1/2)/(a + 1/(a +
-      (3/2)/(a + ...)))), evaluated bottom-up, and erf = 1 - erfc.
-
-    Maximum relative error against ``math.erf``: 1.2e-15 over [-7, 7] and down to 1e-300
-    (tests/test_ops_elementwise.py checks 1e-13). erf(+-inf) = +-1, erf(nan) = nan.
-    """
-    x = xp.asarray(x).astype(np.float64)
-    a = xp.abs(x)
-    s = xp.minimum(a, _ERF_SPLIT)
-    s2 = 2.0 * s * s
-    term = s
-    total = s
-    for n in range(_ERF_TERMS):
-        term = term * s2 / (2 * n + 3)
-        total = total + term
-    series = _TWO_OVER_SQRT_PI * xp.exp(-s * s) * total
-    c = xp.maximum(a, _ERF_SPLIT)
-    d = c
-    for k in range(_ERF_TERMS, 0, -1):
-        d = c + (0.5 * k) / d
-    cfrac = 1.0 - xp.exp(-c * c) / (math.sqrt(math.pi) * d)
-    return xp.copysign(xp.where(a < _ERF_SPLIT, series, cfrac), x)
-
+# ---- erf: NumPy has none, so it is built from xp operations (erf_xp, in elementwise_xp.py) ---
 
 erf = defop("erf", kind="unary", impl=erf_xp, dtype_rule="ufloat", inplace=True,
             grad=lambda g, out, x: (g * _TWO_OVER_SQRT_PI * _ops().exp(-(x * x)),),
@@ -490,14 +392,6 @@ cosh = _composite("cosh", _cosh, _ufunc("cosh"), lambda g, out, x: (g * _ops().s
                   numpy="cosh")
 
 
-def _sigmoid_impl(xp, x):
-    # exp(-log(1 + e^-x)): no overflow warnings, accurate in both tails
-    x = x if _is_float_array(x) else x.astype(np.float64)
-    if x.dtype.kind == "c":    # no logaddexp for complex: the definition
-        return 1 / (1 + xp.exp(-x))
-    return xp.exp(-xp.logaddexp(0.0, -x))
-
-
 sigmoid = _composite("sigmoid", lambda x: 1 / (1 + _ops().exp(-_in_result_dtype(sigmoid, x)[0])),
                      _sigmoid_impl,
                      lambda g, out, x: (g * out * (1 - out),), rule="float", methods=("expit",))
@@ -521,15 +415,6 @@ def _recip_front(x):
     if x.dtype.kind not in "fc" and not x._np:
         x = x.astype(D.float32)
     return apply(reciprocal, (x,), {})
-
-
-def _recip_impl(xp, x):
-    if _is_float_array(x):
-        return xp.reciprocal(x)
-    if x.dtype.kind in "bu":
-        return xp.where(x == 1, x, 0)
-    # |x| == 1 is the only exact case; NumPy leaves 1/0 to the platform (0 or INT_MIN): 0 here
-    return xp.where(xp.abs(x.astype(np.int64)) == 1, x, 0)
 
 
 def _recip_decomp(x):
