@@ -8,7 +8,7 @@ from nbaccel import nn
 from nbaccel.quant import (QuantizedLinear, QuantizedTensor, int4_weight_only,
                            int8_dynamic_activation_int8_weight, int8_weight_only, model_bytes,
                            quantize_)
-from nbaccel_kernels.quant import packing as P, reference as R
+from nbaccel_kernels.quant import packing as P, reference as R, simd
 
 CONFIGS = {
     "int8": int8_weight_only(),
@@ -33,6 +33,8 @@ def _expected(layer_w, layer_b, x, name):
         return R.int8_dynamic_matmul(x, *P.quantize_int8(w), bias=b)
     cfg = CONFIGS[name]
     p, s, z = P.quantize_int4(w, cfg.group_size, cfg.zero_point)
+    if x.dtype == np.float32:       # the CPU kernels round float32 activations to int8 per block
+        x = simd.dequantized_activations(x)
     return R.int4_weight_only_matmul(x, p, s, z, cfg.group_size, b)
 
 

@@ -16,6 +16,15 @@ from nbaccel_kernels.quant import cpu, packing as P, reference as R  # noqa: E40
 RNG = np.random.default_rng(1234)
 
 
+@pytest.fixture(autouse=True)
+def exact_int4_activations(monkeypatch):
+    """These tests hold the portable int4 kernels with exact float activations to the float64
+    reference's 2e-5. The default, activations rounded to int8 per 32-block (every path, the
+    explicit-SIMD GEMVs included), is tested in test_quant_simd.py."""
+    monkeypatch.setattr(cpu, "INT4_GEMV_SIMD", ())
+    monkeypatch.setattr(cpu, "INT4_INT8_ACTIVATIONS", False)
+
+
 def _w(n, k, dtype=np.float32):
     return RNG.standard_normal((n, k)).astype(dtype)
 
