@@ -421,6 +421,8 @@ def cell_label(count: int, source: str) -> str:
 
 def ends_quiet(source: str) -> bool:
     """True when the cell's last statement ends with ';' (IPython then shows no Out[])."""
+    if ";" not in source:           # (most cells: tokenizing in Python costs milliseconds)
+        return False
     try:
         toks = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
                 if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT,

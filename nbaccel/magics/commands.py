@@ -85,7 +85,7 @@ class NbaccelCommands:
             if not e.reports:
                 continue
             r = e.reports[-1]
-            st = e.cf.stats
+            st = e.cf.stats if e.cf.is_built else {}     # (a cell that only ran plainly)
             rows[e.key] = {"name": r.name, "calls": st.get("calls", 0), "compiles": st.get("compiles", 0),
                            "recompiles": st.get("recompiles", 0), "cache_hits": st.get("cache_hits", 0),
                            "tier": r.tier}

@@ -90,6 +90,36 @@ class CellEntry:
         self.slots = tuple((k, self.local_of.get(k, k)) for k in sorted(self.outputs - self.shared))
 
 
+class _Deferred:
+    """A cell's CompiledFunction, built on first use: a cell whose runs stay plain (its first
+    runs, by the decision's rule) never pays for building and compiling its cell function
+    (a few milliseconds per new cell, most of a plain first run's overhead)."""
+
+    __slots__ = ("_make", "_cf")
+
+    def __init__(self, make):
+        object.__setattr__(self, "_make", make)
+        object.__setattr__(self, "_cf", None)
+
+    @property
+    def is_built(self) -> bool:
+        return self._cf is not None
+
+    def built(self):
+        if self._cf is None:
+            object.__setattr__(self, "_cf", self._make())
+        return self._cf
+
+    def __getattr__(self, name):
+        return getattr(self.built(), name)
+
+    def __setattr__(self, name, value):
+        setattr(self.built(), name, value)
+
+    def __call__(self, *args, **kwargs):
+        return self.built()(*args, **kwargs)
+
+
 def _numpy_objects():
     """real NumPy object -> nbaccel.numpy object, for inputs the cell reads."""
     return {id(np): numpy_api, id(np.linalg): numpy_api.linalg, id(np.fft): numpy_api.fft}
@@ -404,21 +434,24 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             outputs = set(stores) | set(dels)
             name = f"cell_{count}"
             renamed = cellnames.local_names(tree, traced + boxed)
-            if plain_reason is None:
-                mod = cellfunc.build(tree, name, traced, boxed, shared, maybe=maybe, renamed=renamed)
-                code = compile(mod, filename, "exec", dont_inherit=True)
-                scope: dict = {}
-                exec(code, ns, scope)              # defines __nbaccel_make__ only; ns untouched
-                fn = scope["__nbaccel_make__"](numpy_api, boundary.call, boundary.setmask,
-                                               boundary.sync, ipython_calls.call)
-            else:                                  # it runs plainly (`from m import *` cannot be
-                def fn(*args):                     # compiled inside a function at all)
-                    raise AssertionError("a cell that runs plainly is never called compiled")
-            cf = capi.CompiledFunction(fn, mode=opts.mode, dynamic=dynamic,
-                                       backend=gpu_placement.backend_for(opts.backend, placed, BACKENDS),
-                                       fullgraph=opts.fullgraph, name=cellfunc.cell_label(count, src))
-            cf._in_cell = True
-            entry = CellEntry(key, cf, traced, boxed, outputs, set(dels),
+
+            def make_cf():
+                if plain_reason is None:
+                    mod = cellfunc.build(tree, name, traced, boxed, shared, maybe=maybe, renamed=renamed)
+                    code = compile(mod, filename, "exec", dont_inherit=True)
+                    scope: dict = {}
+                    exec(code, ns, scope)          # defines __nbaccel_make__ only; ns untouched
+                    fn = scope["__nbaccel_make__"](numpy_api, boundary.call, boundary.setmask,
+                                                   boundary.sync, ipython_calls.call)
+                else:                              # it runs plainly (`from m import *` cannot be
+                    def fn(*args):                 # compiled inside a function at all)
+                        raise AssertionError("a cell that runs plainly is never called compiled")
+                cf = capi.CompiledFunction(fn, mode=opts.mode, dynamic=dynamic,
+                                           backend=gpu_placement.backend_for(opts.backend, placed, BACKENDS),
+                                           fullgraph=opts.fullgraph, name=cellfunc.cell_label(count, src))
+                cf._in_cell = True
+                return cf
+            entry = CellEntry(key, _Deferred(make_cf), traced, boxed, outputs, set(dels),
                               cellfunc.ends_quiet(src), filename, shared=shared, src=src, fname=name,
                               qualprefix=f"__nbaccel_make__.<locals>.{name}.<locals>.",
                               plain_reason=plain_reason, local_of=renamed)
