@@ -17,12 +17,13 @@ RNG = np.random.default_rng(1234)
 
 
 @pytest.fixture(autouse=True)
-def exact_int4_activations(monkeypatch):
-    """These tests hold the portable int4 kernels with exact float activations to the float64
-    reference's 2e-5. The default, activations rounded to int8 per 32-block (every path, the
-    explicit-SIMD GEMVs included), is tested in test_quant_simd.py."""
+def portable_kernels(monkeypatch):
+    """These tests hold the portable kernels (int4 ones with exact float activations) to the
+    float64 reference's 2e-5. The int4 default, activations rounded to int8 per 32-block (every
+    path, the explicit-SIMD GEMVs included), is tested in test_quant_simd.py."""
     monkeypatch.setattr(cpu, "INT4_GEMV_SIMD", ())
     monkeypatch.setattr(cpu, "INT4_INT8_ACTIVATIONS", False)
+    monkeypatch.setattr(cpu, "INT8_GEMV_SIMD", ())      # its variants: test_quant_simd_int8.py
 
 
 def _w(n, k, dtype=np.float32):

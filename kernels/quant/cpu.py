@@ -33,7 +33,7 @@ from numba import njit
 
 from .._parallel import CHUNKS_PER_THREAD
 from .. import _pool
-from . import _vnni, simd
+from . import _vnni, simd, simd_int8
 from ._int4_cpu import (_int4_gemm_part, _int4_gemv_batch_part, _int4_gemv_part, _int4_split_x,
                         _int4_split_x_batch)
 from ._int8_int8 import _I8_ROWS, _int8_int8_part, _int8_int8_vnni_part
@@ -52,6 +52,8 @@ INT4_GEMV_BATCH = 8
 # the explicit-SIMD int4 GEMVs this CPU runs (:mod:`.simd`), widest first; the first one usable
 # for a layer's shape runs it, else the portable loop (tests set this to pick one, or none)
 INT4_GEMV_SIMD = tuple(name for name in simd.VARIANTS if simd.available(name))
+# the same for the int8 weight-only GEMV (:mod:`.simd_int8`; float activations, exact as before)
+INT8_GEMV_SIMD = tuple(name for name in simd_int8.VARIANTS if simd_int8.available(name))
 # float32 activations of the int4 kernels are rounded to int8 per 32-value block (what the SIMD
 # GEMV's integer dot products need), in every path, so that a token's result does not depend
 # on its batch or the CPU. False: exact float activations and the portable loops only.
@@ -199,7 +201,11 @@ def int8_weight_only_matmul(x, q, scale, bias=None):
     if x.shape[0] == 0:
         return out
     scale = np.ascontiguousarray(scale, np.float32)
-    if x.shape[0] == 1:
+    variant = next((v for v in INT8_GEMV_SIMD if simd_int8.usable(v, q.shape[1], x.dtype)), None) \
+        if x.shape[0] == 1 else None
+    if variant is not None:
+        _launch(simd_int8.PARTS[variant], out.size * q.shape[1], q.shape[0], x, q, scale, out)
+    elif x.shape[0] == 1:
         _launch(_int8_gemv_part, out.size * q.shape[1], q.shape[0], x, q, scale, out)
     else:
         _launch(_int8_gemm_part, out.size * q.shape[1], -(-q.shape[0] // _TILE), x, q, scale, out)
