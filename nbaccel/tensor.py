@@ -1,5 +1,10 @@
-"""The eager Tensor. Its op methods are installed from the op table (``dispatch.install_methods``);
-conversions into tensors live in ``convert.py``, the one dispatch path in ``dispatch.py``."""
+"""The eager Tensor: its fields, construction, autograd, in-place writes and the NumPy protocols.
+
+Its op methods are installed from the op table (``dispatch.install_methods``); what it says
+about itself (shape, size, flags) is in its base class ``tensor_meta.TensorMetadata``, and its
+conversions to Python and NumPy values (``numpy()``, ``float()``, printing) in
+``tensor_values.TensorValues``; conversions into tensors live in ``convert.py``, the one
+dispatch path in ``dispatch.py``."""
 from __future__ import annotations
 
 import weakref
@@ -11,20 +16,11 @@ from . import dtypes as D
 from .devices import Device, array_module, device as _device
 from .ops.registry import NUMPY_FUNCS, OPS
 from .ops.meta import broadcast_shapes
+from .tensor_meta import TensorMetadata, _Size  # noqa: F401 - _Size: importable here too
+from .tensor_values import TensorValues
 import nbaccel
 
 _SCALARS = (bool, int, float, complex)
-
-class _Size(int):
-    """``t.size`` is NumPy's element count *and* callable like PyTorch's ``t.size(dim)``."""
-
-    def __new__(cls, n, shape):
-        self = super().__new__(cls, n)
-        self._shape = shape
-        return self
-
-    def __call__(self, dim=None):
-        return tuple(self._shape) if dim is None else self._shape[dim]
 
 
 def _inplace_cast_error(src, dst, what):
@@ -44,7 +40,7 @@ def _inplace_cast_error(src, dst, what):
 NP_ARRAY_0D = 2
 
 
-class Tensor:
+class Tensor(TensorMetadata, TensorValues):
     """An n-dimensional array with dtype, device and autograd.
 
     >>> import nbaccel as nb
@@ -137,64 +133,7 @@ class Tensor:
             return self._node.graph.realize(self, reason)
         return self._data
 
-    # -- metadata -------------------------------------------------------------------------
-    @property
-    def shape(self) -> tuple:
-        return self._data.shape if self._node is None else self._node.shape
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    dim = ndimension = lambda self: self.ndim
-
-    @property
-    def size(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return _Size(n, self.shape)
-
-    def numel(self) -> int:
-        return int(self.size)
-
-    nelement = numel
-
-    @property
-    def itemsize(self):
-        return self.dtype.itemsize
-
-    def element_size(self):
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self):
-        return self.numel() * self.dtype.itemsize
-
-    @property
-    def is_leaf(self):
-        return self.grad_fn is None
-
-    @property
-    def is_cuda(self):
-        return self.device.type == "cuda"
-
-    @property
-    def is_cpu(self):
-        return self.device.type == "cpu"
-
-    @property
-    def is_xpu(self):           # PyTorch's Intel-GPU and Apple-GPU flags: never, here
-        return False
-
-    is_mps = is_xpu
-
-    def is_floating_point(self):
-        return self.dtype.kind == "f"
-
-    def is_complex(self):
-        return self.dtype.kind == "c"
-
+    # -- metadata (the rest: tensor_meta.py) ---------------------------------------------
     @property
     def real(self):
         """The real part: a view of a complex tensor, the tensor itself when real (NumPy)."""
@@ -220,16 +159,6 @@ class Tensor:
         self._assign(OPS["complex"].front(OPS["real"].front(self), value), "imaginary part write")
 
     @property
-    def T(self):
-        return self.permute(*reversed(range(self.ndim)))
-
-    @property
-    def mT(self):
-        if self.ndim < 2:
-            raise ValueError(f"mT needs at least 2 dimensions, got a tensor of shape {self.shape}")
-        return self.swapaxes(-1, -2)
-
-    @property
     def data(self):
         return self.detach()
 
@@ -238,104 +167,12 @@ class Tensor:
         self._data = other._data if isinstance(other, Tensor) else np.asarray(other)
         self.dtype = D.dtype(self._data.dtype)
 
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
-
-    def __iter__(self):
-        if not self.shape:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self.shape[0]))
-
     __hash__ = object.__hash__
 
-    # -- conversion -----------------------------------------------------------------------
-    def numpy(self, *, force=False):
-        a = self._value("a NumPy array is needed (.numpy())")
-        if self.device.type != "cpu":
-            if not force:
-                raise TypeError(f"can't convert a {self.device} tensor to NumPy: use .cpu() first")
-            a = a.get()
-        return a
-
-    def __array__(self, dtype=None, copy=None):
-        a = self._value("a NumPy array is needed (np.asarray / __array__)")
-        if self.device.type != "cpu":
-            raise TypeError(f"implicit conversion of a {self.device} tensor to NumPy is not "
-                            "allowed: use .cpu() first")
-        if dtype is not None and np.dtype(dtype) != a.dtype:
-            return a.astype(dtype)
-        return a.copy() if copy else a
-
+    # -- conversion (the rest: tensor_values.py) -----------------------------------------
+    # item is Tensor's own: ndarray_methods wraps Tensor.__dict__['item'] with NumPy's meaning
     def item(self):
         return self._scalar(".item()")
-
-    def _scalar(self, construct):
-        """The Python number of a one-element tensor; ``construct`` (``.item()``, ``float()``,
-        ...) names what asked for it in a graph break's reason."""
-        if self.numel() != 1:
-            if construct != ".item()":
-                return self.item()           # its error (NumPy's for NumPy-flavoured tensors)
-            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to a "
-                               "Python scalar")
-        return self._value(f"a Python scalar is needed ({construct})").reshape(()).item()
-
-    def tolist(self):
-        return self._value("a Python list is needed (.tolist())").tolist()
-
-    def __bool__(self):
-        if self.numel() != 1:
-            raise ValueError(f"The truth value of a tensor with {self.numel()} elements is "
-                             "ambiguous. Use a.any() or a.all()")
-        return bool(self._value("a Python bool is needed (`if`, `and`, `or`, bool())").reshape(()).item())
-
-    def __float__(self):
-        return float(self._scalar("float()"))
-
-    def __int__(self):
-        return int(self._scalar("int()"))
-
-    def __index__(self):
-        if self.dtype.kind not in "iu" or self.ndim:
-            raise TypeError("only integer 0-d tensors can be converted to an index")
-        return int(self._scalar("an index"))
-
-    def __complex__(self):
-        return complex(self._scalar("complex()"))
-
-    def __repr__(self):
-        if self._node is not None and self._data is None:
-            a = self._value("the tensor is printed")
-        else:
-            a = self._data
-        if self.device.type != "cpu":
-            a = a.get()
-        if D.is_bfloat16(a.dtype):
-            a = a.astype(np.float32)
-        body = np.array2string(np.asarray(a), separator=", ", prefix="tensor(")
-        extra = []
-        if self.dtype not in (D.float32, D.int64, D.bool_):
-            extra.append(f"dtype={self.dtype.name}")
-        if self.device.type != "cpu":
-            extra.append(f"device='{self.device}'")
-        if self.grad_fn is not None:
-            extra.append(f"grad_fn={self.grad_fn!r}")
-        elif self.requires_grad:
-            extra.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
-
-    def __str__(self):
-        if self._np:   # NumPy-flavoured tensors print like NumPy (print() in a %%compile cell)
-            a = self._value("the tensor is printed")
-            a = a.get() if self.device.type != "cpu" else a
-            return str(a[()] if a.ndim == 0 else a)
-        return self.__repr__()
-
-    def __format__(self, spec):
-        if self.ndim == 0:
-            return format(self.item(), spec)
-        return format(str(self), spec)
 
     def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
         for a in args:
@@ -359,30 +196,6 @@ class Tensor:
 
     def cuda(self, device=None):
         return self.to("cuda" if device is None else f"cuda:{device}")
-
-    def float(self):
-        return self.astype(D.float32)
-
-    def double(self):
-        return self.astype(D.float64)
-
-    def half(self):
-        return self.astype(D.float16)
-
-    def bfloat16(self):
-        return self.astype(D.bfloat16)
-
-    def long(self):
-        return self.astype(D.int64)
-
-    def int(self):
-        return self.astype(D.int32)
-
-    def bool(self):
-        return self.astype(D.bool_)
-
-    def type(self, dtype=None):
-        return self.dtype.name if dtype is None else self.astype(dtype)
 
     # -- autograd -------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
