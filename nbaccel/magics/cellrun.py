@@ -26,12 +26,9 @@ from ..compiler import api as capi
 from ..compiler.capture import TooManyGraphBreaks
 from ..tensor import Tensor
 from ..compiler.report import CompileReport
+from .cell_values import _swap_out
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _swap_out(value):
-    return extension._swap_out(value)
 
 
 class CellRuns:
@@ -320,4 +317,3 @@ def _as_name_error(exc, entry):
     new = NameError(f"name '{m.group(1)}' is not defined")
     new.__suppress_context__ = True
     return new.with_traceback(exc.__traceback__)
-from . import extension  # noqa: E402  (both import this module, so they come last)

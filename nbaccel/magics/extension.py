@@ -16,8 +16,6 @@ import keyword
 import os
 import sys
 import time
-import types
-from dataclasses import dataclass, field
 
 import numpy as np
 from IPython.core.error import UsageError
@@ -25,13 +23,14 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from . import boundary, cell_clock, cellfunc, cellnames, ipython_calls, options, per_element, plain_runs, snapshot, verify
+from .cell_entry import CellEntry, Deferred
+from .cell_values import _Env, _swap_in, _swap_out, _traceable
 from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
 from .commands import NbaccelCommands, _in_notebook
-from .. import dtypes as D, ndarray_methods, numpy_api
+from .. import ndarray_methods, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
 from ..compiler.capture import TooManyGraphBreaks
-from ..daskbridge import is_dask_array
 from ..daskbridge.bridge import DaskFallback
 from ..gpu import placement as gpu_placement
 from ..tensor import Tensor, asarray
@@ -42,132 +41,6 @@ BACKENDS = capi.BACKENDS
 DEVICES = options.DEVICES
 REPORTS = options.REPORTS
 OPTIONS_HELP = options.help_texts(MODES, BACKENDS, DEVICES, REPORTS)
-
-
-class _Env:
-    """What the cell function receives besides its traced arrays (opaque to the compiler, so
-    containers are passed as they are, never copied)."""
-
-    __slots__ = ("values", "slots")
-
-    def __init__(self, values, slots):
-        self.values = values
-        self.slots = slots          # (name in the notebook, name in the cell function)
-
-    def collect(self, local_vars):
-        """The cell's outputs under their notebook names (an input the function renamed, see
-        cellnames.local_names, is still the notebook's name)."""
-        return {k: local_vars[local] for k, local in self.slots if local in local_vars}
-
-
-@dataclass
-class CellEntry:
-    """One compiled version of one cell (source + options + input kinds)."""
-    key: str
-    cf: object
-    traced: list
-    boxed: list
-    outputs: set
-    dels: set
-    quiet: bool
-    filename: str
-    name: str = ""
-    calls: int = 0
-    reports: list = field(default_factory=list)
-    shared: set = field(default_factory=set)       # declared global in the cell function
-    src: str = ""
-    fname: str = ""
-    qualprefix: str = ""
-    plain_reason: str | None = None                # set: the cell runs plainly (see _run_plain)
-    probe: tuple | None = None                     # (seconds, breaks, line): compare with plain
-    local_of: dict = field(default_factory=dict)   # input -> its name in the cell function
-    last_report: object = None                     # the report of the last compiled run
-    slots: tuple = ()                              # (notebook name, cell-function name) per output
-
-    def __post_init__(self):
-        # the function's locals that hold the cell's outputs (a renamed input the cell rebinds
-        # is the notebook's name all the same: dropping it lost numpy-100's `Z`)
-        self.slots = tuple((k, self.local_of.get(k, k)) for k in sorted(self.outputs - self.shared))
-
-
-class _Deferred:
-    """A cell's CompiledFunction, built on first use: a cell whose runs stay plain (its first
-    runs, by the decision's rule) never pays for building and compiling its cell function
-    (a few milliseconds per new cell, most of a plain first run's overhead)."""
-
-    __slots__ = ("_make", "_cf")
-
-    def __init__(self, make):
-        object.__setattr__(self, "_make", make)
-        object.__setattr__(self, "_cf", None)
-
-    @property
-    def is_built(self) -> bool:
-        return self._cf is not None
-
-    def built(self):
-        if self._cf is None:
-            object.__setattr__(self, "_cf", self._make())
-        return self._cf
-
-    def __getattr__(self, name):
-        return getattr(self.built(), name)
-
-    def __setattr__(self, name, value):
-        setattr(self.built(), name, value)
-
-    def __call__(self, *args, **kwargs):
-        return self.built()(*args, **kwargs)
-
-
-def _numpy_objects():
-    """real NumPy object -> nbaccel.numpy object, for inputs the cell reads."""
-    return {id(np): numpy_api, id(np.linalg): numpy_api.linalg, id(np.fft): numpy_api.fft}
-
-
-def _swap_in(value):
-    """The value a cell should see for a user-namespace object (NumPy itself -> nbaccel.numpy)."""
-    swapped = _numpy_objects().get(id(value))
-    if swapped is not None:
-        return swapped
-    if isinstance(value, (types.BuiltinFunctionType, types.FunctionType, np.ufunc)):
-        name = getattr(value, "__name__", "")
-        if name and getattr(np, name, None) is value:
-            return getattr(numpy_api, name, value)
-    return value
-
-
-def _swap_out(value):
-    """Inverse of _swap_in for write-back: nbaccel.numpy objects go back as NumPy's own."""
-    if value is numpy_api:
-        return np
-    if value is numpy_api.linalg:
-        return np.linalg
-    if value is numpy_api.fft:
-        return np.fft
-    if type(value) is numpy_api._UFunc:             # (isinstance also holds for NumPy's own)
-        return value._ufunc
-    if isinstance(value, D.DType) and getattr(value, "np", None) is not None:
-        return np.dtype(value.np)                   # `d = x.dtype` holds NumPy's dtype
-    if type(value).__name__ == "Device" and getattr(value, "type", None) == "cpu" \
-            and type(value).__module__ == "nbaccel.devices":
-        return "cpu"                                # NumPy's ndarray.device
-    if callable(value) and getattr(value, "__module__", None) == numpy_api.__name__:
-        return getattr(value, "__wrapped__", None) or getattr(np, getattr(value, "__name__", ""), value)
-    return value
-
-
-def _traceable(value):
-    """Tensors and plain NumPy arrays of a dtype nbaccel has are traced; the rest passes as is."""
-    if isinstance(value, Tensor) or is_dask_array(value):   # Dask arrays: see nbaccel/daskbridge
-        return True
-    if type(value) is not np.ndarray:
-        return False
-    try:
-        D.dtype(value.dtype)
-    except TypeError:
-        return False
-    return True
 
 
 @magics_class
@@ -451,7 +324,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                                            fullgraph=opts.fullgraph, name=cellfunc.cell_label(count, src))
                 cf._in_cell = True
                 return cf
-            entry = CellEntry(key, _Deferred(make_cf), traced, boxed, outputs, set(dels),
+            entry = CellEntry(key, Deferred(make_cf), traced, boxed, outputs, set(dels),
                               cellfunc.ends_quiet(src), filename, shared=shared, src=src, fname=name,
                               qualprefix=f"__nbaccel_make__.<locals>.{name}.<locals>.",
                               plain_reason=plain_reason, local_of=renamed)
