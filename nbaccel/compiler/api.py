@@ -350,12 +350,11 @@ class CompiledFunction:
             if any(e["pending"] for e in events):
                 rep.pending_tier = "numba"
             br = {k: sum(e["breakdown"][k] for e in events) for k in rep.compile_breakdown}
-            rep.compile_breakdown = br
+            rep.set_breakdowns(br, jit_split.total(e.get("jit_split") for e in events)
+                               if any(e.get("jit_split") for e in events) else None)
             ests = [e.get("eager_estimate") for e in events]
             rep.eager_estimate_seconds = sum(ests) if all(x is not None for x in ests) else None
             rep.path, rep.path_reason = cheap_path.report_path(events)
-            if any(e.get("jit_split") for e in events):
-                rep.jit_breakdown = jit_split.total(e.get("jit_split") for e in events)
             rep.compile_seconds = sum(br.values())   # capture (re-tracing) is paid on hits too
             rep.compiled_seconds = sum(e["seconds"] for e in events)
             rep.kernels = [k for e in events for k in e["kernels"]]
