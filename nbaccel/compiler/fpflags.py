@@ -100,11 +100,32 @@ def trace_state(graph) -> FPState:
 
 # -- running -----------------------------------------------------------------------------------
 
-def _node_states(graph, entry):
+def _plan(graph, entry):
+    """(each node's state, the categories to watch or None) for a run now; kept on the graph
+    while NumPy's errstate and the warning filters stay as they were (a replayed cell's runs:
+    working them out again cost tens of microseconds a run)."""
+    plan = graph.__dict__.get("_fp_plan")
+    now = current_state(plan[0] if plan is not None else None)
+    if plan is not None and plan[0] is now and plan[1] is entry:
+        return plan[2], plan[3]
+    states = _node_states(graph, entry, now)
+    watch = {c: "ignore" for c in _CATS}
+    for st in states:
+        if not st.quiet:
+            for c in _CATS:
+                if st.errs[c] != "ignore":
+                    watch[c] = "call"
+    if all(v == "ignore" for v in watch.values()):
+        watch = None
+    graph._fp_plan = (now, entry, states, watch)
+    return states, watch
+
+
+def _node_states(graph, entry, now=None):
     """Each node's state. A replayed graph (``entry``: the state its trace began with) runs
     the nodes traced under that state under the caller's state now, and the others (inside an
     ``np.errstate`` or ``catch_warnings`` of the function) under the state they were traced with."""
-    now = current_state()
+    now = now if now is not None else current_state()
     states = [getattr(n, "fp", None) for n in graph.nodes]
     if entry is not None:
         states = [now if s is None or s.equals(entry) else s for s in states]
@@ -119,14 +140,8 @@ def run(graph, inputs, call, prog=None, entry=None, replayed=False):
     if graph is None or not graph.nodes:
         with np.errstate(all="ignore"):
             return call()
-    states = _node_states(graph, entry if replayed else None)
-    watch = {c: "ignore" for c in _CATS}
-    for st in states:
-        if not st.quiet:
-            for c in _CATS:
-                if st.errs[c] != "ignore":
-                    watch[c] = "call"
-    if all(v == "ignore" for v in watch.values()):
+    states, watch = _plan(graph, entry if replayed else None)
+    if watch is None:
         with np.errstate(all="ignore"):
             return call()
     seen = []
