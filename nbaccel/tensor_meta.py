@@ -5,6 +5,10 @@ device and dtype flags, ``T``/``mT``, ``len`` and iteration.
 ``dtype``, ``device`` and ``grad_fn`` and calls the op methods ``permute``, ``swapaxes`` and
 ``__getitem__``, and imports nothing of the engine, so the class that owns the fields stays
 the one place they are set.
+
+Because every Tensor is a TensorMetadata and this module imports nothing, it is also where the
+modules below ``tensor.py`` (the op table) test for a tensor: :func:`is_tensor`, an
+``isinstance``, instead of probing for a ``_node`` attribute.
 """
 from __future__ import annotations
 
@@ -102,3 +106,9 @@ class TensorMetadata:
         if not self.shape:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self.shape[0]))
+
+
+def is_tensor(x) -> bool:
+    """Whether ``x`` is an nbaccel Tensor (a tracer included), for the modules that cannot import
+    the class: every Tensor is a TensorMetadata, and nothing else is."""
+    return isinstance(x, TensorMetadata)

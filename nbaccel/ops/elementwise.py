@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from .. import dtypes as D, ops
+from ..tensor_meta import is_tensor
 from .fronts import _tensor as _tensor_module, apply, as_tensor, as_tensor_arg
 from .meta import (real_only, broadcast_shapes, default_float, shape_of, default_infer,
     apply_dtype_rule)
@@ -34,17 +35,9 @@ _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 
-def _ops():
-    return ops
-
-
-def _is_tensor(v):
-    return hasattr(v, "_node")
-
-
 def _zero_grad(g, out, *args, **params):
     """Piecewise-constant ops (floor, sign, round, ...): zero gradient, as in PyTorch."""
-    return tuple(_ops().zeros_like(g) if _is_tensor(a) else None for a in args)
+    return tuple(ops.zeros_like(g) if is_tensor(a) else None for a in args)
 
 
 def _ufloat_binary_infer(args, params):
@@ -52,12 +45,12 @@ def _ufloat_binary_infer(args, params):
     that holds it (uint8 with int8 -> float16, not float32); a Python float with only
     integer operands gives the default float."""
     shape = broadcast_shapes(*(shape_of(a) for a in args))
-    strong = [a for a in args if _is_tensor(a)]
+    strong = [a for a in args if is_tensor(a)]
     if all(a.dtype.kind != "f" for a in strong) and any(isinstance(a, float) for a in args):
         return shape, default_float(args)
     npflag = default_float(args) is D.float64
     all_bool = all(a.dtype.kind == "b" for a in strong)
-    vals = [(D.int64 if all_bool and type(a) is int else a) if not _is_tensor(a) else
+    vals = [(D.int64 if all_bool and type(a) is int else a) if not is_tensor(a) else
             a if a.dtype.kind == "f" else
             (D._promote(a.dtype, D.float16) if npflag else D.float32) for a in args]
     vals = [(D.float64 if npflag else D.float32) if v is D.int64 else v for v in vals]
@@ -67,10 +60,10 @@ def _ufloat_binary_infer(args, params):
 # ---- binary arithmetic -------------------------------------------------------------------
 
 def _binary_args(a, b):
-    if _is_tensor(a) and _is_tensor(b):      # (the common case: nothing to convert)
+    if is_tensor(a) and is_tensor(b):      # (the common case: nothing to convert)
         return a, b
     a, b = as_tensor_arg(a), as_tensor_arg(b)
-    if not _is_tensor(a) and not _is_tensor(b):
+    if not is_tensor(a) and not is_tensor(b):
         a = as_tensor(a)
     return a, b
 
@@ -111,9 +104,8 @@ def _div_front(a, b, *, rounding_mode=None):
                          f"got {rounding_mode!r}")
     q = floor_divide.front(a, b)
     if q.dtype.kind == "f":
-        return _ops().trunc(apply(div, (a, b), {})).astype(q.dtype)
+        return ops.trunc(apply(div, (a, b), {})).astype(q.dtype)
     # integers: floor and trunc differ where the division is inexact and the signs differ
-    ops = _ops()
     inexact = ops.not_equal(ops.remainder(a, b), 0)
     fix = ops.logical_and(inexact, ops.not_equal(ops.less(a, 0), ops.less(b, 0)))
     return ops.where(fix, q + 1, q)
@@ -131,17 +123,16 @@ floor_divide = defop(
 
 remainder = defop(
     "remainder", kind="binary", impl=_quiet_ufunc("remainder"), dtype_rule="int8bool",
-    grad=lambda g, out, a, b: (g, -g * _ops().floor_divide(a, b)),
+    grad=lambda g, out, a, b: (g, -g * ops.floor_divide(a, b)),
     methods=("remainder", "__mod__", "__rmod__"), numpy=("remainder", "mod"), inplace=True)
 
 fmod = defop("fmod", kind="binary", impl=_quiet_ufunc("fmod"), dtype_rule="int8bool",
-             grad=lambda g, out, a, b: (g, -g * _ops().trunc(a / b)),
+             grad=lambda g, out, a, b: (g, -g * ops.trunc(a / b)),
              methods="fmod", numpy="fmod", inplace=True)
 
 
 def _minmax_grad(g, out, a, b):
     # ties split the gradient evenly, as PyTorch does
-    ops = _ops()
     ea = ops.equal(a, out).astype(g.dtype)
     eb = ops.equal(b, out).astype(g.dtype)
     tot = ea + eb
@@ -155,10 +146,9 @@ minimum = defop("minimum", kind="binary", impl=_ufunc("minimum"), grad=_minmax_g
 
 
 def _pow_grad(g, out, a, b):
-    ops = _ops()
     ga = g * b * ops.power(a, b - 1) if not isinstance(b, (int, float)) or b != 0 else None
     gb = None
-    if _is_tensor(b) and b.requires_grad:
+    if is_tensor(b) and b.requires_grad:
         gb = g * out * ops.log(ops.where(ops.greater(a, 0), a, 1))
     return (ga, gb)
 
@@ -186,9 +176,8 @@ atan2 = defop("atan2", kind="binary", infer=_ufloat_binary_infer, impl=_ufunc("a
 
 
 def _copysign_grad(g, out, a, b):
-    ops = _ops()
     flip = ops.not_equal(ops.signbit(a), ops.signbit(b))
-    return (ops.where(flip, -g, g), ops.zeros_like(g) if _is_tensor(b) else None)
+    return (ops.where(flip, -g, g), ops.zeros_like(g) if is_tensor(b) else None)
 
 
 copysign = defop("copysign", kind="binary", infer=_ufloat_binary_infer, impl=_ufunc("copysign"),
@@ -221,7 +210,7 @@ for _name, _uf, _methods, _np_names, _rule in [
           methods=(_name,) + _methods, numpy=(_name,) + _np_names, inplace=True)
 
 where = defop("where", kind="ternary", impl=lambda xp, c, a, b: xp.where(c, a, b),
-              grad=lambda g, out, c, a, b: (None, _ops().where(c, g, 0), _ops().where(c, 0, g)),
+              grad=lambda g, out, c, a, b: (None, ops.where(c, g, 0), ops.where(c, 0, g)),
               methods="where", numpy="where")
 
 # ---- unary primitives ------------------------------------------------------------------------
@@ -235,7 +224,7 @@ positive = defop("positive", kind="unary", impl=_ufunc("positive"),
                  methods=("positive", "__pos__"), numpy="positive", dtype_rule="nobool")
 
 abs_ = defop("abs", kind="unary", impl=_ufunc("abs"), dtype_rule="real",
-             grad=lambda g, out, x: (g * _ops().sign(x),), 
+             grad=lambda g, out, x: (g * ops.sign(x),), 
              methods=("abs", "absolute", "__abs__"), numpy=("absolute", "abs"), inplace=True)
 
 logical_not = defop("logical_not", kind="unary", impl=_ufunc("logical_not"),
@@ -314,7 +303,7 @@ def _expm1_front(x):
 
 
 def _sqrt1m(x):
-    return _ops().sqrt(1 - x * x)
+    return ops.sqrt(1 - x * x)
 
 
 exp = _float_unary("exp", "exp", lambda g, out, x: (g * out,))
@@ -322,8 +311,8 @@ expm1 = _float_unary("expm1", "expm1", lambda g, out, x: (g * (out + 1),), front
 log = _float_unary("log", "log", lambda g, out, x: (g / x,))
 log1p = _float_unary("log1p", "log1p", lambda g, out, x: (g / (x + 1),))
 sqrt = _float_unary("sqrt", "sqrt", lambda g, out, x: (g / (2 * out),))
-sin = _float_unary("sin", "sin", lambda g, out, x: (g * _ops().cos(x),))
-cos = _float_unary("cos", "cos", lambda g, out, x: (-g * _ops().sin(x),))
+sin = _float_unary("sin", "sin", lambda g, out, x: (g * ops.cos(x),))
+cos = _float_unary("cos", "cos", lambda g, out, x: (-g * ops.sin(x),))
 tan = _float_unary("tan", "tan", lambda g, out, x: (g * (1 + out * out),))
 asin = _float_unary("asin", "arcsin", lambda g, out, x: (g / _sqrt1m(x),),
                     ("arcsin",))
@@ -332,15 +321,15 @@ acos = _float_unary("acos", "arccos", lambda g, out, x: (-g / _sqrt1m(x),),
 atan = _float_unary("atan", "arctan", lambda g, out, x: (g / (1 + x * x),),
                     ("arctan",))
 tanh = _float_unary("tanh", "tanh", lambda g, out, x: (g * (1 - out * out),))
-asinh = _float_unary("asinh", "arcsinh", lambda g, out, x: (g / _ops().sqrt(x * x + 1),), ("arcsinh",))
+asinh = _float_unary("asinh", "arcsinh", lambda g, out, x: (g / ops.sqrt(x * x + 1),), ("arcsinh",))
 acosh = _float_unary("acosh", "arccosh",
-                     lambda g, out, x: (g / (_ops().sqrt(x - 1) * _ops().sqrt(x + 1)),), ("arccosh",))
+                     lambda g, out, x: (g / (ops.sqrt(x - 1) * ops.sqrt(x + 1)),), ("arccosh",))
 atanh = _float_unary("atanh", "arctanh", lambda g, out, x: (g / (1 - x * x),), ("arctanh",))
 
 # ---- erf: NumPy has none, so it is built from xp operations (erf_xp, in elementwise_xp.py) ---
 
 erf = defop("erf", kind="unary", impl=erf_xp, dtype_rule="ufloat", inplace=True,
-            grad=lambda g, out, x: (g * _TWO_OVER_SQRT_PI * _ops().exp(-(x * x)),),
+            grad=lambda g, out, x: (g * _TWO_OVER_SQRT_PI * ops.exp(-(x * x)),),
             methods="erf",
             doc="The error function (float64-accurate to ~1e-15; see erf_xp).")
 
@@ -358,17 +347,16 @@ def _composite(name, decomp, impl, grad, rule="ufloat", methods=(), numpy=(), in
                  methods=(name,) + tuple(methods), numpy=numpy, inplace=inplace)
 
 
-log2 = _composite("log2", lambda x: _ops().log(x) * (1 / _LN2), _ufunc("log2"),
+log2 = _composite("log2", lambda x: ops.log(x) * (1 / _LN2), _ufunc("log2"),
                   lambda g, out, x: (g / (x * _LN2),), numpy="log2")
-log10 = _composite("log10", lambda x: _ops().log(x) * (1 / _LN10), _ufunc("log10"),
+log10 = _composite("log10", lambda x: ops.log(x) * (1 / _LN10), _ufunc("log10"),
                    lambda g, out, x: (g / (x * _LN10),), numpy="log10")
-exp2 = _composite("exp2", lambda x: _ops().exp(_float_of(x) * _LN2), _ufunc("exp2"),
+exp2 = _composite("exp2", lambda x: ops.exp(_float_of(x) * _LN2), _ufunc("exp2"),
                   lambda g, out, x: (g * out * _LN2,), numpy="exp2")
 
 
 def _sinh(x):
     # expm1 keeps small |x| accurate; e^(|x| - ln 2) keeps sinh finite up to its own overflow
-    ops = _ops()
     x = _float_of(x)
     if x.dtype.kind == "c":
         return (ops.exp(x) - ops.exp(-x)) * 0.5
@@ -379,23 +367,22 @@ def _sinh(x):
 
 
 def _cosh(x):
-    ops = _ops()
     if x.dtype.kind == "c":
         return (ops.exp(x) + ops.exp(-x)) * 0.5
     a = ops.abs(_float_of(x))
     return ops.exp(a - _LN2) + ops.exp(-a - _LN2)
 
 
-sinh = _composite("sinh", _sinh, _ufunc("sinh"), lambda g, out, x: (g * _ops().cosh(x),),
+sinh = _composite("sinh", _sinh, _ufunc("sinh"), lambda g, out, x: (g * ops.cosh(x),),
                   numpy="sinh")
-cosh = _composite("cosh", _cosh, _ufunc("cosh"), lambda g, out, x: (g * _ops().sinh(x),),
+cosh = _composite("cosh", _cosh, _ufunc("cosh"), lambda g, out, x: (g * ops.sinh(x),),
                   numpy="cosh")
 
 
-sigmoid = _composite("sigmoid", lambda x: 1 / (1 + _ops().exp(-_in_result_dtype(sigmoid, x)[0])),
+sigmoid = _composite("sigmoid", lambda x: 1 / (1 + ops.exp(-_in_result_dtype(sigmoid, x)[0])),
                      _sigmoid_impl,
                      lambda g, out, x: (g * out * (1 - out),), rule="float", methods=("expit",))
-rsqrt = _composite("rsqrt", lambda x: 1 / _ops().sqrt(x), lambda xp, x: 1 / xp.sqrt(x),
+rsqrt = _composite("rsqrt", lambda x: 1 / ops.sqrt(x), lambda xp, x: 1 / xp.sqrt(x),
                    lambda g, out, x: (-0.5 * g * out * out * out,))
 
 
@@ -418,7 +405,6 @@ def _recip_front(x):
 
 
 def _recip_decomp(x):
-    ops = _ops()
     if x.dtype.kind in "fc":
         return 1 / x
     xi = x.astype(D.int8) if x.dtype is D.bool_ else x
@@ -437,16 +423,15 @@ def _in_result_dtype(op, *args):
     """Cast tensor operands to the op's result dtype, so a decomposition computes (and
     returns) in the dtype the op promises."""
     _, dt = op.infer(args, {})
-    return [a.astype(dt) if _is_tensor(a) and a.dtype is not dt else a for a in args]
+    return [a.astype(dt) if is_tensor(a) and a.dtype is not dt else a for a in args]
 
 
 def _abs(v):
-    return abs(v) if not _is_tensor(v) else _ops().abs(v)
+    return abs(v) if not is_tensor(v) else ops.abs(v)
 
 
 def _hypot(a, b):
     # scale by the larger magnitude so a*a cannot overflow (or underflow to 0)
-    ops = _ops()
     a, b = (_abs(v) for v in _in_result_dtype(hypot, a, b))
     big, small = ops.maximum(a, b), ops.minimum(a, b)
     safe = ops.where(ops.equal(big, 0), 1, big)
@@ -463,7 +448,6 @@ hypot = defop("hypot", kind="binary", infer=_ufloat_binary_infer, decomp=_hypot,
 
 def _logaddexp(a, b):
     # max + log1p(exp(-|a - b|)); equal arguments (also both -inf or +inf) give a + log 2
-    ops = _ops()
     a, b = _in_result_dtype(logaddexp, a, b)
     m = ops.maximum(a, b)
     d = ops.abs(ops.subtract(a, b))
@@ -471,7 +455,6 @@ def _logaddexp(a, b):
 
 
 def _logaddexp_grad(g, out, a, b):
-    ops = _ops()
     return (g * ops.exp(ops.subtract(a, out)), g * ops.exp(ops.subtract(b, out)))
 
 

@@ -19,7 +19,7 @@ from .registry import defalias, defop
 # the primitives first (they register before the functions below); the names are public here too
 from .matrix_lapack import (  # noqa: F401
     _INF, EighResult, LinAlgError, QRResult, SlogdetResult, SVDResult, _cholesky_front, _float_dtype,
-    _lapack, _no_grad_rule, _ops, _square, det, eigh, eigvalsh, inv, qr, slogdet, solve, svd, svdvals,
+    _lapack, _no_grad_rule, _square, det, eigh, eigvalsh, inv, qr, slogdet, solve, svd, svdvals,
 )
 
 
@@ -81,7 +81,7 @@ def _matrix_power(x, n):
     if n < 0:
         x, n = inv.front(x), -n
     if n == 0:
-        eye = _ops().eye(x.shape[-1], dtype=x.dtype, device=x.device)
+        eye = ops.eye(x.shape[-1], dtype=x.dtype, device=x.device)
         return eye.broadcast_to(tuple(x.shape)) * 1
     result, base = None, x
     while n:                              # square-and-multiply
@@ -116,7 +116,6 @@ def _vnorm_impl(xp, x, axis, keepdims, ord):
 
 
 def _vnorm_decomp(x, axis, keepdims, ord):
-    ops = _ops()
     if x.dtype.kind not in "fc":
         x = x.astype(default_float([x]))
     a = ops.abs(x)
@@ -134,7 +133,6 @@ def _vnorm_decomp(x, axis, keepdims, ord):
 
 
 def _vnorm_grad(g, out, x, axis, keepdims, ord):
-    ops = _ops()
     ge = _expand_back(g, x, axis, keepdims)
     oe = _expand_back(out, x, axis, keepdims)
     if ord == 0:
@@ -187,7 +185,6 @@ def _matrix_norm(x, keepdims=False, ord="fro", *, dim=None, keepdim=None):
         raise ValueError(f"matrix_norm needs at least 2 dimensions, got shape {tuple(x.shape)}")
     if x.dtype.kind not in "fc":
         x = x.astype(default_float([x]))
-    ops = _ops()
     if ord == "fro":
         r = vector_norm.front(x, axis=(-2, -1))
     elif ord == "nuc":

@@ -24,10 +24,6 @@ LinAlgError = np.linalg.LinAlgError
 _INF = float("inf")
 
 
-def _ops():
-    return ops
-
-
 def _float_dtype(x, args):
     return x.dtype if x.dtype.kind in "fc" else default_float(args)
 
@@ -159,7 +155,6 @@ _solve = defop("solve", kind="linalg", infer=_solve_infer, impl=_solve_impl, gra
 
 def _cholesky_grad(g, out, x):
     # A = L L^T; gA = sym(L^-T Phi(L^T gL) L^-1), Phi = lower triangle with half the diagonal
-    ops = _ops()
     n = x.shape[-1]
     eye = ops.eye(n, dtype=g.dtype, device=g.device)
     phi = ops.tril(ops.ones(n, n, dtype=g.dtype, device=g.device), -1) + 0.5 * eye
