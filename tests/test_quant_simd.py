@@ -39,8 +39,10 @@ def _err(got, want):
     return float(np.abs(got.astype(np.float64) - want).max()) / max(float(np.abs(want).max()), 1e-6)
 
 
-def _check(x, p, s, z, g, b=None):
-    got = cpu.int4_weight_only_matmul(x, p, s, z, g, b)
+def _check(x, p, s, z, g, b=None, layout="rows"):
+    got = cpu.int4_weight_only_matmul(x, p, s, z, g, b, layout=layout)
+    if layout != "rows":
+        p = P.deinterleave_int4(p)
     rounded = R.int4_weight_only_matmul(simd.dequantized_activations(x), p, s, z, g, b)
     assert _err(got, rounded) < 2e-5
     # the rounding's own bound: |w| times half an activation step, summed over the inputs
@@ -156,3 +158,52 @@ def test_quantized_activations_layout():
     assert np.all(np.abs(q * s[:, None] - blocks) <= s[:, None] / 2 * (1 + 1e-5))
     np.testing.assert_array_equal(
         lane_sum, lo.astype(np.int32).reshape(-1, 4).sum(1) + hi.astype(np.int32).reshape(-1, 4).sum(1))
+
+
+# ---- the "rows4x64" layout (4-row blocks, one stream) ------------------------------------------
+
+def test_interleave_round_trip_and_layout():
+    codes = RNG.integers(0, 256, size=(8, 128)).astype(np.uint8)
+    il = P.interleave_int4(codes)
+    assert il.shape == codes.shape and il.dtype == np.uint8
+    np.testing.assert_array_equal(P.deinterleave_int4(il), codes)
+    flat = il.reshape(-1)
+    # chunk c of row 4 b + r at byte 256 c + 64 r of block b (block = 4 rows' bytes)
+    for b, c, r in ((0, 0, 0), (0, 1, 2), (1, 0, 3), (1, 1, 1)):
+        start = b * 4 * 128 + 256 * c + 64 * r
+        np.testing.assert_array_equal(flat[start:start + 64], codes[4 * b + r, 64 * c:64 * c + 64])
+
+
+def test_layout_errors():
+    p, s, z = P.quantize_int4(RNG.standard_normal((6, 256), np.float32), 64)
+    with pytest.raises(ValueError, match="out_features % 4"):
+        cpu.int4_weight_only_matmul(np.ones((1, 256), np.float32), p, s, None, 64, layout="rows4x64")
+    with pytest.raises(ValueError, match="layout must be one of"):
+        cpu.int4_weight_only_matmul(np.ones((1, 256), np.float32), p, s, None, 64, layout="cols")
+    with pytest.raises(ValueError, match="in_features % 128"):
+        P.interleave_int4(np.zeros((4, 32), np.uint8))
+
+
+@pytest.mark.parametrize("n,k,group_size", [(4, 128, 32), (36, 256, 64), (8, 1024, 128),
+                                            (64, 4096, 128)])
+@pytest.mark.parametrize("zero_point", [False, True])
+@pytest.mark.parametrize("m", [1, 3, 17])       # the SIMD GEMV; the portable batched GEMV, GEMM
+def test_interleaved_layout_matches_the_reference(variant, n, k, group_size, zero_point, m):
+    w, x, b = RNG.standard_normal((n, k), np.float32), RNG.standard_normal((m, k), np.float32), \
+        RNG.standard_normal(n, np.float32)
+    p, s, z = P.quantize_int4(w, group_size, zero_point)
+    il = P.interleave_int4(p)
+    got = _check(x, il, s, z, group_size, b, layout="rows4x64")
+    np.testing.assert_allclose(got, cpu.int4_weight_only_matmul(x, p, s, z, group_size, b),
+                               rtol=1e-5, atol=1e-5 * np.abs(got).max())
+    np.testing.assert_allclose(R.int4_weight_only_matmul(x, il, s, z, group_size, b, "rows4x64"),
+                               R.int4_weight_only_matmul(x, p, s, z, group_size, b), rtol=1e-6)
+
+
+def test_interleaved_layout_on_the_chunked_launcher(variant, monkeypatch):
+    monkeypatch.setattr(cpu, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpu, "_threads", lambda: 3)
+    monkeypatch.setattr(cpu, "CHUNKS_PER_THREAD", 5)
+    p, s, z = P.quantize_int4(RNG.standard_normal((132, 256), np.float32), 32, True)
+    _check(RNG.standard_normal((1, 256), np.float32), P.interleave_int4(p), s, z, 32,
+           layout="rows4x64")

@@ -38,7 +38,8 @@ from ._int4_cpu import (_int4_gemm_part, _int4_gemv_batch_part, _int4_gemv_part,
                         _int4_split_x_batch)
 from ._int8_int8 import _I8_ROWS, _int8_int8_part, _int8_int8_vnni_part
 from ._tiles import _FM, _NOGIL, _TILE, _row1, _rows4
-from .packing import check_group_size, quantize_per_token_int8
+from .packing import (check_group_size, check_int4_layout, deinterleave_int4,
+                      quantize_per_token_int8)
 
 
 _wide_vectors = _pool.wide_vectors     # 512-bit vectors for the kernel that calls it
@@ -212,11 +213,15 @@ def int8_weight_only_matmul(x, q, scale, bias=None):
     return _add_bias(out, bias)
 
 
-def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=None):
-    """``x @ dequantize_int4(packed, scales, zeros).T + bias``, dequantizing in the loop."""
+def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=None,
+                            layout="rows"):
+    """``x @ dequantize_int4(packed, scales, zeros).T + bias``, dequantizing in the loop.
+    ``layout``: ``"rows"`` or ``"rows4x64"`` (:mod:`.packing`); the explicit-SIMD GEMV reads
+    the latter as it is, the portable loops from a row-major copy made per call."""
     packed = np.ascontiguousarray(packed, np.uint8)
     k = packed.shape[1] * 2
     check_group_size(k, group_size)
+    check_int4_layout(layout, packed.shape[0], k)
     x = _prepare_x(x, k)
     scales = np.ascontiguousarray(scales, np.float32)
     has_zeros = zeros is not None
@@ -227,13 +232,16 @@ def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=
     rounded = INT4_INT8_ACTIVATIONS and x.dtype == _F32
     variant = next((v for v in INT4_GEMV_SIMD if simd.usable(v, k, x.dtype)), None) \
         if rounded and x.shape[0] == 1 else None
-    if rounded and variant is None:
-        x = simd.round_activations(x)
     if variant is not None:
         xq_lo, xq_hi, lane_sum, lane_scale = simd.quantize_activations(x[0])
         _launch(simd.PARTS[variant], out.size * k, packed.shape[0], xq_lo, xq_hi, lane_sum,
-                lane_scale, packed, scales, zeros, has_zeros, group_size, out)
-    elif x.shape[0] == 1:
+                lane_scale, packed, scales, zeros, has_zeros, group_size, layout != "rows", out)
+        return _add_bias(out, bias)
+    if rounded:
+        x = simd.round_activations(x)
+    if layout != "rows":
+        packed = deinterleave_int4(packed)
+    if x.shape[0] == 1:
         x_lo, x_mix, xsum = _int4_split_x(x, group_size)
         _launch(_int4_gemv_part, out.size * k, packed.shape[0], x_lo, x_mix, xsum, packed, scales,
                 zeros, has_zeros, group_size, out)

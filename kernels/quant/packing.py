@@ -12,6 +12,13 @@ Formats (what the kernels read):
   value ``j`` in its low nibble and value ``j + 16`` in its high nibble. Splitting a block in
   halves (rather than pairing neighbours) lets a SIMD loop read 16 contiguous activations for
   the low nibbles and 16 for the high ones, with no shuffles.
+* **int4 rows interleaved** (layout ``"rows4x64"``, optional): the same bytes and shape
+  ``[N, K // 2]``, reordered within each block of 4 rows so that a 4-row block is one
+  sequential stream: the block's ``4 * K // 2`` bytes are its 64-byte chunks in column order,
+  each chunk followed by the same chunk of the next row (chunk ``c`` of row ``4 b + r`` at byte
+  ``256 c + 64 r`` of block ``b``). Needs ``N % 4 == 0`` and ``K % 128 == 0``. The explicit-SIMD
+  GEMV then serves four rows per activation load while reading one stream
+  (docs/quantization.md, "Weight layouts").
 * **int8 per token** (activation ``[M, K]``): ``q`` int8 ``[M, K]`` and ``scale`` float32
   ``[M]``, symmetric, as for weights but along rows of the activation.
 """
@@ -22,6 +29,9 @@ import numpy as np
 INT4_BLOCK = 32            # values per packing block (16 bytes)
 INT4_GROUP_SIZES = (32, 64, 128)
 INT4_SYMMETRIC_ZERO = 8
+INT4_LAYOUTS = ("rows", "rows4x64")
+INT4_IL_ROWS = 4           # rows per interleaved block
+INT4_IL_BYTES = 64         # bytes per interleaved chunk
 
 
 def _check_2d(w, what="weight"):
@@ -125,3 +135,39 @@ def dequantize_int4(packed, scales, zeros=None, group_size=128, dtype=np.float32
          else np.full(scales.shape, INT4_SYMMETRIC_ZERO, np.float32))
     g = codes.reshape(n, k // group_size, group_size)
     return ((g - z[:, :, None]) * scales[:, :, None]).reshape(n, k).astype(dtype)
+
+
+def int4_interleavable(n: int, k: int) -> bool:
+    """Whether an ``[n, k]`` int4 weight can take the ``"rows4x64"`` layout."""
+    return n % INT4_IL_ROWS == 0 and (k // 2) % INT4_IL_BYTES == 0
+
+
+def check_int4_layout(layout, n, k):
+    if layout not in INT4_LAYOUTS:
+        raise ValueError(f"int4 layout must be one of {INT4_LAYOUTS}, got {layout!r}")
+    if layout == "rows4x64" and not int4_interleavable(n, k):
+        raise ValueError(f"the rows4x64 layout needs out_features % 4 == 0 and in_features % 128 "
+                         f"== 0, got [{n}, {k}]")
+
+
+def _blocks(packed):
+    n, k2 = packed.shape
+    return n // INT4_IL_ROWS, k2 // INT4_IL_BYTES
+
+
+def interleave_int4(packed):
+    """Row-major packed codes ``[N, K // 2]`` -> the ``"rows4x64"`` layout (same shape)."""
+    packed = np.asarray(packed, np.uint8)
+    check_int4_layout("rows4x64", packed.shape[0], 2 * packed.shape[1])
+    nb, nc = _blocks(packed)
+    return np.ascontiguousarray(packed.reshape(nb, INT4_IL_ROWS, nc, INT4_IL_BYTES)
+                                .transpose(0, 2, 1, 3)).reshape(packed.shape)
+
+
+def deinterleave_int4(data):
+    """The ``"rows4x64"`` layout -> row-major packed codes (same shape)."""
+    data = np.asarray(data, np.uint8)
+    check_int4_layout("rows4x64", data.shape[0], 2 * data.shape[1])
+    nb, nc = _blocks(data)
+    return np.ascontiguousarray(data.reshape(nb, nc, INT4_IL_ROWS, INT4_IL_BYTES)
+                                .transpose(0, 2, 1, 3)).reshape(data.shape)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .packing import dequantize_int4, dequantize_int8, quantize_per_token_int8
+from .packing import deinterleave_int4, dequantize_int4, dequantize_int8, quantize_per_token_int8
 
 
 def _finish(acc, x, bias):
@@ -26,9 +26,12 @@ def int8_weight_only_matmul(x, q, scale, bias=None):
     return _finish(x.astype(np.float64) @ w.T, x, bias)
 
 
-def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=None):
-    """``x @ dequantize_int4(...).T + bias``."""
+def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=None,
+                            layout="rows"):
+    """``x @ dequantize_int4(...).T + bias`` (``layout``: see :mod:`.packing`)."""
     x = np.asarray(x)
+    if layout != "rows":
+        packed = deinterleave_int4(packed)
     w = dequantize_int4(packed, scales, zeros, group_size, np.float64)
     return _finish(x.astype(np.float64) @ w.T, x, bias)
 

@@ -39,7 +39,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .. import _pool
-from .packing import INT4_BLOCK, INT4_SYMMETRIC_ZERO
+from .packing import INT4_BLOCK, INT4_IL_BYTES as IL_BYTES, INT4_IL_ROWS as IL_ROWS, INT4_SYMMETRIC_ZERO
 
 #: name -> (vector bytes, dot-product kind, CPU features needed (any one of the tuples))
 VARIANTS = {
@@ -156,11 +156,14 @@ def _hsum(builder, v):
     return builder.extract_element(v, ir.Constant(_I32, 0))
 
 
-def _make_rows(name: str, rows: int):
+def _make_rows(name: str, rows: int, interleaved: bool = False):
     """An intrinsic ``rows_kernel(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
     has_zeros, group_size, n, res)``: ``res[r]`` = output ``n + r`` (float32) for ``rows`` rows.
     ``group_size`` (32, 64 or 128) and ``has_zeros`` are run-time values; the IR holds one loop
-    per combination (the group layout fixes the lane -> group map at compile time)."""
+    per combination (the group layout fixes the lane -> group map at compile time).
+    ``interleaved``: ``packed`` is in the ``"rows4x64"`` layout (:mod:`.packing`), ``rows`` 4
+    and ``n`` a multiple of 4."""
+    assert not interleaved or rows == IL_ROWS
     vbytes, dot_kind, _ = VARIANTS[name]
     lanes = vbytes // 4
     vb = ir.VectorType(_I8, vbytes)
@@ -251,12 +254,24 @@ def _make_rows(name: str, rows: int):
                 tot = [cgutils.alloca_once_value(builder, _vconst(vf, 0.0)) for _ in range(rows)]
                 for t in tot:
                     builder.store(_vconst(vf, 0.0), t)
-                w_rows = [builder.mul(builder.add(n0, ir.Constant(intp, r)), w_stride) for r in range(rows)]
+                if interleaved:     # the block starts where its first row would
+                    w_rows = [builder.add(builder.mul(n0, w_stride), ir.Constant(intp, r * IL_BYTES))
+                              for r in range(rows)]
+                else:
+                    w_rows = [builder.mul(builder.add(n0, ir.Constant(intp, r)), w_stride)
+                              for r in range(rows)]
                 s_rows = [builder.mul(builder.add(n0, ir.Constant(intp, r)), s_stride) for r in range(rows)]
                 z_rows = [builder.mul(builder.add(n0, ir.Constant(intp, r)), z_stride) for r in range(rows)]
                 with cgutils.for_range(builder, nchunks) as loop:
                     c = loop.index
                     boff = builder.mul(c, ir.Constant(intp, vbytes))
+                    if interleaved:     # chunk boff // 64 of the block, then boff % 64 into it
+                        woff = builder.add(
+                            builder.mul(builder.lshr(boff, ir.Constant(intp, 6)),
+                                        ir.Constant(intp, IL_ROWS * IL_BYTES)),
+                            builder.and_(boff, ir.Constant(intp, IL_BYTES - 1)))
+                    else:
+                        woff = boff
                     loff = builder.mul(c, ir.Constant(intp, vbytes))      # lanes * 4 bytes
                     xlo = load(p_lo, boff, vb)
                     xhi = load(p_hi, boff, vb)
@@ -267,7 +282,7 @@ def _make_rows(name: str, rows: int):
                     if not with_zeros:
                         init = builder.mul(lsum, _vconst(vi, -INT4_SYMMETRIC_ZERO))
                     for r in range(rows):
-                        w = load(p_w, builder.add(w_rows[r], boff), vb)
+                        w = load(p_w, builder.add(w_rows[r], woff), vb)
                         lo = builder.and_(w, mask15)
                         hi = builder.and_(builder.lshr(w, four), mask15)
                         if with_zeros:
@@ -304,87 +319,116 @@ def _make_rows(name: str, rows: int):
 
 
 
-_avx512_vnni = _make_rows("avx512-vnni", 1)
-_avx512bw = _make_rows("avx512bw", 1)
-_avx_vnni = _make_rows("avx-vnni", 1)
-_avx2 = _make_rows("avx2", 1)
+_avx512_vnni, _avx512_vnni_il = _make_rows("avx512-vnni", 1), _make_rows("avx512-vnni", 4, True)
+_avx512bw, _avx512bw_il = _make_rows("avx512bw", 1), _make_rows("avx512bw", 4, True)
+_avx_vnni, _avx_vnni_il = _make_rows("avx-vnni", 1), _make_rows("avx-vnni", 4, True)
+_avx2, _avx2_il = _make_rows("avx2", 1), _make_rows("avx2", 4, True)
 
 
 # ---- one chunk loop per variant ----------------------------------------------------------------
 #
-# Each is the whole GEMV for one thread of _pool's launcher: claim chunks of output rows and
-# run them one row at a time. One row at a time reads the weight as one sequential stream; four
-# rows at once (four streams 2 KiB apart, each activation load serving four rows) ran 2.2x
-# slower from memory (8 layers of 4096 x 4096, 6.8 against 3.1 ms) although 1.0x in cache: the
-# prefetchers lose the short row streams. The functions differ only in the intrinsic they call
-# (an intrinsic is not a first-class value in numba); each is a top-level function so that
-# numba's disk cache keeps it, and each is compiled only when first called, so only on a CPU
-# that has its instructions.
+# Each is the whole GEMV for one thread of _pool's launcher: claim chunks of output rows (whole
+# 4-row blocks) and run them. Row-major weights go one row at a time: each row is then one
+# sequential stream; four rows at once (four streams 2 KiB apart, each activation load serving
+# four rows) ran 2.2x slower from memory (8 layers of 4096 x 4096, 6.8 against 3.1 ms) though
+# as fast in cache: the prefetchers lose short streams (software prefetches did not help: 5.4
+# ms). The "rows4x64" layout makes a 4-row block one stream, and four rows at a time then ran
+# 2.5 against 3.3 ms. The functions differ only in the intrinsics they call (an intrinsic is not
+# a first-class value in numba); each is a top-level function so that numba's disk cache keeps
+# it, and each is compiled only when first called, so only on a CPU that has its instructions.
 
 @njit(cache=True, nogil=True)
 def _part_avx512_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                      group_size, out, chunk, ctr, n_chunks, wait):
+                      group_size, interleaved, out, chunk, ctr, n_chunks, wait):
     n_total = packed.shape[0]
-    res = np.empty(1, np.float32)
+    res = np.empty(IL_ROWS, np.float32)
     while True:
         c = _pool.claim(ctr, n_chunks)
         if c < 0:
             break
-        for n in range(c * chunk, min(n_total, (c + 1) * chunk)):
-            _avx512_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                         group_size, n, res)
-            out[0, n] = res[0]
+        r1 = min(n_total, (c + 1) * chunk)
+        if interleaved:
+            for n in range(c * chunk, r1, IL_ROWS):
+                _avx512_vnni_il(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
+                                has_zeros, group_size, n, res)
+                out[0, n:n + IL_ROWS] = res
+        else:
+            for n in range(c * chunk, r1):
+                _avx512_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                             group_size, n, res)
+                out[0, n] = res[0]
         _pool.finish(ctr, False, n_chunks)
     _pool.finish(ctr, wait, n_chunks)
 
 
 @njit(cache=True, nogil=True)
 def _part_avx512bw(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                   group_size, out, chunk, ctr, n_chunks, wait):
+                   group_size, interleaved, out, chunk, ctr, n_chunks, wait):
     n_total = packed.shape[0]
-    res = np.empty(1, np.float32)
+    res = np.empty(IL_ROWS, np.float32)
     while True:
         c = _pool.claim(ctr, n_chunks)
         if c < 0:
             break
-        for n in range(c * chunk, min(n_total, (c + 1) * chunk)):
-            _avx512bw(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                      group_size, n, res)
-            out[0, n] = res[0]
+        r1 = min(n_total, (c + 1) * chunk)
+        if interleaved:
+            for n in range(c * chunk, r1, IL_ROWS):
+                _avx512bw_il(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
+                             has_zeros, group_size, n, res)
+                out[0, n:n + IL_ROWS] = res
+        else:
+            for n in range(c * chunk, r1):
+                _avx512bw(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                          group_size, n, res)
+                out[0, n] = res[0]
         _pool.finish(ctr, False, n_chunks)
     _pool.finish(ctr, wait, n_chunks)
 
 
 @njit(cache=True, nogil=True)
 def _part_avx_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                   group_size, out, chunk, ctr, n_chunks, wait):
+                   group_size, interleaved, out, chunk, ctr, n_chunks, wait):
     n_total = packed.shape[0]
-    res = np.empty(1, np.float32)
+    res = np.empty(IL_ROWS, np.float32)
     while True:
         c = _pool.claim(ctr, n_chunks)
         if c < 0:
             break
-        for n in range(c * chunk, min(n_total, (c + 1) * chunk)):
-            _avx_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                      group_size, n, res)
-            out[0, n] = res[0]
+        r1 = min(n_total, (c + 1) * chunk)
+        if interleaved:
+            for n in range(c * chunk, r1, IL_ROWS):
+                _avx_vnni_il(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
+                             has_zeros, group_size, n, res)
+                out[0, n:n + IL_ROWS] = res
+        else:
+            for n in range(c * chunk, r1):
+                _avx_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                          group_size, n, res)
+                out[0, n] = res[0]
         _pool.finish(ctr, False, n_chunks)
     _pool.finish(ctr, wait, n_chunks)
 
 
 @njit(cache=True, nogil=True)
 def _part_avx2(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-               group_size, out, chunk, ctr, n_chunks, wait):
+               group_size, interleaved, out, chunk, ctr, n_chunks, wait):
     n_total = packed.shape[0]
-    res = np.empty(1, np.float32)
+    res = np.empty(IL_ROWS, np.float32)
     while True:
         c = _pool.claim(ctr, n_chunks)
         if c < 0:
             break
-        for n in range(c * chunk, min(n_total, (c + 1) * chunk)):
-            _avx2(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                  group_size, n, res)
-            out[0, n] = res[0]
+        r1 = min(n_total, (c + 1) * chunk)
+        if interleaved:
+            for n in range(c * chunk, r1, IL_ROWS):
+                _avx2_il(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
+                         has_zeros, group_size, n, res)
+                out[0, n:n + IL_ROWS] = res
+        else:
+            for n in range(c * chunk, r1):
+                _avx2(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                      group_size, n, res)
+                out[0, n] = res[0]
         _pool.finish(ctr, False, n_chunks)
     _pool.finish(ctr, wait, n_chunks)
 
