@@ -165,6 +165,25 @@ def test_first_run_plain_compiles_once_the_plain_runs_have_cost_a_compile(shell,
     assert shell.user_ns["rep2"].verdict["path"] == "compiled"
 
 
+def test_the_compile_estimate_counts_machine_code_and_reaches_waiting_cells(shell, monkeypatch):
+    """A cell's compile costs its trace and codegen now and its numba compile later (in the
+    background, on the same CPU and GIL): the estimate of the next compile counts both, and a
+    cell still running plainly waits for what compiles cost by now, not for the estimate of
+    the moment it first ran."""
+    from nbaccel.magics import get_extension, plain_runs
+    monkeypatch.setitem(nb.config, "cell_first_run", "plain")
+    shell.run_line_magic("nbaccel", "reset")
+    x = np.arange(10.0)
+    _cell(shell, "w = x * 3\n", x=x)
+    waiting = _decision(shell)
+    ext = get_extension(shell)
+    plain_runs.note_compile(ext, "a", 0.04)
+    plain_runs.note_compile(ext, "a", 0.5, add=True)      # its numba compile finished since
+    assert ext.compile_costs == {"a": pytest.approx(0.54)}
+    _cell(shell, "w = x * 3\n", x=x)
+    assert waiting.compile_estimate == pytest.approx(0.54) and not waiting.has_compiled
+
+
 @pytest.mark.parametrize("opts", ["--backend numpy", "--backend numba", "--mode max-autotune", "--fullgraph"])
 def test_a_backend_or_mode_asked_for_by_name_is_compiled(shell, opts):
     shell.run_line_magic("nbaccel", "reset")

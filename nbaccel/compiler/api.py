@@ -395,6 +395,10 @@ class CompiledFunction:
         """Whether a background numba compile of one of its graphs is still running."""
         return self.cache.pending()
 
+    def jit_seconds(self) -> float:
+        """numba/Triton compile seconds of every graph so far (background compiles included)."""
+        return self.cache.jit_seconds()
+
     def wait(self, timeout=None):
         """Wait for background numba compiles of every graph this function compiled."""
         self.cache.wait(timeout)

@@ -37,7 +37,10 @@ from dataclasses import dataclass, field
 PROBES = 3                  # steady runs of each side before the decision
 WINDOW = 9                  # recent runs of each side kept for the medians
 RESOLUTION_SECONDS = 20e-6  # below this on both sides a ratio is not resolved ("too short to measure")
-COMPILE_ESTIMATE = 0.05     # what a first compile is expected to cost until one was measured
+# what a first compile is expected to cost until one was measured: a cell's first compile with
+# a cold disk cache cost 0.3-1 s here (trace and codegen on the cell's thread, numba's machine
+# code in the background, on the same 2 cores and GIL); the session's measured compiles replace it
+COMPILE_ESTIMATE = 0.5
 FLIP_MARGIN = 1.10          # a compiled choice flips to plain when 10% slower than plain
 
 
@@ -173,6 +176,11 @@ class Decision:
                 self.compiled.append(seconds)        # steady: nothing compiled on this run
             self.has_compiled = True
         self._decide()
+
+    def add_compile(self, seconds: float):
+        """A compile finished in the background (numba's machine code) and cost ``seconds``
+        more: it counts against the time saved as the rest of the compile does."""
+        self.compile_seconds += max(seconds, 0.0)
 
     def amend(self, path: str, seconds: float):
         """The last run of ``path`` took ``seconds`` after all: the cell as the user sees it,

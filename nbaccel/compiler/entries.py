@@ -292,6 +292,11 @@ class GraphCache:
         """Whether a faster tier of any program is still compiling in the background."""
         return any(p.pending() for e in self.entries.values() for p in e.programs.values())
 
+    def jit_seconds(self) -> float:
+        """Seconds spent turning generated source into machine code (numba, Triton) so far,
+        background compiles included: what a compile cost besides tracing and codegen."""
+        return sum(p.jit_total() for e in self.entries.values() for p in e.programs.values())
+
 
 def _saved_value(concrete, graph, n):
     if n.is_placeholder:

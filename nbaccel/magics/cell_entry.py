@@ -28,6 +28,7 @@ class CellEntry:
     local_of: dict = field(default_factory=dict)   # input -> its name in the cell function
     last_report: object = None                     # the report of the last compiled run
     slots: tuple = ()                              # (notebook name, cell-function name) per output
+    jit_noted: float = 0.0                         # machine-code compile seconds already counted
 
     def __post_init__(self):
         # the function's locals that hold the cell's outputs (a renamed input the cell rebinds

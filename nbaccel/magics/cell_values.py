@@ -7,7 +7,7 @@ import types
 
 import numpy as np
 
-from .. import dtypes as D, numpy_api
+from .. import dtypes as D, numpy_api, numpy_routing
 from ..daskbridge import is_dask_array
 from ..tensor import Tensor
 
@@ -26,6 +26,11 @@ class _Env:
         """The cell's outputs under their notebook names (an input the function renamed, see
         cellnames.local_names, is still the notebook's name)."""
         return {k: local_vars[local] for k, local in self.slots if local in local_vars}
+
+
+# where nbaccel.numpy's functions are defined (a cell's `from numpy import sum as npsum` holds
+# one of them inside the cell, and NumPy's own again afterwards)
+_NAMESPACE_MODULES = frozenset({numpy_api.__name__, numpy_routing.__name__})
 
 
 def _numpy_objects():
@@ -60,7 +65,7 @@ def _swap_out(value):
     if type(value).__name__ == "Device" and getattr(value, "type", None) == "cpu" \
             and type(value).__module__ == "nbaccel.devices":
         return "cpu"                                # NumPy's ndarray.device
-    if callable(value) and getattr(value, "__module__", None) == numpy_api.__name__:
+    if callable(value) and getattr(value, "__module__", None) in _NAMESPACE_MODULES:
         return getattr(value, "__wrapped__", None) or getattr(np, getattr(value, "__name__", ""), value)
     return value
 

@@ -59,7 +59,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     def reset_state(self):
         self.entries: dict[str, CellEntry] = {}
         self.decisions: dict = {}                   # plain or compiled, per cell and inputs (plain_runs.py)
-        self.compile_costs: list = []               # measured compiles: the next cell's estimate
+        self.compile_costs: dict = {}               # cell version -> its compile's cost (plain_runs.py)
         self.analysed: dict = {}                    # cell source -> its analysis (_analyse)
         self.by_count: dict[int, tuple] = {}     # execution count -> (entry, report)
         self.last: tuple | None = None
@@ -207,7 +207,13 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         if not self._verifying:                          # (--verify's shadow run is not the cell's)
             self.clock.note(decision, "compiled", seconds, seconds)
         if compiling:
-            plain_runs.note_compile(self, compiling)
+            plain_runs.note_compile(self, entry.key, compiling)
+        if not pending:                                  # machine code compiled since: its cost too
+            jit = entry.cf.jit_seconds()
+            if jit > entry.jit_noted:
+                plain_runs.note_compile(self, entry.key, jit - entry.jit_noted, add=True)
+                decision.add_compile(jit - entry.jit_noted)
+                entry.jit_noted = jit
         if not fresh:
             report.history = (report.history + [{"compiled_seconds": seconds, "cache": "hit",
                                                  "tier": report.tier}])[-capi.config["history"]:]

@@ -65,6 +65,8 @@ def decision_for(ext, line, cell, entry, opts) -> Decision:
     setting = tuple(v for k, v in ext.config_.items() if k != "report")
     key = (line, cell, setting, signature(ext.shell.user_ns, cellfunc.read_names(entry)))
     d = store.get(key)
+    if d is not None and not d.has_compiled and d.first == "plain":
+        d.compile_estimate = _compile_estimate(ext) or d.compile_estimate   # what compiles cost by now
     if d is None:
         asked = (opts.backend != "auto" or opts.mode != "default" or opts.fullgraph or opts.explain
                  or getattr(opts, "now", False) or opts.device == "cuda" or not config["cheap_enabled"])
@@ -85,15 +87,24 @@ def decision_for(ext, line, cell, entry, opts) -> Decision:
 
 def _compile_estimate(ext) -> float | None:
     """What a cell's compile is expected to cost: the median of this session's measured
-    compiles, or the decision module's default before any."""
-    seen = sorted(ext.__dict__.get("compile_costs", ()))
+    compiles (the numba/Triton compile of their kernels included, which runs in the
+    background but takes the CPU and the GIL all the same), or the decision module's default
+    before any."""
+    seen = sorted(ext.__dict__.get("compile_costs", {}).values())
     return seen[len(seen) // 2] if seen else None
 
 
-def note_compile(ext, seconds):
-    costs = ext.__dict__.setdefault("compile_costs", [])
-    costs.append(seconds)
-    del costs[:-64]
+def note_compile(ext, key, seconds, add=False):
+    """A compile of the cell version ``key`` cost ``seconds`` (``add``: its background
+    machine-code compile finished, and cost this much more)."""
+    costs = ext.__dict__.setdefault("compile_costs", {})
+    if add and key in costs:
+        costs[key] += seconds
+        return
+    costs.pop(key, None)
+    costs[key] = seconds
+    while len(costs) > 64:
+        costs.pop(next(iter(costs)))
 
 
 def run(ext, entry, opts, decision, count, t_enter=None):
