@@ -43,6 +43,7 @@ TARGETS = {"int8 decode": 3.0, "int4 decode": 5.0, "int8 read fraction": 0.75,
            "int4 read fraction": 0.75, "int8-dynamic gemm64": 1.5, "int8 top-1": 0.99,
            "int4 top-1": 0.97}
 DECODE_KINDS = ("int8", "int4")
+IL_KERNEL = "int4 rows4x64 kernel"     # the int4 bare kernel on row-interleaved codes
 
 
 def _summary(xs):
@@ -129,7 +130,7 @@ def _build_decode(kind, p):
                  "float32 kernel": _chain([lambda h, w=w: h @ w.T for w in ws], x_np)}
         return impls, {"weight_bytes": {"float32": sum(w.nbytes for w in ws)}}
     from bench import plain
-    from nbaccel_kernels.quant import cpu
+    from nbaccel_kernels.quant import cpu, packing
     g = p["group_size"]
     with nb.no_grad():
         want = _decode_model(p, "float32")(x).numpy()
@@ -146,6 +147,13 @@ def _build_decode(kind, p):
                     for q, s, z in arrays]
         impls[k] = lambda model=model: model(x)
         impls[k + " kernel"] = _chain(kern, x_np)
+        if k == "int4" and all(packing.int4_interleavable(*q.shape) for q, _, _ in arrays):
+            # the same codes in the "rows4x64" layout (issue 39 item 2; kernels only so far)
+            il = [(packing.interleave_int4(q), s, z) for q, s, z in arrays]
+            impls[IL_KERNEL] = _chain(
+                [lambda h, q=q, s=s, z=z: cpu.int4_weight_only_matmul(h, q, s, z, group_size=g,
+                                                                      layout="rows4x64")
+                 for q, s, z in il], x_np)
         nbytes = sum(a.nbytes for a in plain._weights(model))
         buf = buffer(nbytes)
         impls["read " + k] = lambda buf=buf: read(buf, numba.get_num_threads())
@@ -266,6 +274,8 @@ def bench_decode(n_layers, dim, rounds, calls, group_size=128, env=None):
                              rounds, calls, env=env)
     wb = info["weight_bytes"]
     wb.update({k + " kernel": wb[k] for k in ("float32",) + DECODE_KINDS})
+    if IL_KERNEL in per:
+        wb[IL_KERNEL] = wb["int4"]
     models = [k for k in per if not k.startswith("read ")]
     for k in DECODE_KINDS:      # the read: the faster of all threads and one, per round
         per["read " + k] = [min(a, b) for a, b in zip(per["read " + k], per.pop("read " + k + " 1 thread"))]
@@ -359,7 +369,8 @@ def _fmt(s, unit="", scale=1.0, digits=1):
 def _decode_table(d):
     lines = ["| model | tokens/s | speedup vs float32 | weight MiB read per token | GB/s | "
              "share of read bandwidth | rel. error |", "|---|---|---|---|---|---|---|"]
-    for k in ("float32",) + DECODE_KINDS + ("float32 kernel",) + tuple(k + " kernel" for k in DECODE_KINDS):
+    rows = ("float32",) + DECODE_KINDS + ("float32 kernel",) + tuple(k + " kernel" for k in DECODE_KINDS)
+    for k in rows + ((IL_KERNEL,) if IL_KERNEL in d["tokens_per_s"] else ()):
         base = k.split()[0]
         sp = "1" if base == "float32" else _fmt(d["speedup_vs_float32"][k], "×", digits=2)
         share = "—" if base == "float32" else _fmt(d["read_fraction"][k], "%", 100, 0)
