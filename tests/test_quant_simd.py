@@ -207,3 +207,19 @@ def test_interleaved_layout_on_the_chunked_launcher(variant, monkeypatch):
     p, s, z = P.quantize_int4(RNG.standard_normal((132, 256), np.float32), 32, True)
     _check(RNG.standard_normal((1, 256), np.float32), P.interleave_int4(p), s, z, 32,
            layout="rows4x64")
+
+
+def test_numba_cpu_features_limit_the_variants():
+    """NUMBA_CPU_FEATURES (a cache built for older CPUs) is what numba compiles for: a variant
+    whose instructions it leaves out is not picked, in a fresh process."""
+    import subprocess
+    import sys
+    code = ("from nbaccel_kernels.quant import cpu, simd_int8\n"
+            "from nbaccel_kernels.sparse import simd\n"
+            "print(cpu.INT4_GEMV_SIMD, cpu.INT8_GEMV_SIMD, [n for n in simd.VARIANTS if simd.available(n)])\n")
+    import os
+    env = dict(os.environ, NUMBA_CPU_FEATURES="+sse2,+avx,+avx2,+fma,-avx512f,-avx512bw,-avx512vnni,"
+                                              "-avx512vl,-avxvnni")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                         text=True).stdout
+    assert out.split("\n")[0] == "('avx2',) ('avx2',) ['avx2']", out

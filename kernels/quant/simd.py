@@ -21,13 +21,13 @@ of packed codes becomes two byte dot products, one per nibble stream:
   horizontal sum happens once per row, not once per group.
 
 About 11 instructions per 64 packed bytes and row, against about 50. The price is the
-activation rounding: an error of at most half an activation step per value, about 0.3 % of
-the layer's output on random data, against 6-8 % for the int4 weights themselves (measured
-in ``tests/test_quant_simd.py``). float64 activations keep the portable kernel.
+activation rounding: at most |w| times half an activation step per input, about 0.5 % of
+the largest output of a random layer, against 6-8 % for the int4 weights themselves
+(``tests/test_quant_simd.py``). float64 activations keep the portable kernel.
 
 Variants (``VARIANTS``), widest first; :func:`available` says which the CPU runs (from
-``llvmlite.binding.get_host_cpu_features()``); a kernel is only compiled when it is first
-called, so a variant the CPU lacks is never compiled.
+llvmlite's host feature query, or ``NUMBA_CPU_FEATURES`` when set); a kernel is only compiled
+when it is first called, so a variant the CPU lacks is never compiled.
 """
 from __future__ import annotations
 
@@ -50,16 +50,22 @@ VARIANTS = {
 }
 
 
-def _features():
+def host_features() -> dict:
+    """The CPU features numba compiles for: ``NUMBA_CPU_FEATURES`` when set (e.g. to build a
+    cache that runs on older CPUs), else the host's (llvmlite's feature query). A variant
+    is only picked when these have its instructions, or LLVM could not select them."""
+    from numba.core import config
+    if config.CPU_FEATURES is not None:
+        return {f[1:]: f[0] == "+" for f in config.CPU_FEATURES.split(",") if len(f) > 1}
     try:
-        return _ll.get_host_cpu_features()
+        return dict(_ll.get_host_cpu_features())
     except Exception:       # pragma: no cover - feature query unsupported
         return {}
 
 
 def available(name: str) -> bool:
     """Whether the host CPU has the instructions of variant ``name``."""
-    feats = _features()
+    feats = host_features()
     return any(all(feats.get(f, False) for f in need) for need in VARIANTS[name][2])
 
 

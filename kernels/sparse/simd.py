@@ -15,13 +15,13 @@ one horizontal sum per row; the last values that do not fill a vector are summed
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import binding as _ll
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .. import _pool
+from ..quant.simd import host_features
 
 #: name -> (kept values per vector, CPU features needed)
 VARIANTS = {"avx512": (16, ("avx512f",)), "avx2": (8, ("avx2", "fma"))}
@@ -31,10 +31,8 @@ _F32 = ir.FloatType()
 
 
 def available(name: str) -> bool:
-    try:
-        feats = _ll.get_host_cpu_features()
-    except Exception:       # pragma: no cover - feature query unsupported
-        return False
+    """Whether the CPU numba compiles for has variant ``name``'s instructions."""
+    feats = host_features()
     return all(feats.get(f, False) for f in VARIANTS[name][1])
 
 
