@@ -57,8 +57,9 @@ def _check(x, p, s, z, g, b=None, layout="rows"):
 @pytest.mark.parametrize("n,k,group_size", [(37, 128, 32), (5, 256, 64), (19, 384, 128),
                                             (4, 128, 128), (1, 1024, 64), (64, 4096, 128)])
 @pytest.mark.parametrize("zero_point", [False, True])
-def test_variant_matches_the_reference(variant, n, k, group_size, zero_point):
-    w, x, b = RNG.standard_normal((n, k), np.float32), RNG.standard_normal((1, k), np.float32), \
+@pytest.mark.parametrize("m", [1, 4, 7])      # tokens one at a time, four at a time, both
+def test_variant_matches_the_reference(variant, n, k, group_size, zero_point, m):
+    w, x, b = RNG.standard_normal((n, k), np.float32), RNG.standard_normal((m, k), np.float32), \
         RNG.standard_normal(n, np.float32)
     p, s, z = P.quantize_int4(w, group_size, zero_point)
     _check(x, p, s, z, group_size, b)
@@ -84,7 +85,8 @@ def test_variant_on_the_chunked_launcher(variant, monkeypatch, n):
     monkeypatch.setattr(cpu, "CHUNKS_PER_THREAD", 5)
     for zp in (False, True):
         p, s, z = P.quantize_int4(RNG.standard_normal((n, 256), np.float32), 32, zp)
-        _check(RNG.standard_normal((1, 256), np.float32), p, s, z, 32)
+        for m in (1, 6):
+            _check(RNG.standard_normal((m, 256), np.float32), p, s, z, 32)
 
 
 def test_extreme_codes_and_activations(variant):
@@ -127,7 +129,7 @@ def test_shapes_the_variants_do_not_take_run_the_portable_loop(monkeypatch):
 
 @pytest.mark.parametrize("group_size", [32, 128])
 def test_a_token_gives_the_same_result_alone_and_in_a_batch(variant, group_size):
-    """Batch 1 (the GEMV, SIMD where the CPU has it), batches of 2..8 and the GEMM all multiply
+    """Batch 1, batches of 2..8 (the GEMV, SIMD where the CPU has it) and the GEMM all multiply
     the same rounded activations."""
     w = RNG.standard_normal((24, 512), np.float32)
     p, s, z = P.quantize_int4(w, group_size, True)
@@ -149,9 +151,11 @@ def test_the_default_dispatch_is_the_best_available():
 def test_quantized_activations_layout():
     """xq_lo / xq_hi are the two halves of each 32-block (as the nibbles of a packed byte),
     rounded to within half a step of the block's scale; the lane sums add 4 bytes of each."""
-    x = RNG.standard_normal(128).astype(np.float32)
-    lo, hi, lane_sum, lane_scale = simd.quantize_activations(x)
-    blocks = x.reshape(4, 32)
+    x = RNG.standard_normal((2, 128)).astype(np.float32)
+    lo2, hi2, sums2, scales2 = simd.quantize_activations(x)
+    assert lo2.shape == hi2.shape == (2, 64) and sums2.shape == scales2.shape == (2, 16)
+    lo, hi, lane_sum, lane_scale = lo2[1], hi2[1], sums2[1], scales2[1]     # token 1
+    blocks = x[1].reshape(4, 32)
     s = np.abs(blocks).max(axis=1) / 127
     np.testing.assert_allclose(lane_scale, np.repeat(s, 4), rtol=1e-6)
     q = np.concatenate([lo.reshape(4, 16), hi.reshape(4, 16)], axis=1).astype(np.float32)
@@ -187,7 +191,7 @@ def test_layout_errors():
 @pytest.mark.parametrize("n,k,group_size", [(4, 128, 32), (36, 256, 64), (8, 1024, 128),
                                             (64, 4096, 128)])
 @pytest.mark.parametrize("zero_point", [False, True])
-@pytest.mark.parametrize("m", [1, 3, 17])       # the SIMD GEMV; the portable batched GEMV, GEMM
+@pytest.mark.parametrize("m", [1, 3, 8, 17])    # the SIMD GEMV (1..8 tokens); the GEMM
 def test_interleaved_layout_matches_the_reference(variant, n, k, group_size, zero_point, m):
     w, x, b = RNG.standard_normal((n, k), np.float32), RNG.standard_normal((m, k), np.float32), \
         RNG.standard_normal(n, np.float32)

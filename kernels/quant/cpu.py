@@ -10,11 +10,11 @@ wakes late costs nothing, where a ``prange`` waited for it at its closing barrie
 * batch 1 (decoding): a GEMV, one pass over the weight, four output rows at a time (four
   weight streams; each activation load serves four rows), in 512-bit vectors where the CPU
   has them (:func:`_wide_vectors`).
-* int4, batch 1, float32: explicit SIMD where the CPU has it (:mod:`.simd`: integer dot
-  products on activations rounded to int8 per 32-value block, about 3x faster than the
-  portable loop from memory); the portable loop (:mod:`._int4_cpu`) otherwise.
-* int4, batch 2..8 (``INT4_GEMV_BATCH``): the GEMV loop over four tokens at a time, each
-  unpacked byte serving all four.
+* int4, batch 1..8 (``INT4_GEMV_BATCH``), float32: explicit SIMD where the CPU has it
+  (:mod:`.simd`: integer dot products on activations rounded to int8 per 32-value block, about
+  2-3x faster than the portable loops from memory); else the portable loops
+  (:mod:`._int4_cpu`): for batch 2..8 the GEMV loop over four tokens at a time, each unpacked
+  byte serving all four.
 * batch > 1 (int8), > 8 (int4): a register-blocked GEMM, 4 output rows x 4 tokens per
   micro-tile, so each weight value loaded serves four tokens and each activation four output
   rows. For int4 the four rows' codes are dequantized into a small per-thread tile (4 x K
@@ -231,9 +231,9 @@ def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=
         return out
     rounded = INT4_INT8_ACTIVATIONS and x.dtype == _F32
     variant = next((v for v in INT4_GEMV_SIMD if simd.usable(v, k, x.dtype)), None) \
-        if rounded and x.shape[0] == 1 else None
+        if rounded and x.shape[0] <= INT4_GEMV_BATCH else None
     if variant is not None:
-        xq_lo, xq_hi, lane_sum, lane_scale = simd.quantize_activations(x[0])
+        xq_lo, xq_hi, lane_sum, lane_scale = simd.quantize_activations(x)
         _launch(simd.PARTS[variant], out.size * k, packed.shape[0], xq_lo, xq_hi, lane_sum,
                 lane_scale, packed, scales, zeros, has_zeros, group_size, layout != "rows", out)
         return _add_bias(out, bias)

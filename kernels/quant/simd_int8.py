@@ -17,7 +17,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .. import _pool
-from .simd import _F32, _I8, _I32, _declare, _hsum, _vconst, host_features
+from ._simd_ir import _F32, _I8, _I32, _declare, _hsum, _vconst, host_features
 
 #: name -> (vector bytes per step, CPU features needed)
 VARIANTS = {"avx512": (64, ("avx512f",)), "avx2": (32, ("avx2", "fma"))}

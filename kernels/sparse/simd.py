@@ -21,7 +21,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .. import _pool
-from ..quant.simd import host_features
+from ..quant._simd_ir import host_features
 
 #: name -> (kept values per vector, CPU features needed)
 VARIANTS = {"avx512": (16, ("avx512f",)), "avx2": (8, ("avx2", "fma"))}
