@@ -255,14 +255,24 @@ def _use_widgets() -> bool:
     return widgets_available() and _in_kernel()
 
 
-def display_report(report: dict, display_id: str | None = None, *, stable: bool | None = None) -> None:
+# cell -> the ReportWidget its runs are shown with: opening a widget costs two comms (the model
+# and its layout), 6-25 ms a run in a kernel, which a re-run cell's compiled time would carry
+_MODELS: OrderedDict[str, Any] = OrderedDict()
+
+
+def display_report(report: dict, display_id: str | None = None, *, stable: bool | None = None,
+                   model_key: str | None = None) -> None:
     """Show a report under the current cell.
 
     In a kernel with anywidget this is a ReportWidget, elsewhere a ReportView (text/HTML).
     Calling again with the same ``display_id`` updates that output in place (the
     widget's trait is reassigned and the fallbacks refreshed) instead of adding one.
-    Returns None, so a call ending a cell does not show the report a second time."""
+    ``model_key`` (a cell): each run of it shows a new output of one widget model, updated
+    (one message) rather than opened again. Returns None, so a call ending a cell does not
+    show the report a second time."""
     old = _LIVE.get(display_id) if display_id is not None else None
+    if old is None and model_key is not None:
+        old = _MODELS.get(model_key)
     if _use_widgets() and isinstance(old, ReportWidget):
         with old.hold_sync():  # one message: the view redraws once
             old.report = report if isinstance(report, dict) else {}
@@ -273,6 +283,11 @@ def display_report(report: dict, display_id: str | None = None, *, stable: bool 
         obj = ReportWidget(report, stable=stable)
     else:
         obj = ReportView(report, stable=stable)
+    if model_key is not None and isinstance(obj, ReportWidget):
+        _MODELS[model_key] = obj
+        _MODELS.move_to_end(model_key)
+        while len(_MODELS) > _LIVE_MAX:
+            _MODELS.popitem(last=False)
     _show(obj, display_id)  # also refreshes the text/html fallbacks stored in the notebook
 
 

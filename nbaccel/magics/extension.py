@@ -412,8 +412,10 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             if progress is not None:
                 progress.close()
             return
+        t0 = time.perf_counter()
         with verify.not_the_cells_output():       # the report is nbaccel's output, not the cell's
             self._show_report(report, how, entry, progress)
+        self.clock.shown(time.perf_counter() - t0)
 
     def _show_report(self, report, how, entry, progress):
         import nbaccel_ext
@@ -426,7 +428,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                 return
             self.runs += 1   # a fresh display per run: a re-run cell's old output is already cleared
             did = f"nbaccel-{entry.key[:12]}-{self.runs}"
-            nbaccel_ext.display_report(d, display_id=did)
+            nbaccel_ext.display_report(d, display_id=did, model_key=entry.key)
 
     def _explain_text(self, report):
         lines = [f"=== {report.name}: {report.graphs} graph(s), {len(report.graph_breaks)} graph break(s)"]
