@@ -338,6 +338,9 @@ def run(quick: bool = False) -> dict:
                        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
                        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}}
     from bench import plain
+    from nbaccel_kernels.quant import cpu
+    # the explicit-SIMD variants this CPU runs (the first one usable for a layer runs it)
+    res["simd"] = {"int4 gemv": list(cpu.INT4_GEMV_SIMD), "int8 gemv": list(cpu.INT8_GEMV_SIMD)}
     layers, dim, rounds = (2, 512, 3) if quick else (8, 4096, 7)
     res["decode"] = bench_decode(layers, dim, rounds=rounds, calls=3)
     res["decode_plain"] = bench_decode(layers, dim, rounds=rounds, calls=3, env=plain.plain_env())
@@ -392,7 +395,9 @@ def markdown(results: dict) -> str:
     lines = [f"### Quantized matmul ({'quick shapes' if results['quick'] else 'full size'}; "
              f"threads: numba {results['threads']['numba']}, OpenBLAS "
              f"{results['threads']['OPENBLAS_NUM_THREADS']}; load average "
-             f"{results.get('load_average', [float('nan')])[0]:.1f})", "",
+             f"{results.get('load_average', [float('nan')])[0]:.1f}; SIMD GEMVs: "
+             + ", ".join(f"{k} {v[0] if v else 'portable'}" for k, v in results.get("simd", {}).items())
+             + ")", "",
              f"Batch-1 decoding through {d['layers']} layers of {d['dim']}x{d['dim']}, "
              "`model(x)` eager (the bare kernels below; median, min–max over rounds):", ""]
     lines += _decode_table(d)
