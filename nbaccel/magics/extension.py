@@ -171,6 +171,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         # (the report's eager baseline is measured when it is shown or stored, never otherwise)
         report = getattr(entry.cf, "_report", None)
         if report is not None:
+            report.name = entry.cf.name              # a replayed run reuses the report: this run's label
             if place.device == "cuda":
                 report.transfer_seconds = t_in + t_out
             if place.reason and (opts.device_explicit or place.device == "cuda"):
