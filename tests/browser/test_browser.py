@@ -54,6 +54,34 @@ def _run_all(page, server) -> None:
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
 
 
+# "Run the same cell again" (the softmax cell): the test re-runs it as a user would (Ctrl+Enter)
+# until its headline is the measured ratio against the plain cell, and photographs that report
+RERUN_CELL = 15
+MEASURED = re.compile(r"faster|slower|same speed")
+
+
+def _rerun_until_measured(page, index: int, tries: int = 12):
+    """Run cell ``index`` again and again (compiled and plain runs alternate until each side has
+    three timings): its report once it is a compiled run whose headline is measured, or None
+    (the decision chose the plain cell: its later runs are plain, with no kernels to show)."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    for _ in range(tries):
+        page.evaluate("(i) => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                      " nb.activeCellIndex = i; }", index)
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-cell')")
+        page.wait_for_timeout(200)
+        page.wait_for_function(ALL_DONE, timeout=60_000, polling=200)
+        widget = cell.locator(REPORT)
+        if not widget.count():
+            continue
+        widget.scroll_into_view_if_needed()
+        words = widget.get_by_test_id("speedup-verdict").inner_text()
+        if SPEEDUP.match(widget.get_by_test_id("speedup").inner_text().strip()) and \
+                MEASURED.search(words) and widget.get_by_test_id("kernel-row").count():
+            return widget
+    return None
+
+
 def _shot(locator, name: str, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     locator.scroll_into_view_if_needed()
@@ -77,6 +105,9 @@ def test_report_widget_renders_in_jupyterlab(lab_server, page, tmp_path):
         page.wait_for_function(ALL_DONE, timeout=60_000, polling=250)
     except Exception:
         pytest.fail(f"the notebook did not finish running\n{lab_server.log_tail()}", pytrace=False)
+
+    # the README's widget: a cell run a few times, its headline measured against the plain cell
+    widget = _rerun_until_measured(page, RERUN_CELL) or widget
 
     # on screen: JupyterLab skips rendering cells far outside the viewport, which empties innerText
     widget.scroll_into_view_if_needed()
@@ -154,4 +185,4 @@ def test_report_widget_renders_in_jupyterlab(lab_server, page, tmp_path):
 
     errors = [e for e in page.console_errors if "nbaccel" in e or "report.js" in e]
     assert not errors, errors
-    assert time.monotonic() - start < 90
+    assert time.monotonic() - start < 240     # (the re-runs included)
