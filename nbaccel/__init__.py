@@ -5,6 +5,11 @@
 >>> (x * x).sum().backward()
 >>> bool(((x.grad - 2 * x).abs() < 1e-6).all())
 True
+
+Most names here and most Tensor methods are made at import time from the op table
+(``nbaccel/ops/``): the two lines that install them say so below, and each function's
+docstring ends with the file and line of the ``defop`` (or ``defalias``) that defines it, so
+``help(nb.sort)`` or ``help(nb.Tensor.sort)`` says which line to read.
 """
 from . import thread_pools as _thread_pools
 
@@ -26,7 +31,11 @@ from .tensor import install_methods as _install_methods
 from .array_api import (__array_api_version__, __array_namespace_info__, e, pi, inf, nan,  # noqa: F401
                         newaxis, isdtype, can_cast, finfo, iinfo, broadcast_shapes)
 
+# nbaccel.<name> for every op and alias of the op table (ops.namespace(): each op's front under
+# its name and NumPy names; the defining file:line ends each docstring)
 globals().update({k: v for k, v in _ops.namespace().items() if k not in globals()})
+# Tensor's op methods from the same table (dispatch.install_methods), then NumPy's meanings
+# inside a %%compile cell (ndarray_methods.install)
 _install_methods()
 from . import linalg  # noqa: E402,F401  (the Array API linalg extension)
 from . import fft  # noqa: E402,F401  (the Array API fft extension)

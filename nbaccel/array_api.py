@@ -25,6 +25,7 @@ from .devices import cpu, cuda_available, device as _device
 from .ops.fronts import as_tensor
 from .ops.meta import broadcast_shapes as broadcast_shapes_of
 from .ops.registry import defalias
+from .tensor_meta import is_tensor
 
 # the newest revision nbaccel implements in full (docs/array-api.md lists the deviations and
 # the 2025.12 additions that are here already)
@@ -57,7 +58,7 @@ _KINDS = {
 def _as_dtype(x) -> D.DType:
     if isinstance(x, D.DType):
         return x
-    if hasattr(x, "_node"):          # a Tensor
+    if is_tensor(x):
         return x.dtype
     return D.dtype(x)
 

@@ -15,6 +15,7 @@ import weakref
 
 from . import ops
 from . import tensor as _tensor
+from .tensor_meta import is_tensor
 
 __all__ = ["Node", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Function"]
@@ -88,7 +89,7 @@ class Node:
         return f"<{self.name[0].upper()}{self.name[1:]}Backward>"
 
     def inputs(self):
-        return [a for a in self.args if _is_tensor(a) and a.requires_grad]
+        return [a for a in self.args if is_tensor(a) and a.requires_grad]
 
     def apply(self, g):
         if self.backward_fn is not None:
@@ -105,7 +106,7 @@ class Node:
         else:
             # rules with costly per-input grads (matmul, linear) skip the ones nobody needs
             prev = _state.needs
-            _state.needs = tuple(_is_tensor(a) and a.requires_grad for a in self.args)
+            _state.needs = tuple(is_tensor(a) and a.requires_grad for a in self.args)
             try:
                 grads = self.op.grad(g, self.out, *self.args, **self.params)
             finally:
@@ -117,11 +118,7 @@ class Node:
     # torch-compatible introspection
     @property
     def next_functions(self):
-        return tuple((a.grad_fn, 0) for a in self.args if _is_tensor(a))
-
-
-def _is_tensor(a):
-    return hasattr(a, "_node")
+        return tuple((a.grad_fn, 0) for a in self.args if is_tensor(a))
 
 
 def attach(op, args, params, out):
@@ -170,7 +167,7 @@ def _toposort(roots):
             seen.add(id(node))
             stack.append((node, True))
             for a in node.args:
-                if _is_tensor(a) and a.grad_fn is not None and id(a.grad_fn) not in seen:
+                if is_tensor(a) and a.grad_fn is not None and id(a.grad_fn) not in seen:
                     stack.append((a.grad_fn, False))
     order.reverse()
     return order
@@ -208,7 +205,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
                                    "Specify retain_graph=True on the first backward call.")
             grads = node.apply(g)
             for a, ga in zip(node.args, grads):
-                if ga is None or not _is_tensor(a) or not a.requires_grad:
+                if ga is None or not is_tensor(a) or not a.requires_grad:
                     continue
                 if not isinstance(ga, _tensor.Tensor):
                     raise TypeError(f"grad rule of {node.name} returned {type(ga).__name__}")
@@ -232,7 +229,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
                         add_to(reached, id(origin), origin, ga)
             if not retain_graph:
                 node.out = False
-                node.args = tuple(None if _is_tensor(a) and not a.requires_grad else a for a in node.args)
+                node.args = tuple(None if is_tensor(a) and not a.requires_grad else a for a in node.args)
     return reached
 
 

@@ -1,5 +1,13 @@
 """The one path every op application takes (``apply``), the tracing context, and the Tensor
-methods derived from the op table."""
+methods derived from the op table.
+
+How the generated methods are made (:func:`install_methods`, run once by ``import nbaccel``):
+for every op, each name in its ``methods`` becomes ``setattr(Tensor, name, op.front)``, the
+same function as ``nbaccel.<name>``; ``__radd__``-style names get a wrapper that swaps the
+operands, and an ``inplace`` op also gets ``add_`` / ``__iadd__`` that write the result back.
+Every one of them ends its docstring with the file and line of the op's ``defop`` (``op table:
+nbaccel/ops/sorting.py:<line>``), so ``help(nb.Tensor.sort)`` says where to read.
+"""
 from __future__ import annotations
 
 import threading
@@ -9,7 +17,7 @@ import numpy as np
 from . import autograd
 from .devices import array_module, cpu
 from .ops.meta import infer
-from .ops.registry import ALIAS_METHODS, OPS
+from .ops.registry import ALIAS_METHODS, OPS, document_sites, documented
 from .convert import is_passthrough
 from .tensor import Tensor
 
@@ -182,7 +190,7 @@ def _reflected(front):
         if type(other) not in _PLAIN and is_passthrough(other):
             return NotImplemented
         return front(other, self)
-    return method
+    return documented(method, front, "``other <op> t``, the reflected form: ``front(other, t)`` of")
 
 
 def _binary_dunder(front):
@@ -199,7 +207,7 @@ def _binary_dunder(front):
 def _inplace(front):
     def method(self, *args, **kwargs):
         return self._assign(front(self, *args, **kwargs))
-    return method
+    return documented(method, front, "In place: the tensor is overwritten with the result of")
 
 
 def _inplace_operator(front):
@@ -213,11 +221,13 @@ def _inplace_operator(front):
                 getattr(node.graph, "numpy_scalar", lambda t: False)(self):
             return new
         return self._assign(new)
-    return method
+    return documented(method, front, "``t <op>= x``: the tensor is overwritten with the result of")
 
 
 def install_methods():
-    """Give Tensor one method per name that ops list in ``methods``."""
+    """Give Tensor one method per name that ops list in ``methods`` (the module docstring says
+    how), each documented with the file and line of its op-table entry."""
+    document_sites()
     for op in OPS.values():
         for m in op.methods:
             if m.startswith("__r") and "__" + m[3:] in op.methods:

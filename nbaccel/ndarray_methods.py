@@ -228,7 +228,9 @@ def _either(name, numpy_fn, tensor_fn):
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
         return tensor_fn(self, *args, **kwargs)
     method.__name__ = method.__qualname__ = name
-    method.__doc__ = (tensor_fn.__doc__ if tensor_fn is not None else "") or numpy_fn.__doc__
+    method.__doc__ = (((tensor_fn.__doc__ if tensor_fn is not None else "") or numpy_fn.__doc__ or "")
+                      + f"\n\nIn NumPy code (a %%compile cell) on a NumPy-flavoured tensor: NumPy's "
+                      f"``ndarray.{name}``, from nbaccel/ndarray_methods.py (``install``).")
     method.__nbaccel_either__ = True
     return method
 

@@ -199,9 +199,8 @@ _ARRAY_RESULTS = {"where", "copy", "asarray", "array", "ascontiguousarray", "asa
 
 def mark_array_result(name, out):
     """Note on a traced result that NumPy's function gives an ndarray even when it is 0-d."""
-    node = getattr(out, "_node", None)
-    if name in _ARRAY_RESULTS and node is not None:
-        node.array_result = True
+    if name in _ARRAY_RESULTS and isinstance(out, Tensor) and out._node is not None:
+        out._node.array_result = True
     return out
 
 

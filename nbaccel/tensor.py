@@ -1,6 +1,9 @@
 """The eager Tensor: its fields, construction, autograd, in-place writes and the NumPy protocols.
 
-Its op methods are installed from the op table (``dispatch.install_methods``); what it says
+Its op methods (``exp``, ``sum``, ``sort``, ``add_``, ``__add__``, ...) are not written here:
+``import nbaccel`` installs them from the op table (``dispatch.install_methods``, then
+``ndarray_methods.install`` for NumPy's meanings inside a ``%%compile`` cell), and each one's
+docstring ends with the file and line of its ``defop`` (``help(nb.Tensor.sort)``). What it says
 about itself (shape, size, flags) is in its base class ``tensor_meta.TensorMetadata``, and its
 conversions to Python and NumPy values (``numpy()``, ``float()``, printing) in
 ``tensor_values.TensorValues``; conversions into tensors live in ``convert.py``, the one

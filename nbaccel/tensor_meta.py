@@ -112,3 +112,10 @@ def is_tensor(x) -> bool:
     """Whether ``x`` is an nbaccel Tensor (a tracer included), for the modules that cannot import
     the class: every Tensor is a TensorMetadata, and nothing else is."""
     return isinstance(x, TensorMetadata)
+
+
+def is_traced(x) -> bool:
+    """Whether ``x`` is a tensor without a concrete value of its own: a tracer of the compiler
+    or a batched tensor of ``nbaccel.func.vmap``, both a Tensor whose ``_node`` is set (the
+    tracing protocol: ``ops/registry.py``)."""
+    return isinstance(x, TensorMetadata) and x._node is not None

@@ -1,6 +1,7 @@
 """nbaccel is an Array API 2024.12 namespace: every name the standard lists exists, and the
 parts that are not ops (constants, dtype inspection, info, set/search utilities) behave."""
 import math
+import types
 
 import numpy as np
 import pytest
@@ -252,13 +253,12 @@ def test_data_dependent_ops_refuse_to_trace():
     from nbaccel.ops.meta import DataDependentShape
     from nbaccel.ops import OPS
 
-    class FakeTracer:
-        _node = object()
-        shape = (3,)
-        dtype = nb.int64
-
+    # a tracer is a Tensor whose _node is set (tensor_meta.is_traced): pretend this one is
+    tracer = nb.ones(3, dtype=nb.int64)
+    tracer._node = types.SimpleNamespace(shape=(3,))
     with pytest.raises(DataDependentShape):
-        OPS["unique"].infer((FakeTracer(),), {"part": "values"})
+        OPS["unique"].infer((tracer,), {"part": "values"})
+    tracer._node = None
     # searchsorted's shape is known: it traces
     assert OPS["searchsorted"].infer((nb.ones(3), nb.ones(2, 2)), {"side": "left"}) == ((2, 2), nb.int64)
 

@@ -11,10 +11,6 @@ from .registry import defop
 from .. import ops
 
 
-def _ops():
-    return ops
-
-
 def _leaky_front(input, negative_slope=0.01, inplace=False):
     x = as_tensor(input)
     out = apply(leaky_relu, (x,), {"slope": float(negative_slope)})
@@ -23,9 +19,9 @@ def _leaky_front(input, negative_slope=0.01, inplace=False):
 
 leaky_relu = defop(
     "leaky_relu", kind="unary", dtype_rule="nobool",
-    decomp=lambda x, slope: _ops().where(x > 0, x, x * slope),
+    decomp=lambda x, slope: ops.where(x > 0, x, x * slope),
     impl=lambda xp, x, slope: xp.where(x > 0, x, x * x.dtype.type(slope)),
-    grad=lambda g, out, x, slope: (_ops().where(out > 0, g, g * slope),),
+    grad=lambda g, out, x, slope: (ops.where(out > 0, g, g * slope),),
     front=_leaky_front,
     doc="x where x > 0, else negative_slope * x (``F.leaky_relu``).")
 
@@ -38,8 +34,8 @@ def _hardtanh_front(input, min_val=-1.0, max_val=1.0, inplace=False):
 
 hardtanh = defop(
     "hardtanh", kind="unary", dtype_rule="nobool",
-    decomp=lambda x, lo, hi: _ops().where(x <= lo, lo, _ops().where(x >= hi, hi, x)).astype(x.dtype),
+    decomp=lambda x, lo, hi: ops.where(x <= lo, lo, ops.where(x >= hi, hi, x)).astype(x.dtype),
     impl=lambda xp, x, lo, hi: xp.clip(x, lo, hi).astype(x.dtype, copy=False),
-    grad=lambda g, out, x, lo, hi: (_ops().where((out > lo) & (out < hi), g, 0),),
+    grad=lambda g, out, x, lo, hi: (ops.where((out > lo) & (out < hi), g, 0),),
     front=_hardtanh_front,
     doc="x clipped to [min_val, max_val]; the gradient is 1 strictly inside (``F.hardtanh``).")

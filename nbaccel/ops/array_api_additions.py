@@ -19,6 +19,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as D, ops
+from ..tensor_meta import is_tensor
 from .batching import leading_dims_rule, logical_ndim, pad_batched
 from .fronts import apply, as_tensor
 from .matrix import _lapack, _square
@@ -27,17 +28,13 @@ from .movement import axis_index
 from .registry import defalias, defop
 
 
-def _is_tensor(v):
-    return hasattr(v, "_node")
-
-
 def _pair(x1, x2):
     """Two operands, at least one a tensor; a Python scalar takes the tensor's dtype (weak)."""
-    if not _is_tensor(x1) and not _is_tensor(x2):
+    if not is_tensor(x1) and not is_tensor(x2):
         x1 = as_tensor(x1)
-    if not _is_tensor(x1):
+    if not is_tensor(x1):
         x1 = as_tensor(x1, like=x2)
-    if not _is_tensor(x2):
+    if not is_tensor(x2):
         x2 = as_tensor(x2, like=x1)
     return x1, x2
 
@@ -46,7 +43,7 @@ def _pair(x1, x2):
 
 def _edge(v, x, axis, name):
     """A prepend/append value as a tensor along ``axis``: a scalar (or 0-d) becomes one slice."""
-    v = v if _is_tensor(v) else as_tensor(v, like=x)
+    v = v if is_tensor(v) else as_tensor(v, like=x)
     if v.ndim == 0:
         shape = list(x.shape)
         shape[axis] = 1

@@ -25,10 +25,6 @@ from .registry import defop
 _NEG_INF = float("-inf")
 
 
-def _ops():
-    return ops
-
-
 def _arange(m, n, like, is_xp):
     return m.arange(n) if is_xp else m.arange(n, device=like.device)
 
@@ -69,7 +65,7 @@ def _sdpa_impl(xp, q, k, v, *extra, scale, causal, mask, dropout):
 
 
 def _sdpa_decomp(q, k, v, *extra, scale, causal, mask, dropout):
-    return _attention(_ops(), q, k, v, extra, scale, causal, mask, dropout, False)
+    return _attention(ops, q, k, v, extra, scale, causal, mask, dropout, False)
 
 
 def _shapes(q, k, v):
@@ -194,7 +190,7 @@ def _flash_mask(mask, q):
     if mask is None:
         return None
     if mask.dtype.kind == "b":
-        mask = _ops().where(mask, 0.0, _NEG_INF)
+        mask = ops.where(mask, 0.0, _NEG_INF)
     # the front checked that the mask broadcasts to the scores, and the kernel takes q.ndim <= 4,
     # so the mask has at most 4 dims and broadcasts against (B, H, L, S) as it is
     return mask.astype(q.dtype)

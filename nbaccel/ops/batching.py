@@ -19,10 +19,7 @@ import numpy as np
 
 from .fronts import _tensor, apply, as_tensor
 from .registry import OPS
-
-
-def is_tensor(a) -> bool:
-    return hasattr(a, "_node")
+from ..tensor_meta import is_tensor
 
 
 def logical_ndim(a, batched: bool) -> int:

@@ -20,17 +20,10 @@ import math
 import numpy as np
 
 from .. import dtypes as D, ops
+from ..tensor_meta import is_tensor
 from .fronts import apply, as_tensor, as_tensor_arg
 from .meta import apply_dtype_rule, broadcast_shapes, default_float, shape_of
 from .registry import defop
-
-
-def _ops():
-    return ops
-
-
-def _is_tensor(v):
-    return hasattr(v, "_node")
 
 
 # ---- parts ----------------------------------------------------------------------------------
@@ -52,7 +45,7 @@ def _imag_front(x):
     """The imaginary part (a view of a complex tensor; zeros of x's dtype for a real one)."""
     x = as_tensor(x)
     if x.dtype.kind != "c":
-        return _ops().zeros_like(x)
+        return ops.zeros_like(x)
     return apply(imag, (x,), {})
 
 
@@ -61,7 +54,7 @@ real = defop("real", kind="unary", impl=lambda xp, x: xp.real(x), infer=_part_in
              front=_real_front, numpy="real",
              doc="The real part of a complex tensor (NumPy's view).")
 imag = defop("imag", kind="unary", impl=lambda xp, x: xp.imag(x), infer=_part_infer,
-             grad=lambda g, out, x: (_ops().zeros_like(g),), view=True,
+             grad=lambda g, out, x: (ops.zeros_like(g),), view=True,
              front=_imag_front, numpy="imag",
              doc="The imaginary part of a complex tensor (NumPy's view).")
 
@@ -76,7 +69,7 @@ conj = defop("conj", kind="unary", impl=lambda xp, x: xp.conjugate(x), dtype_rul
 def _complex_infer(args, params):
     shape = broadcast_shapes(*(shape_of(a) for a in args))
     for a in args:
-        if (_is_tensor(a) and a.dtype.kind == "c") or isinstance(a, complex):
+        if (is_tensor(a) and a.dtype.kind == "c") or isinstance(a, complex):
             raise TypeError("complex: the real and imaginary parts must be real")
     dt = D.result_type(*args, default_float=default_float(args))
     if dt.kind != "f":
@@ -101,7 +94,7 @@ def _complex_front(real, imag):
     """A complex tensor from its real and imaginary parts (``torch.complex``): exact for
     infinities and NaNs, which ``real + 1j * imag`` is not (inf * 1j has a NaN real part)."""
     a, b = as_tensor_arg(real), as_tensor_arg(imag)
-    if not _is_tensor(a) and not _is_tensor(b):
+    if not is_tensor(a) and not is_tensor(b):
         a = as_tensor(a)
     return apply(complex_, (a, b), {})
 
@@ -124,7 +117,6 @@ def _angle_infer(args, params):
 
 
 def _angle_decomp(x, deg=False):
-    ops = _ops()
     _, dt = _angle_infer((x,), {})
     if x.dtype.kind == "c":
         r = ops.atan2(ops.imag(x), ops.real(x))
@@ -144,6 +136,6 @@ def _angle_front(z, deg=False):
 
 
 angle = defop("angle", kind="unary", decomp=_angle_decomp, impl=_angle_impl, infer=_angle_infer,
-              grad=lambda g, out, x, deg=False: (_ops().zeros_like(g),), front=_angle_front,
+              grad=lambda g, out, x, deg=False: (ops.zeros_like(g),), front=_angle_front,
               methods="angle", numpy="angle",
               doc="The argument (phase) of complex elements; 0 or pi for real ones.")

@@ -15,6 +15,7 @@ from .fronts import apply, as_tensor
 from .movement import _shape_arg
 from .registry import defalias, defop
 from ..tensor import asarray
+from ..tensor_meta import is_tensor
 
 
 def _dev(device):
@@ -41,7 +42,7 @@ def _full_front(shape, fill_value, *, dtype=None, device=None, requires_grad=Fal
     shape = _shape_arg((shape,)) if isinstance(shape, (tuple, list)) else _shape_arg((shape,) if isinstance(shape, int) else shape)
     if any(s < 0 for s in shape):
         raise ValueError(f"negative dimensions are not allowed: {shape}")
-    if hasattr(fill_value, "_node"):
+    if is_tensor(fill_value):
         fill_value = fill_value.item()
     t = apply(full, (), {"shape": shape, "value": fill_value,
                          "dtype": _dt(dtype, _value_dtype(fill_value)), "device": _dev(device)})
@@ -83,7 +84,7 @@ def _like_front(value):
     def front(x, fill_value=None, *, dtype=None, device=None, requires_grad=False):
         x = as_tensor(x)
         v = value if value is not None else fill_value
-        if hasattr(v, "_node"):
+        if is_tensor(v):
             v = v.item()
         t = apply(full_like, (x,), {"value": v, "dtype": _dt(dtype, x.dtype)})
         if device is not None:
@@ -107,7 +108,7 @@ def _arange_front(start, stop=None, step=1, *, dtype=None, device=None, requires
     if stop is None:
         start, stop = 0, start
     vals = (start, stop, step)
-    vals = tuple(v.item() if hasattr(v, "_node") else v for v in vals)
+    vals = tuple(v.item() if is_tensor(v) else v for v in vals)
     if vals[2] == 0:
         raise ValueError("arange: step must be nonzero")
     default = D.int64 if all(isinstance(v, int) for v in vals) else D.float32

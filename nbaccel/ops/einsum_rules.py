@@ -19,10 +19,6 @@ from .. import ops
 _LETTERS = string.ascii_letters
 
 
-def _ops():
-    return ops
-
-
 def split(subscripts: str):
     """'ab,bc->ac' -> (['ab', 'bc'], 'ac')."""
     lhs, out = subscripts.split("->")
@@ -100,7 +96,6 @@ def _fresh(used):
 def grad(g, out, *xs, subscripts):
     """d/dx_i of einsum: an einsum of g with the other operands, with identity factors for
     repeated letters and ones for letters summed only in x_i."""
-    ops = _ops()
     terms, o = split(subscripts)
     sizes = sizes_of(subscripts, [x.shape for x in xs])
     res = []
@@ -136,7 +131,6 @@ def grad(g, out, *xs, subscripts):
 
 def _diagonals(x, t):
     """Take the diagonal for every repeated letter in term t (mask with eye, then sum)."""
-    ops = _ops()
     while len(set(t)) != len(t):
         c = next(c for c in t if t.count(c) > 1)
         p = t.index(c)

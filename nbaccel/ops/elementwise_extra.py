@@ -7,17 +7,10 @@ import builtins
 import numpy as np
 
 from .. import dtypes as D, ops
+from ..tensor_meta import is_tensor
 from .fronts import as_tensor, as_tensor_arg
 from .registry import defalias
 from .elementwise import _float_of
-
-
-def _ops():
-    return ops
-
-
-def _is_tensor(v):
-    return hasattr(v, "_node")
 
 
 def _bound(v, x):
@@ -38,7 +31,6 @@ def clip(x, min=None, max=None, out=None, *, a_min=None, a_max=None):
     NaN; the result keeps x's dtype for Python scalar bounds); PyTorch's gradient (1 inside
     [min, max] including the bounds, else 0; a tensor bound gets the gradient where it is
     selected)."""
-    ops = _ops()
     x = as_tensor(x)
     if out is not None:
         raise TypeError("clip: out= is not supported")
@@ -54,7 +46,7 @@ def clip(x, min=None, max=None, out=None, *, a_min=None, a_max=None):
             continue
         bound = _bound(bound, x)
         take = cmp(r, bound)
-        if _is_tensor(bound) and bound.dtype.kind == "f":
+        if is_tensor(bound) and bound.dtype.kind == "f":
             take = ops.logical_or(take, ops.isnan(bound))
         r = ops.where(take, bound, r)
     return r
@@ -72,7 +64,6 @@ defalias("clip_", _clip_, methods=("clip_", "clamp_"))
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """Replace NaN by ``nan`` and +-inf by ``posinf``/``neginf`` (default: the dtype's
     largest/smallest finite value). Integer and bool tensors come back unchanged."""
-    ops = _ops()
     x = as_tensor(x)
     if x.dtype.kind == "c":   # NumPy: each part on its own
         parts = [nan_to_num(p, copy, nan, posinf, neginf) for p in (ops.real(x), ops.imag(x))]
@@ -97,7 +88,6 @@ def _no_complex(name, x):
 
 def isposinf(x):
     """x == +inf, elementwise (bool)."""
-    ops = _ops()
     x = as_tensor(x)
     _no_complex("isposinf", x)
     return ops.logical_and(ops.isinf(x), ops.greater(x, 0))
@@ -105,7 +95,6 @@ def isposinf(x):
 
 def isneginf(x):
     """x == -inf, elementwise (bool)."""
-    ops = _ops()
     x = as_tensor(x)
     _no_complex("isneginf", x)
     return ops.logical_and(ops.isinf(x), ops.less(x, 0))
@@ -117,7 +106,7 @@ defalias("isneginf", isneginf, numpy="isneginf", methods="isneginf")
 
 def rint(x):
     """Round to the nearest integer, half to even, as a float (NumPy's ``rint``)."""
-    return _ops().round(_float_of(as_tensor(x)))
+    return ops.round(_float_of(as_tensor(x)))
 
 
 defalias("rint", rint, numpy="rint")

@@ -9,6 +9,7 @@ import numpy as np
 
 from .meta import normalize_axis
 from .. import dtypes as D
+from ..tensor_meta import TensorMetadata
 
 _SCALARS = (bool, int, float, complex)
 
@@ -89,13 +90,13 @@ def default_front(op):
             T = _TENSOR_MODULE or _tensor()
             if not (isinstance(a, T.Tensor) and isinstance(b, T.Tensor)):
                 a, b = as_tensor_arg(a), as_tensor_arg(b)
-                if not hasattr(a, "_node") and not hasattr(b, "_node"):
+                if not isinstance(a, T.Tensor) and not isinstance(b, T.Tensor):
                     a = as_tensor(a)
             return T.apply(op, (a, b), {})
     elif kind == "ternary":
         def front(a, b, c):
             args = [as_tensor_arg(v) for v in (a, b, c)]
-            if not any(hasattr(v, "_node") for v in args):
+            if not any(isinstance(v, TensorMetadata) for v in args):
                 args[0] = as_tensor(args[0])
             return apply(op, tuple(args), {})
     elif kind == "reduce":

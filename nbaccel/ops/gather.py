@@ -7,9 +7,10 @@ import numpy as np
 from .fronts import apply, as_tensor, as_tensor_arg
 from .indexing import _index_tensor, argwhere, index, index_put
 from .meta import broadcast_shapes
-from .movement import _method, axis_index
-from .registry import defalias
+from .movement import axis_index
+from .registry import defalias, defmethod
 from ..tensor import asarray
+from ..tensor_meta import is_tensor
 
 
 def _int_index(indices, x, what):
@@ -103,7 +104,7 @@ def _scatter(x, dim, index_, src=None, *, value=None, accumulate=False):
     idx = _int_index(index_, x, "scatter")
     dim = axis_index(dim, x.ndim, "dim")
     src = value if src is None else src
-    if hasattr(src, "_node") and src.ndim:
+    if is_tensor(src) and src.ndim:
         src = src[tuple(slice(0, s) for s in idx.shape)]
     grids = _grids(x, idx, dim, tuple(idx.shape))
     return apply(index_put, (x, as_tensor_arg(src)) + grids,
@@ -127,4 +128,4 @@ def _nonzero(x, *, as_tuple=True):
 
 
 defalias("nonzero", _nonzero, numpy="nonzero")
-_method("nonzero", lambda self, *, as_tuple=False: _nonzero(self, as_tuple=as_tuple))
+defmethod("nonzero", lambda self, *, as_tuple=False: _nonzero(self, as_tuple=as_tuple))

@@ -21,14 +21,11 @@ from .fronts import _tensor, apply, as_tensor, as_tensor_arg
 from .meta import DataDependentShape, broadcast_shapes
 from .registry import defalias, defop, OPS
 from ..tensor import Tensor, asarray
+from ..tensor_meta import is_tensor, is_traced
 
 _FULL = ("s", None, None, None)
 _BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and integer or boolean "
               "tensors are valid indices")
-
-
-def _ops():
-    return ops
 
 
 def _index_tensor(obj, device=None):
@@ -58,7 +55,7 @@ def encode_index(index, device=None):
             entries.append(("s",) + vals)
         elif isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_)):
             entries.append(("i", int(e)))
-        elif isinstance(e, (bool, np.bool_, list, tuple, np.ndarray)) or hasattr(e, "_node"):
+        elif isinstance(e, (bool, np.bool_, list, tuple, np.ndarray)) or is_tensor(e):
             t = _index_tensor(e, device)
             if t.dtype.kind == "b":
                 entries.append(("b", len(tensors)))
@@ -154,9 +151,9 @@ def _plan(shape, entries, idx):
 
 def _mask_count(m):
     """Number of True values of a concrete mask; a traced mask has a data-dependent count."""
-    if getattr(m, "_node", None) is not None:
+    if is_traced(m):
         raise DataDependentShape("boolean mask indexing")
-    data = m._data if hasattr(m, "_node") else m
+    data = m._data if is_tensor(m) else m
     return int(data.sum())
 
 
@@ -202,7 +199,7 @@ def _scatter_add(xp, out, key, values):
 
 def _zeros(x, dtype):
     # from the shape only: a gradient must not read the (possibly since modified) input
-    return _ops().full(tuple(x.shape), 0, dtype=dtype, device=x.device)
+    return ops.full(tuple(x.shape), 0, dtype=dtype, device=x.device)
 
 
 # ---- primitives ---------------------------------------------------------------------------------
@@ -295,7 +292,7 @@ def _put_grad(put_op, read_op, g, values, arrays, params, accumulate):
     """Gradient of a scatter: the written positions get no gradient (unless accumulating),
     the values get what is read back at those positions."""
     gx = g if accumulate else apply(put_op, (g, 0) + arrays, dict(params, accumulate=False))
-    gv = apply(read_op, (g,) + arrays, params) if hasattr(values, "_node") else None
+    gv = apply(read_op, (g,) + arrays, params) if is_tensor(values) else None
     return (gx, gv) + (None,) * len(arrays)
 
 
@@ -436,16 +433,16 @@ def _whole_mask(x, index) -> bool:
     """Whether ``index`` is one boolean array (or Tensor) of ``x``'s shape."""
     if isinstance(index, np.ndarray):
         return index.dtype == np.bool_ and index.shape == tuple(x.shape)
-    return hasattr(index, "_node") and index.dtype.name == "bool" and tuple(index.shape) == tuple(x.shape)
+    return is_tensor(index) and index.dtype.name == "bool" and tuple(index.shape) == tuple(x.shape)
 
 
 def _setitem_front(x, index, value):
     """``x[index] = value`` in place: NumPy semantics, value broadcast and cast to x's dtype."""
     entries, tensors = encode_index(index, x.device)
     value = as_tensor_arg(value)
-    is_t = hasattr(value, "_node")
+    is_t = is_tensor(value)
     tracing = x._node is not None or any(t._node is not None for t in (value,) + tensors
-                                         if hasattr(t, "_node")) or _tensor().active_trace() is not None
+                                         if is_tensor(t)) or _tensor().active_trace() is not None
     try:
         target = _result_shape(x.shape, entries, tensors)
     except DataDependentShape:

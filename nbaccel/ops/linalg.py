@@ -16,10 +16,6 @@ from .registry import defalias, defop
 from ..autograd import needs_input_grad as need
 
 
-def _ops():
-    return ops
-
-
 _GUFUNC = "(n?,k),(k,m?)->(n?,m?)"
 
 
@@ -361,7 +357,6 @@ def _diagonal_infer(args, p):
 
 def _diagonal_grad(g, out, x, offset, axis1, axis2):
     # scatter g onto the diagonal with two 0/1 selection matrices (eye ops, so it traces): A @ (g * B)
-    ops = _ops()
     n1, n2, k = x.shape[axis1], x.shape[axis2], g.shape[-1]
     r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
     a = ops.eye(n1, k, k=-r0, dtype=g.dtype, device=g.device)

@@ -18,10 +18,6 @@ from .. import ops
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-def _ops():
-    return ops
-
-
 def _reduce(loss, reduction):
     return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
 
@@ -53,7 +49,6 @@ def _check(input, target, weight, reduction, name):
 # ---- binary_cross_entropy ----------------------------------------------------------------------
 
 def _bce_decomp(x, y, *w, reduction):
-    ops = _ops()
     logx = ops.clamp(ops.log(x), min=-100.0)
     log1mx = ops.clamp(ops.log(1 - x), min=-100.0)
     loss = -(y * logx + (1 - y) * log1mx)
@@ -83,7 +78,6 @@ def _quiet(xp):
 
 
 def _bce_grad(g, out, x, y, *w, reduction):
-    ops = _ops()
     d = (x - y) / ops.clamp((1 - x) * x, min=1e-12)
     if w:
         d = d * w[0]
@@ -116,7 +110,6 @@ binary_cross_entropy = defop(
 # ---- binary_cross_entropy_with_logits -----------------------------------------------------------
 
 def _bcel_decomp(x, y, *rest, reduction, has_weight, has_pos_weight):
-    ops = _ops()
     w = rest[0] if has_weight else None
     pw = rest[-1] if has_pos_weight else None
     soft = ops.log1p(ops.exp(-ops.abs(x))) + ops.maximum(-x, 0.0)
@@ -140,7 +133,6 @@ def _bcel_impl(xp, x, y, *rest, reduction, has_weight, has_pos_weight):
 
 
 def _bcel_grad(g, out, x, y, *rest, reduction, has_weight, has_pos_weight):
-    ops = _ops()
     w = rest[0] if has_weight else None
     pw = rest[-1] if has_pos_weight else None
     s = ops.sigmoid(x)

@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as D
+from ..tensor_meta import TensorMetadata as _Tensor   # (every Tensor is one; inline isinstance: hot path)
 
 
 def shape_of(a) -> tuple:
-    return a.shape if hasattr(a, "_node") else ()
+    return a.shape if isinstance(a, _Tensor) else ()
 
 
 def default_float(args) -> D.DType:
@@ -152,8 +153,7 @@ def real_only(op):
 
     def infer(args, params):
         for a in args:
-            if (getattr(a, "dtype", None) is not None and hasattr(a, "_node")
-                    and a.dtype.kind == "c") or isinstance(a, complex):
+            if (isinstance(a, _Tensor) and a.dtype.kind == "c") or isinstance(a, complex):
                 raise TypeError(f"{op.name} is not defined for complex operands "
                                 f"(NumPy has no complex loop for it)")
         return inner(args, params)
@@ -172,7 +172,7 @@ def infer(op, args, params):
     if op.kind not in _MEMO_KINDS:
         return op.infer(args, params)
     try:
-        key = (op.name, tuple((a.shape, a.dtype, a._np) if hasattr(a, "_node") else type(a)
+        key = (op.name, tuple((a.shape, a.dtype, a._np) if isinstance(a, _Tensor) else type(a)
                               for a in args), tuple(params.items()) if params else ())
         hit = _MEMO.get(key)
     except TypeError:                      # an unhashable param: no memo

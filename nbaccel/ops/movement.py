@@ -15,8 +15,9 @@ from ..devices import device as _device
 from .batching import pad_batched
 from .fronts import apply, as_tensor
 from .meta import normalize_axis, broadcast_shapes, np_shape, shape_error
-from .registry import ALIAS_METHODS, NUMPY_FUNCS, defalias, defop
+from .registry import NUMPY_FUNCS, defalias, defmethod, defop
 from ..tensor import asarray
+from ..tensor_meta import is_tensor
 
 
 def _resolve_shape(shape, numel, args=()):
@@ -207,23 +208,12 @@ clone = defop(
     front=_clone_front, methods=("clone", "copy"), numpy="copy")
 
 
-def _ops():
-    return ops
-
-
 def axis_index(axis, ndim: int, name: str = "axis") -> int:
     """One axis, range-checked (IndexError naming it and the tensor's dimension)."""
     a = int(axis)
     if not -ndim <= a < ndim:
         raise np.exceptions.AxisError(f"{name} {a} is out of bounds for a tensor of dimension {ndim}")
     return a % ndim
-
-
-def _method(name, fn):
-    """A Tensor method whose semantics differ from the namespace function of the same name."""
-    fn.__name__ = fn.__qualname__ = name
-    ALIAS_METHODS[name] = fn
-    return fn
 
 
 def _numpy(name, fn):
@@ -346,7 +336,7 @@ def _contiguous(x, memory_format=None):
     return x.clone()
 
 
-_method("contiguous", _contiguous)
+defmethod("contiguous", _contiguous)
 
 
 # ---- flips ---------------------------------------------------------------------------------------
@@ -374,7 +364,7 @@ def _repeat(x, repeats, axis=None, *, dim=None, output_size=None):
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = axis_index(axis, x.ndim)
-    if hasattr(repeats, "_node"):
+    if is_tensor(repeats):
         repeats = repeats.tolist()
     if isinstance(repeats, (list, tuple)) and len(repeats) == 1:
         repeats = repeats[0]
@@ -396,7 +386,7 @@ def _repeat(x, repeats, axis=None, *, dim=None, output_size=None):
                          f"size {n}")
     if (reps < 0).any():
         raise ValueError("repeat: negative repeats")
-    return _ops().take(x, np.repeat(np.arange(n), reps), axis=axis)
+    return ops.take(x, np.repeat(np.arange(n), reps), axis=axis)
 
 
 defalias("repeat", _repeat, numpy="repeat")
@@ -410,7 +400,6 @@ def _tri(x, k, lower):
                          f"tensor of shape {tuple(x.shape)}")
     n, m = x.shape[-2:]
     mask = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
-    ops = _ops()
     return ops.where(asarray(mask, device=x.device, _np=False), x, ops.zeros_like(x))
 
 

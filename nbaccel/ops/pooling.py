@@ -21,10 +21,6 @@ from .batching import with_batch
 from .conv import conv_transpose2d
 
 
-def _ops():
-    return ops
-
-
 def _pair(v, name):
     if isinstance(v, int):
         return (int(v), int(v))
@@ -94,7 +90,6 @@ def _lowest(dtype):
 def pad_constant(x, pads, value):
     """x padded on its last len(pads) axes with ``value``: pads ((lo, hi), ...) in axis order.
     Written with nbaccel ops (full + concatenate), so it traces and differentiates."""
-    ops = _ops()
     nd = x.ndim
     for a, (lo, hi) in enumerate(pads, start=nd - len(pads)):
         parts = []
@@ -233,7 +228,7 @@ max_pool2d_indices = defop(
 max_pool2d = defop(
     "max_pool2d", kind="nn", infer=_max_pool_infer, front=_max_pool2d_front,
     impl=lambda xp, x, **p: _max_pool(xp, x, p, True),
-    decomp=lambda x, **p: _max_pool(_ops(), x, p, False), grad=_max_pool_grad,
+    decomp=lambda x, **p: _max_pool(ops, x, p, False), grad=_max_pool_grad,
     doc="2-D max pooling (kernel, stride, padding, dilation, ceil_mode); one fused kernel in "
         "compiled graphs.")
 
@@ -258,7 +253,7 @@ def _avg_divisor(m, x, p, is_xp):
         return float(p["kernel"][0] * p["kernel"][1])   # every window lies inside it
     shape = (1, 1, rows[1] - rows[0], cols[1] - cols[0])
     ones = m.ones(shape, dtype=x.dtype) if is_xp else \
-        _ops().full(shape, 1.0, dtype=x.dtype, device=x.device)
+        ops.full(shape, 1.0, dtype=x.dtype, device=x.device)
     q = dict(p, padding=((rows[0], hp - rows[1]), (cols[0], wp - cols[1])))
     return _sum_taps(m, _padded(m, ones, q, 0.0, is_xp), q, _out_hw(x.shape, p))
 
@@ -277,9 +272,9 @@ def _avg_pool(m, x, p, is_xp):
 
 
 def _avg_pool_grad(g, out, x, **p):
-    div = _avg_divisor(_ops(), x, p, False)
+    div = _avg_divisor(ops, x, p, False)
     c = x.shape[1]
-    ones = _ops().full((c, 1) + tuple(p["kernel"]), 1.0, dtype=g.dtype, device=g.device)
+    ones = ops.full((c, 1) + tuple(p["kernel"]), 1.0, dtype=g.dtype, device=g.device)
     q = {"stride": p["stride"], "padding": p["padding"], "dilation": (1, 1), "groups": c,
          "kernel": "cpu" if g.device.type == "cpu" else "triton", "size": tuple(x.shape[2:])}
     return (apply(conv_transpose2d, ((g / div), ones), q),)
@@ -303,7 +298,7 @@ def _avg_pool2d_front(input, kernel_size, stride=None, padding=0, ceil_mode=Fals
 avg_pool2d = defop(
     "avg_pool2d", kind="nn", infer=_max_pool_infer, front=_avg_pool2d_front,
     impl=lambda xp, x, **p: _avg_pool(xp, x, p, True).astype(x.dtype, copy=False),
-    decomp=lambda x, **p: _avg_pool(_ops(), x, p, False), grad=_avg_pool_grad,
+    decomp=lambda x, **p: _avg_pool(ops, x, p, False), grad=_avg_pool_grad,
     doc="2-D average pooling (count_include_pad, divisor_override, ceil_mode); one fused "
         "kernel in compiled graphs.")
 

@@ -33,10 +33,6 @@ from .registry import ALIASES, defalias
 from .. import ops
 
 
-def _ops():
-    return ops
-
-
 def _triple(v, name, n=3):
     return _pair(v, name, n)        # conv's size parser, for three axes by default
 
@@ -69,7 +65,7 @@ def _max_pool3d_front(input, kernel_size, stride=None, padding=0, dilation=1, ce
     y = y2.reshape(shape)
     if return_indices:
         depth = i2 // (oh * ow)                          # the depth each maximum came from
-        plane = _ops().take_along_axis(i1.reshape((n, c, dd, oh * ow)), depth, axis=2)
+        plane = ops.take_along_axis(i1.reshape((n, c, dd, oh * ow)), depth, axis=2)
         idx = (depth * (h * w) + plane).reshape(shape)
         if unbatched:
             return y.reshape(shape[1:]), idx.reshape(shape[1:])
@@ -135,7 +131,7 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, n, wh
     lead = tuple(x.shape[:x.ndim - n])
     planes, plane = math.prod(lead), math.prod(size)
     flat_i = idx.reshape((planes, -1)).astype("int64")
-    z = _ops().zeros((planes, plane), dtype=x.dtype, device=x.device)
+    z = ops.zeros((planes, plane), dtype=x.dtype, device=x.device)
     y = ALIASES["scatter"](z, 1, flat_i, x.reshape((planes, -1)))
     return y.reshape(lead + size)
 

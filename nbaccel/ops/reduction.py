@@ -20,10 +20,7 @@ from .batching import axis_param_rule
 from .fronts import apply, as_tensor, reduce_params
 from .meta import default_float, normalize_axis, real_only, reduced_shape, default_infer
 from .registry import ReduceRule, constant, defalias, defop, highest, lowest
-
-
-def _ops():
-    return ops
+from ..tensor_meta import is_tensor
 
 
 def _expand_back(g, x, axis, keepdims):
@@ -58,7 +55,6 @@ sum_ = defop("sum", kind="reduce", dtype_rule="sum", reduce=ReduceRule("add", co
 def _prod_grad(g, out, x, axis, keepdims, dtype=None):
     # d prod / d x_i = product of the others, exact with zeros: no zero -> out / x_i; one
     # zero -> the product of the non-zeros at the zero, 0 elsewhere; more -> 0
-    ops = _ops()
     zero = ops.equal(x, 0)
     ones = ops.where(zero, 1, x)
     nonzero_prod = ops.prod(ones, axis=axis, keepdims=True)
@@ -110,7 +106,6 @@ def _nonempty_infer(name, rule):
 
 def _minmax_grad(g, out, x, axis, keepdims):
     # ties share the gradient evenly (PyTorch's amax/amin)
-    ops = _ops()
     o = _expand_back(out, x, axis, keepdims)
     mask = ops.equal(x, o).astype(g.dtype)
     count = ops.sum(mask, axis=axis, keepdims=True)
@@ -177,7 +172,7 @@ def _values_or_pair(name, values_op, index_op, elementwise):
 
     def front(x, *args, axis=_MISSING, dim=None, keepdims=None, keepdim=None, out=None,
               initial=None, where=None):
-        if args and hasattr(args[0], "_node"):
+        if args and is_tensor(args[0]):
             return elementwise(x, args[0])
         x = as_tensor(x)
         if out is not None or initial is not None or where is not None:
@@ -199,9 +194,9 @@ def _values_or_pair(name, values_op, index_op, elementwise):
     return front
 
 
-defalias("max", _values_or_pair("max", amax, argmax, lambda a, b: _ops().maximum(a, b)),
+defalias("max", _values_or_pair("max", amax, argmax, lambda a, b: ops.maximum(a, b)),
          numpy="max", methods="max")
-defalias("min", _values_or_pair("min", amin, argmin, lambda a, b: _ops().minimum(a, b)),
+defalias("min", _values_or_pair("min", amin, argmin, lambda a, b: ops.minimum(a, b)),
          numpy="min", methods="min")
 
 # ---- any, all, count_nonzero --------------------------------------------------------------------
@@ -217,7 +212,7 @@ all_ = defop("all", kind="reduce", dtype_rule="bool", differentiable=False,
 
 count_nonzero = defop(
     "count_nonzero", kind="reduce", dtype_rule="int64", differentiable=False,
-    decomp=lambda x, axis, keepdims: _ops().sum(_ops().not_equal(x, 0), axis=axis, keepdims=keepdims),
+    decomp=lambda x, axis, keepdims: ops.sum(ops.not_equal(x, 0), axis=axis, keepdims=keepdims),
     impl=lambda xp, x, axis, keepdims: xp.count_nonzero(x, axis=axis, keepdims=keepdims),
     methods="count_nonzero", numpy="count_nonzero")
 
@@ -232,7 +227,7 @@ def _as_float(x, dtype=None):
 
 def _mean(x, axis=None, keepdims=False, dtype=None):
     n = _count(x.shape, axis)
-    s = _ops().sum(_as_float(x, dtype), axis=axis, keepdims=keepdims)
+    s = ops.sum(_as_float(x, dtype), axis=axis, keepdims=keepdims)
     return s / n if n else s * float("nan")
 
 
@@ -245,7 +240,6 @@ mean = defop("mean", kind="reduce", decomp=_mean, dtype_rule="float",
 
 
 def _var(x, axis=None, keepdims=False, correction=0.0):
-    ops = _ops()
     xf = _as_float(x)
     d = xf - ops.mean(xf, axis=axis, keepdims=True)
     if d.dtype.kind == "c":              # |d|^2, real
@@ -256,7 +250,6 @@ def _var(x, axis=None, keepdims=False, correction=0.0):
 
 
 def _var_grad(g, out, x, axis, keepdims, correction=0.0):
-    ops = _ops()
     d = x - ops.mean(x, axis=axis, keepdims=True)
     return (_expand_back(g, x, axis, keepdims) * d * (2 / max(_count(x.shape, axis) - correction, 0)),)
 
@@ -285,7 +278,7 @@ def _std_front(x, axis=None, *args, dtype=None, out=None, ddof=None, keepdims=Fa
 var = defop("var", kind="reduce", decomp=_var, impl=_var_impl, grad=_var_grad, dtype_rule="realfloat",
             front=_var_front, methods="var", numpy="var")
 std = defop("std", kind="reduce", dtype_rule="realfloat",
-            decomp=lambda x, **p: _ops().sqrt(_var(x, **p)),
+            decomp=lambda x, **p: ops.sqrt(_var(x, **p)),
             impl=lambda xp, x, **p: xp.sqrt(_var_impl(xp, x, **p)),
             grad=lambda g, out, x, **p: _var_grad(g / (2 * out), out, x, **p),
             front=_std_front, methods="std", numpy="std")
@@ -327,7 +320,6 @@ def _spread_front(op, x, axis=None, *args, dtype=None, out=None, ddof=None, keep
 
 def _logsumexp(x, axis=None, keepdims=False):
     # subtract the (finite) max so exp cannot overflow; an empty reduction is log(0) = -inf
-    ops = _ops()
     xf = _as_float(x)
     if _count(x.shape, axis) == 0:
         return ops.full_like(ops.sum(xf, axis=axis, keepdims=keepdims), float("-inf"))
@@ -354,7 +346,7 @@ def _logsumexp_impl(xp, x, axis, keepdims):
 logsumexp = defop(
     "logsumexp", kind="reduce", decomp=_logsumexp, impl=_logsumexp_impl, dtype_rule="float",
     grad=lambda g, out, x, axis, keepdims: (
-        _expand_back(g, x, axis, keepdims) * _ops().exp(x - _expand_back(out, x, axis, keepdims)),),
+        _expand_back(g, x, axis, keepdims) * ops.exp(x - _expand_back(out, x, axis, keepdims)),),
     methods="logsumexp")
 real_only(logsumexp)
 
@@ -390,15 +382,15 @@ def _scan_front(name):
         if include_initial:   # the Array API's (and np.cumulative_*'s) leading identity
             at = 0 if ax is None else ax
             shape = tuple(1 if i == at else n for i, n in enumerate(r.shape))
-            start = _ops().full(shape, 0 if name == "cumsum" else 1, dtype=r.dtype)
-            r = _ops().concatenate((start, r), axis=at)
+            start = ops.full(shape, 0 if name == "cumsum" else 1, dtype=r.dtype)
+            r = ops.concatenate((start, r), axis=at)
         return r
     return front
 
 
 def _rev_cumsum(g, axis):
     """sum over j >= i of g[j], along axis."""
-    return _ops().sum(g, axis=axis, keepdims=True) - _ops().cumsum(g, axis=axis) + g
+    return ops.sum(g, axis=axis, keepdims=True) - ops.cumsum(g, axis=axis) + g
 
 
 def _flat(g, x, axis):
@@ -413,7 +405,6 @@ def _cumsum_grad(g, out, x, axis, dtype):
 def _cumprod_grad(g, out, x, axis, dtype):
     # before the first zero: revcumsum(g * out) / x; at the first zero: revcumsum(g * out')
     # with that zero replaced by 1; after it: 0 (every later product holds that zero)
-    ops = _ops()
     g, ax = _flat(g, x, axis)
     xs, _ = _flat(x, x, axis)
     o, _ = _flat(out, x, axis)

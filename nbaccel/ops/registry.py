@@ -42,13 +42,25 @@ table: nothing else lists ops. The op *groups* the compiler and the renderers ne
 (:func:`group`: elementwise, comparison, float-result, own-input-dtype, reduce, arg-reduce,
 movement) are derived from these declarations, never listed by name.
 
+How a generated name is made, and found again: ``defop``, ``defalias`` and ``defmethod``
+record the file and line of the statement that registers the entry (``op.site``,
+``ALIAS_SITES``, ``METHOD_SITES``). Once every family has registered,
+``nbaccel.dispatch.install_methods`` ends each front's docstring with that file and line
+(:func:`document_sites`) and sets each ``methods`` name on Tensor to ``op.front`` (or a thin
+documented wrapper: reflected, in-place, ``+=``); ``nbaccel/__init__.py`` puts the same
+functions into the namespace (``ops.namespace()``). So ``help(nb.Tensor.sort)`` ends with
+``op table (...): nbaccel/ops/sorting.py:<line>``, the line to open.
+
 The tracing protocol (the engine never imports the compiler): a Tensor whose ``_node`` is set
-is a tracer. ``apply`` hands any op with a tracer argument to ``tracer._node.graph.record``;
+is a tracer (``tensor_meta.is_traced``; ``tensor_meta.is_tensor`` tests for any tensor below
+``tensor.py``). ``apply`` hands any op with a tracer argument to ``tracer._node.graph.record``;
 anything that needs a concrete value calls ``graph.realize(tensor, reason)`` (a graph break).
 """
 from __future__ import annotations
 
 import math
+import os
+import sys
 from typing import Callable
 
 from .meta import default_infer
@@ -69,7 +81,7 @@ class OpDef:
     __slots__ = ("name", "kind", "impl", "infer", "grad", "decomp", "primitive",
                  "differentiable", "front", "methods", "numpy",
                  "view", "inplace", "doc", "dtype_rule", "extern_backend", "batch_rule",
-                 "operands", "reduce", "layout", "bijective", "fill")
+                 "operands", "reduce", "layout", "bijective", "fill", "site")
 
     def __init__(self, name, kind, impl, infer, grad, decomp, primitive, differentiable,
                  methods, numpy, view, inplace, doc, dtype_rule):
@@ -95,6 +107,7 @@ class OpDef:
         self.layout = None
         self.bijective = False
         self.fill = None
+        self.site = None        # (file, line) of the statement that defines it: _definition_site
 
     def __repr__(self):
         return f"<op {self.name} ({'primitive' if self.primitive else 'composite'} {self.kind})>"
@@ -138,6 +151,7 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
     op.layout = layout
     op.bijective = bijective
     op.fill = fill
+    op.site = _definition_site()
     OPS[name] = op
     for np_name in op.numpy:
         NUMPY_FUNCS[np_name] = front
@@ -162,6 +176,8 @@ def composites():
 
 ALIASES: dict[str, Callable] = {}       # namespace functions that are fronts over other ops
 ALIAS_METHODS: dict[str, Callable] = {}
+ALIAS_SITES: dict[str, tuple] = {}       # alias name -> (file, line) of its defalias statement
+METHOD_SITES: dict[str, tuple] = {}      # ALIAS_METHODS name -> (file, line) that registered it
 
 
 def defalias(name: str, front: Callable, *, numpy=(), methods=()):
@@ -172,11 +188,92 @@ def defalias(name: str, front: Callable, *, numpy=(), methods=()):
         raise ValueError(f"alias {name!r} would hide the op of the same name")
     front.__name__ = front.__qualname__ = name
     ALIASES[name] = front
+    ALIAS_SITES[name] = _definition_site()
     for np_name in ((numpy,) if isinstance(numpy, str) else numpy):
         NUMPY_FUNCS[np_name] = front
     for m in ((methods,) if isinstance(methods, str) else methods):
         ALIAS_METHODS[m] = front
+        METHOD_SITES[m] = ALIAS_SITES[name]
     return front
+
+
+def defmethod(name: str, fn: Callable):
+    """A Tensor method with no namespace function of the same meaning (``t.sort()`` gives
+    values and indices, ``t.contiguous()``, ``t.view_as(o)``): installed on Tensor with the
+    op table's methods, and like them documented with the line that registers it."""
+    fn.__name__ = fn.__qualname__ = name
+    ALIAS_METHODS[name] = fn
+    METHOD_SITES[name] = _definition_site()
+    return fn
+
+
+# -- where each entry is defined -----------------------------------------------------------------
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # .../nbaccel
+_ROOT = os.path.dirname(_PACKAGE)
+
+
+def _definition_site():
+    """(file, line) of the statement that defines the op being registered, for its docstring.
+
+    The caller of ``defop`` is often a family's helper (``exp = _float_unary("exp", ...)``), so
+    the frames are followed outward, through nbaccel's own code, to the module-level statement
+    that ran it; a caller outside nbaccel (a test's toy op) is its own site. About half a
+    microsecond per entry at import."""
+    site = sys._getframe(2)       # the caller of defop / defalias
+    while site.f_code.co_name != "<module>":
+        outer = site.f_back
+        if outer is None or not outer.f_code.co_filename.startswith(_PACKAGE):
+            break
+        site = outer
+    return site.f_code.co_filename, site.f_lineno
+
+
+def site_text(site) -> str:
+    """``nbaccel/ops/sorting.py:<line>``: a site as a path from the repository root (or as it is)."""
+    path, line = site
+    if path.startswith(_ROOT + os.sep):
+        path = path[len(_ROOT) + 1:]
+    return f"{path}:{line}"
+
+
+def _stamp(front, site, what, name):
+    """Add ``what: file:line`` to ``front``'s docstring (once per site). A function registered
+    under two names (``cat`` is ``concat``'s front) lists both entries, the first one first."""
+    sites = getattr(front, "__nbaccel_sites__", ())
+    if site is None or site in sites:
+        return
+    try:
+        front.__nbaccel_sites__ = sites + (site,)
+    except (AttributeError, TypeError):       # a builtin or a callable object: no docstring to extend
+        return
+    doc = (front.__doc__ or "").rstrip()
+    if sites:           # a second name of the same function: one more line under the first
+        front.__doc__ = f"{doc}\n{what}, as ``{name}``: {site_text(site)}"
+    else:
+        line = f"{what}: {site_text(site)}"
+        front.__doc__ = f"{doc}\n\n{line}" if doc else line
+
+
+def document_sites():
+    """End every op front's and alias's docstring with the file and line that define it
+    (``op table: nbaccel/ops/sorting.py:<line>``), so ``help(nb.sort)`` and ``help(nb.Tensor.sort)``
+    say where to look. Run once all families have registered, when the methods are installed:
+    some families set a front's docstring after ``defop`` returns."""
+    for op in OPS.values():
+        _stamp(op.front, op.site, "op table", op.name)
+    for name, front in ALIASES.items():
+        _stamp(front, ALIAS_SITES.get(name), "op table (an alias over other ops)", name)
+    for name, fn in ALIAS_METHODS.items():
+        _stamp(fn, METHOD_SITES.get(name), "op table (a Tensor method over other ops)", name)
+
+
+def documented(method, front, how: str):
+    """A wrapper that ``install_methods`` makes around an op's front (reflected, in-place) gets
+    a docstring saying what it does and where the op is defined."""
+    sites = getattr(front, "__nbaccel_sites__", ())
+    method.__doc__ = f"{how} ``{front.__name__}``." + (f"\n\nop table: {site_text(sites[0])}" if sites else "")
+    return method
 
 
 # -- what reductions mean ------------------------------------------------------------------------

@@ -13,10 +13,11 @@ from .. import dtypes as D
 from .fronts import apply, as_tensor
 from .meta import DataDependentShape
 from .registry import defalias, defop
+from ..tensor_meta import is_traced
 
 
 def _concrete(args, name):
-    if any(getattr(a, "_node", None) is not None for a in args):
+    if any(is_traced(a) for a in args):
         raise DataDependentShape(f"the output shape of {name} depends on the data")
 
 

@@ -12,12 +12,8 @@ from .. import dtypes as D, ops
 from .batching import axis_param_rule
 from .fronts import apply, as_tensor
 from .gather import _take_along_axis
-from .movement import _method, axis_index
-from .registry import defalias, defop
-
-
-def _ops():
-    return ops
+from .movement import axis_index
+from .registry import defalias, defmethod, defop
 
 
 # ---- sorting ---------------------------------------------------------------------------------------
@@ -50,7 +46,7 @@ def _argsort_front(x, axis=-1, kind=None, order=None, *, descending=False, stabl
         x, axis = x.reshape(-1), 0
     p = _sort_params(x, axis, descending)
     if p is None:
-        return _ops().zeros_like(x, dtype=D.int64)
+        return ops.zeros_like(x, dtype=D.int64)
     return apply(argsort, (x,), p)
 
 
@@ -90,7 +86,7 @@ def _sort_method(self, dim=-1, descending=False, stable=False):
     return SortResult(vals, idx)
 
 
-_method("sort", _sort_method)
+defmethod("sort", _sort_method)
 
 
 def _topk(x, k, dim=-1, largest=True, sorted=True):

@@ -18,18 +18,9 @@ from .. import dtypes as D, ops, autograd
 from .creation import _full_front, generator
 from .fronts import as_tensor
 from .meta import normalize_axis
-from .registry import ALIAS_METHODS, defalias
+from .registry import defalias, defmethod
 from ..tensor import tensor, asarray
-
-
-def _ops():
-    return ops
-
-
-def _method(name, front):
-    """A Tensor method that PyTorch has no ``torch.<name>`` function for."""
-    front.__name__ = front.__qualname__ = name
-    ALIAS_METHODS[name] = front
+from ..tensor_meta import is_tensor
 
 
 # ---- masked_fill ------------------------------------------------------------------------------
@@ -37,11 +28,10 @@ def _method(name, front):
 def masked_fill(input, mask, value):
     """``input`` with ``value`` where ``mask`` is True (mask broadcasts to input's shape); the
     result keeps input's dtype, as PyTorch."""
-    ops = _ops()
     x, m = as_tensor(input), as_tensor(mask)
     if m.dtype.kind != "b":
         raise TypeError(f"masked_fill only supports boolean masks, but got mask with dtype {m.dtype}")
-    if hasattr(value, "_node") and value.ndim != 0:
+    if is_tensor(value) and value.ndim != 0:
         raise ValueError("masked_fill only supports a 0-dimensional value tensor, but got tensor "
                          f"with {value.ndim} dimension(s)")
     out = ops.where(m, value, x)
@@ -58,7 +48,7 @@ def masked_fill_(self, mask, value):
 
 
 defalias("masked_fill", masked_fill, methods="masked_fill")
-_method("masked_fill_", masked_fill_)
+defmethod("masked_fill_", masked_fill_)
 
 
 # ---- views: narrow, t, view_as, reshape_as, expand_as ------------------------------------------
@@ -67,7 +57,7 @@ def narrow(input, dim: int, start, length: int):
     """The view ``input[..., start:start + length, ...]`` along ``dim``."""
     x = as_tensor(input)
     (dim,) = normalize_axis(dim, x.ndim)
-    if hasattr(start, "_node"):
+    if is_tensor(start):
         start = int(start.item())
     n = x.shape[dim]
     if not -n <= start <= n:
@@ -107,7 +97,7 @@ defalias("narrow", narrow, methods="narrow")
 defalias("t", t, methods="t")
 for _name, _f in (("view_as", view_as), ("reshape_as", reshape_as), ("expand_as", expand_as),
                   ("type_as", type_as)):
-    _method(_name, _f)
+    defmethod(_name, _f)
 
 
 # ---- new_* constructors ------------------------------------------------------------------------
@@ -131,7 +121,7 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=F
 
 
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
-    if hasattr(data, "_node"):
+    if is_tensor(data):
         data = data.detach().clone()
         data = data.astype(dtype) if dtype is not None else data
         data = data.to(device or self.device)
@@ -142,7 +132,7 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
 
 for _name, _f in (("new_zeros", _new(0)), ("new_ones", _new(1)), ("new_empty", _new(0)),
                   ("new_full", new_full), ("new_tensor", new_tensor)):
-    _method(_name, _f)
+    defmethod(_name, _f)
 
 
 # ---- in-place random fills ---------------------------------------------------------------------
@@ -173,7 +163,7 @@ def exponential_(self, lambd=1.0, *, generator=None):
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
-    p = p.numpy() if hasattr(p, "_node") else p
+    p = p.numpy() if is_tensor(p) else p
     return _fill_random(self, lambda s: _rng(generator).random(s) < p, "bernoulli_")
 
 
@@ -185,14 +175,14 @@ def random_(self, from_=0, to=None, *, generator=None):
 
 for _name, _f in (("normal_", normal_), ("uniform_", uniform_), ("exponential_", exponential_),
                   ("bernoulli_", bernoulli_), ("random_", random_)):
-    _method(_name, _f)
+    defmethod(_name, _f)
 
 
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability ``input`` (or ``p``), else 0, in input's dtype."""
     x = as_tensor(input)
     probs = x.detach().numpy(force=True) if p is None else p
-    return _fill_random(_ops().zeros_like(x), lambda s: _rng(generator).random(s) < probs,
+    return _fill_random(ops.zeros_like(x), lambda s: _rng(generator).random(s) < probs,
                         "bernoulli")
 
 

@@ -13,8 +13,7 @@ import numpy as np
 
 from .fronts import apply, as_tensor
 from .meta import normalize_axis
-from .movement import _method
-from .registry import ALIASES, OPS, defop
+from .registry import ALIASES, OPS, defmethod, defop
 
 
 def _fn(name):
@@ -105,7 +104,7 @@ def _torch_repeat(x, *sizes):
     return _tile_front(x, sizes)
 
 
-_method("repeat", _torch_repeat)
+defmethod("repeat", _torch_repeat)
 
 
 # ---- pad -----------------------------------------------------------------------------------------

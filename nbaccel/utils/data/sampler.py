@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.creation import generator as default
+from ...tensor import Tensor
 
 
 def _rng(generator):
@@ -84,7 +85,7 @@ class WeightedRandomSampler(Sampler):
     """``num_samples`` indices drawn with probabilities proportional to ``weights``."""
 
     def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None):
-        w = np.asarray(weights.numpy() if hasattr(weights, "_node") else weights, dtype=np.float64)
+        w = np.asarray(weights.numpy() if isinstance(weights, Tensor) else weights, dtype=np.float64)
         if w.ndim != 1:
             raise ValueError("weights should be a 1-d sequence")
         self.weights, self.num_samples = w, int(num_samples)
