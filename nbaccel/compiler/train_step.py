@@ -250,7 +250,7 @@ class StepReplay:
             elif kind == "tensor":
                 x = self._tensor(v, leaves)
                 if isinstance(x, Tensor) and (self.numpy_out or (self.numpy_out is None and x._np)):
-                    x = x._data                 # as a traced call returns it (api._to_output)
+                    x = x._data                 # as a traced call returns it (call_values.to_output)
                 values.append(x)
             else:
                 a = arrays[v]
