@@ -32,6 +32,7 @@ import json
 import math
 import os
 import pstats
+import time
 
 import numpy as np
 
@@ -373,6 +374,14 @@ def run(quick: bool = False, with_profile: bool = False) -> dict:
     res = {"threads": _threads(), "rounds": rounds, "inner": inner, "quick": quick,
            "torch": None if torch is None else torch.__version__,
            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
+    # the fused eager kernels (LayerNorm, BatchNorm, GELU, cross-entropy, Adam) load on a
+    # background thread at first use and the ops run NumPy meanwhile: wait for them here so
+    # that the rounds time the steady state, and report what the wait cost (a first run
+    # compiles them, later processes load numba's disk cache)
+    from nbaccel.ops import kernel_modules
+    t0 = time.perf_counter()
+    res["fused_kernels"] = {"loaded": kernel_modules.load_now("fused") is not None,
+                            "load_s": round(time.perf_counter() - t0, 2)}
     res["per_op"] = per_op(nb, torch, rounds, inner)
     res["steps"] = steps(nb, torch, rounds, quick)
     res["notebook11"] = notebook11(nb, torch, rounds, quick)
@@ -419,6 +428,11 @@ def markdown(results) -> str:
     lines = [f"### Eager: nbaccel against PyTorch eager and NumPy ({results['threads']} threads, "
              f"{results['rounds']} interleaved rounds{', quick' if results['quick'] else ''}; "
              f"load average {', '.join(f'{x:.1f}' for x in results['load_average'] or ())})", ""]
+    fk = results.get("fused_kernels")
+    if fk:
+        lines += [f"Fused eager kernels (nbaccel_kernels.fused): "
+                  f"{'loaded' if fk['loaded'] else 'NOT loaded (NumPy paths)'} in {fk['load_s']} s "
+                  "before timing (a background load the first ops do not wait for)", ""]
     for key, title in (("no_grad", "without autograd"), ("autograd", "with autograd (inputs require grad)")):
         block = results["per_op"][key]
         has_np = key == "no_grad"

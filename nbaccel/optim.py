@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
+
 from . import autograd, ops
 from .devices import array_module
+from .ops import kernel_modules
 from .tensor import Tensor, active_trace
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "RMSprop", "Adagrad", "lr_scheduler"]
@@ -364,9 +367,11 @@ class Adam(Optimizer):
         lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
         M, V = _data_of(st["exp_avg"], p), _data_of(st["exp_avg_sq"], p)
         MX = _data_of(st["max_exp_avg_sq"], p) if g["amsgrad"] else None
+        step = st["step"]._assign(st["step"] + 1)          # 0-d values: the op path itself
+        if MX is None and self._fused_update(p, g, st, step, P, G, M, V):
+            return
         if g["maximize"]:
             G = xp.negative(G)
-        step = st["step"]._assign(st["step"] + 1)          # 0-d values: the op path itself
         if wd and self._decoupled:
             xp.multiply(P, 1 - lr * wd, out=P)
         elif wd:
@@ -394,6 +399,44 @@ class Adam(Optimizer):
         xp.divide(u, denom, out=u)
         xp.subtract(P, u, out=P)
         p._version[0] += 1
+
+
+    def _fused_update(self, p, g, st, step, P, G, M, V):
+        """The update as one pass over the parameter (``nbaccel_kernels.fused.adam_update``,
+        the fused/foreach path of issue 36) when the kernels are loaded and the arrays are
+        contiguous NumPy ones of one float dtype; False (nothing written) otherwise. Every
+        operation rounds as the array path below does (the same order, the parameter's dtype,
+        the bias corrections from the same ops), so the two give the same bits."""
+        if type(P) is not np.ndarray or P.dtype not in _FUSED_DTYPES:
+            return False
+        for a in (G, M, V):
+            if type(a) is not np.ndarray or a.dtype is not P.dtype or a.shape != P.shape:
+                return False
+        if not (P.flags.c_contiguous and G.flags.c_contiguous and M.flags.c_contiguous
+                and V.flags.c_contiguous):
+            return False
+        k = kernel_modules.eager_kernels("fused")
+        if k is None:
+            return False
+        lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+        # the bias corrections as the array path's ops compute them (the same ufuncs on the
+        # step's 0-d array, Python numbers taking its dtype), without 6 op dispatches a
+        # parameter (they cost more than the update of a small parameter itself)
+        tt = step._data.astype(P.dtype) if P.dtype.itemsize > 4 else step._data
+        ft = tt.dtype.type
+        bc1 = ft(1) - np.power(ft(b1), tt)
+        bc2_sqrt = np.sqrt(ft(1) - np.power(ft(b2), tt))
+        sc = np.array([wd, b1, 1 - b1, b2, 1 - b2, bc2_sqrt, eps, ft(lr) / bc1, 1 - lr * wd],
+                      P.dtype)
+        k.adam_update(P.reshape(-1), G.reshape(-1), M.reshape(-1), V.reshape(-1), sc, bool(wd),
+                      bool(self._decoupled), bool(g["maximize"]))
+        st["exp_avg"]._version[0] += 1
+        st["exp_avg_sq"]._version[0] += 1
+        p._version[0] += 1
+        return True
+
+
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class AdamW(Adam):

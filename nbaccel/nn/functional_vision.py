@@ -22,6 +22,9 @@ import numpy as np
 from .. import autograd, ops
 from ..ops.fronts import as_tensor
 from ..ops.nn import ShapeError, keep_mask
+from ..ops.normalization import batch_norm_stats as _batch_norm_stats
+from ..ops.normalization import batch_norm_train as _batch_norm_train
+from ..tensor import active_trace
 from ..ops.activations import hardtanh as _hardtanh_op
 from ..ops.pooling import pad_constant
 
@@ -64,6 +67,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if count <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {list(x.shape)}")
+        if active_trace() is None:
+            return _batch_norm_eager(x, running_mean, running_var, weight, bias, momentum, eps,
+                                     count)
+        # traced: primitives, which the compiler fuses itself (conv + BatchNorm + ReLU). The
+        # composite op traced in a GAN's step (Adam, two backward passes) makes the NumPy
+        # renderer load a 0-d value in a chunked kernel (an IndexError in codegen/numpy.py)
         mean = x.mean(axis=axes, keepdims=True)
         xc = x - mean
         var = (xc * xc).mean(axis=axes, keepdims=True)
@@ -84,6 +93,22 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         y = y + bias.reshape(shape)
     return y
+
+
+def _batch_norm_eager(x, running_mean, running_var, weight, bias, momentum, eps, count):
+    """Training-mode BatchNorm as two ops: the running statistics' update (one pass for the
+    statistics) and the normalisation with its affine (one pass per channel forward and one
+    backward, ops/normalization.py)."""
+    if running_mean is not None or running_var is not None:
+        with autograd.no_grad():
+            stats = _batch_norm_stats.front(x.detach())
+            if running_mean is not None:
+                running_mean.copy_(running_mean * (1 - momentum) + stats[0] * momentum)
+            if running_var is not None:
+                unbiased = stats[1] * (count / (count - 1))
+                running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
+    wb = tuple(as_tensor(t) for t in (weight, bias) if t is not None)
+    return _batch_norm_train.front(x, *wb, eps=eps, affine=(weight is not None, bias is not None))
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):

@@ -13,7 +13,7 @@ from .creation import manual_seed, rand, randn, randint, randperm, rand_like, ra
 
 def _load_optional_families():
     import importlib
-    for name in ("indexing", "gather", "sorting", "linalg", "matrix", "sets", "nn", "nn_losses", "attention",
+    for name in ("indexing", "gather", "sorting", "linalg", "matrix", "sets", "nn", "normalization", "nn_losses", "attention",
                  "sparse", "torch_spellings", "conv", "pooling", "pooling_nd", "activations",
                  "array_api_additions"):
         try:

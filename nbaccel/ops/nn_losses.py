@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import dtypes as D, ops
 from .fronts import apply, as_tensor
 from .meta import broadcast_shapes, default_float
-from .nn import ShapeError, log_softmax
+from .kernel_modules import fused_for as _fused
+from .nn import ShapeError, _grad_infer, log_softmax
 from .registry import defop
 from ..autograd import needs_input_grad as need
 
@@ -72,6 +75,19 @@ def _ce_impl(xp, x, t, *w, reduction, ignore_index, label_smoothing, probs):
         if bad.any():
             raise IndexError(f"cross_entropy: target {int(t[bad].reshape(-1)[0])} is out of "
                              f"bounds for {n} classes")
+    if not probs and not w and not label_smoothing and x.size:
+        k = _fused(xp, x)
+        if k is not None:     # class indices, no weights, no smoothing: one pass per row
+            x2 = np.ascontiguousarray(x).reshape(-1, n)
+            loss = np.empty(x2.shape[0], x.dtype)
+            count = k.cross_entropy_forward(x2, np.ascontiguousarray(t, np.int64).reshape(-1),
+                                            ignore_index, loss)
+            if reduction == "none":
+                return loss.reshape(t.shape)
+            total = loss.sum(dtype=np.float64)
+            if reduction == "mean":
+                total = total / count if count else float("nan")
+            return np.asarray(total, x.dtype)
     w = w[0] if w else None
     s = x - xp.max(x, axis=-1, keepdims=True) if x.size else x
     logp = s - xp.log(xp.sum(xp.exp(s), axis=-1, keepdims=True))
@@ -90,22 +106,78 @@ def _ce_decomp(x, t, *w, reduction, ignore_index, label_smoothing, probs):
     return _reduce(ops, loss, wrow, x, reduction, False)
 
 
-def _ce_grad(g, out, x, t, *w, reduction, ignore_index, label_smoothing, probs):
-    ops = _ops()
+def _ce_backward_impl(m, g, x, t, *w, reduction, ignore_index, label_smoothing, probs,
+                      is_xp=False):
+    """The logits' gradient of cross_entropy, written against an array namespace (NumPy/CuPy,
+    or nbaccel's ops for the decomposition)."""
     wt = w[0] if w else None
-    a, wrow = _class_weights(ops, x, t, wt, probs, ignore_index, label_smoothing, False)
+    a, wrow = _class_weights(m, x, t, wt, probs, ignore_index, label_smoothing, is_xp)
     if reduction == "none":
-        scale = g.reshape(tuple(g.shape) + (1,))
+        scale = m.reshape(g, tuple(g.shape) + (1,))
     elif reduction == "sum":
         scale = g
     elif wrow is None:
         scale = g / math.prod(x.shape[:-1])
     else:
-        scale = g / ops.sum(wrow)
-    sm = ops.softmax(x, -1)
-    gx = (sm * a.sum(axis=-1, keepdims=True) - a) * scale
+        scale = g / m.sum(wrow)
+    if is_xp:
+        e = m.exp(x - m.max(x, axis=-1, keepdims=True)) if x.size else x
+        sm = e / m.sum(e, axis=-1, keepdims=True)
+    else:
+        sm = m.softmax(x, -1)
+    return (sm * m.sum(a, axis=-1, keepdims=True) - a) * scale
+
+
+def _ce_backward_eager(xp, g, x, t, *w, reduction, ignore_index, label_smoothing, probs):
+    if not probs and not w and not label_smoothing and x.size:
+        k = _fused(xp, x)
+        if k is not None:
+            n = x.shape[-1]
+            x2 = np.ascontiguousarray(x).reshape(-1, n)
+            t1 = np.ascontiguousarray(t, np.int64).reshape(-1)
+            if reduction == "none":
+                scale = np.ascontiguousarray(g, np.float64).reshape(-1)
+            else:
+                gv = float(g)
+                if reduction == "mean":
+                    count = int(np.count_nonzero(t1 != ignore_index))
+                    gv = gv / count if count else float("nan")
+                scale = np.full(x2.shape[0], gv)
+            out = np.empty(x.shape, x.dtype)
+            k.cross_entropy_backward(x2, t1, ignore_index, scale, out.reshape(-1, n))
+            return out
+    return _ce_backward_impl(xp, g, x, t, *w, reduction=reduction, ignore_index=ignore_index,
+                             label_smoothing=label_smoothing, probs=probs, is_xp=True)
+
+
+def _ce_backward_front(g, x, t, *w, reduction, ignore_index, label_smoothing, probs):
+    return apply(cross_entropy_backward, (g, x, t) + tuple(w),
+                 {"reduction": reduction, "ignore_index": int(ignore_index),
+                  "label_smoothing": float(label_smoothing), "probs": bool(probs)})
+
+
+cross_entropy_backward = defop(
+    "cross_entropy_backward", kind="nn", impl=_ce_backward_eager,
+    infer=lambda args, p: (args[1].shape, _grad_infer(args[1:2], p)[1]),
+    decomp=lambda g, x, t, *w, **p: _ce_backward_impl(_ops(), g, x, t, *w, **p),
+    front=_ce_backward_front,
+    doc="cross_entropy's gradient with respect to the logits (class axis last): "
+        "``(softmax(x) * sum(a) - a) * scale``; one fused pass per row eagerly for class-index "
+        "targets without weights or smoothing. Its gradient goes through the decomposition.")
+
+
+def _ce_grad(g, out, x, t, *w, reduction, ignore_index, label_smoothing, probs):
+    wt = w[0] if w else None
+    gx = _ce_backward_front(g, x, t, *w, reduction=reduction, ignore_index=ignore_index,
+                            label_smoothing=label_smoothing, probs=probs) if need(0) else None
     gt = None
     if probs and t.requires_grad:   # probability targets are differentiable too
+        if reduction == "none":
+            scale = g.reshape(tuple(g.shape) + (1,))
+        elif reduction == "sum":
+            scale = g
+        else:
+            scale = g / math.prod(x.shape[:-1])
         logp = log_softmax.front(x, -1)
         d = -logp * (1 - label_smoothing)
         gt = (d * wt if wt is not None else d) * scale

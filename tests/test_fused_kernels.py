@@ -1,0 +1,149 @@
+"""The fused eager kernels (nbaccel_kernels.fused): the numba loops against their NumPy
+reference, float32 and float64, with the edge cases the eager ops hand them (ignored targets,
+NaN and infinite rows, a single row, channels split over threads). Adam's update must give
+the reference's bits: nbaccel's eager optimizers promise the same bits as their op path."""
+import numpy as np
+import pytest
+
+from nbaccel_kernels.fused import cpu, reference
+
+DTYPES = [np.float32, np.float64]
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _tol(dt):
+    return dict(rtol=2e-5, atol=2e-6) if dt == np.float32 else dict(rtol=1e-10, atol=1e-12)
+
+
+def _both(name, *args, out_shape, dtype, **kw):
+    """Run kernel ``name`` and its reference into fresh outputs; return both outputs."""
+    got, want = np.full(out_shape, np.nan, dtype), np.full(out_shape, np.nan, dtype)
+    r1 = getattr(cpu, name)(*args, got, **kw)
+    r2 = getattr(reference, name)(*args, want, **kw)
+    assert r1 == r2
+    return got, want
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("size", [1, 7, 70_000])      # 70,000: split over the kernel threads
+def test_gelu(dt, size):
+    x = (_rng().standard_normal(size) * 3).astype(dt)
+    g = _rng(1).standard_normal(size).astype(dt)
+    np.testing.assert_allclose(*_both("gelu_forward", x, out_shape=size, dtype=dt), **_tol(dt))
+    np.testing.assert_allclose(*_both("gelu_backward", g, x, out_shape=size, dtype=dt),
+                               **_tol(dt))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("shape", [(1, 5), (9, 33), (1600, 130)])    # the last: threads
+def test_softmax_backward(dt, log, shape):
+    g = _rng().standard_normal(shape).astype(dt)
+    y = _rng(1).standard_normal(shape).astype(dt)
+    y = np.log(np.abs(y)).astype(dt) if log else np.abs(y)
+    np.testing.assert_allclose(*_both("softmax_backward", g, y, out_shape=shape, dtype=dt,
+                                      log=log), **_tol(dt))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("affine", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("shape", [(1, 4), (30, 128), (2100, 96)])    # the last: threads
+def test_layer_norm(dt, affine, shape):
+    x = (_rng().standard_normal(shape) * 2 + 1).astype(dt)
+    g = _rng(1).standard_normal(shape).astype(dt)
+    w, b = (_rng(2).standard_normal(shape[1]).astype(dt) for _ in range(2))
+    np.testing.assert_allclose(*_both("layer_norm_forward", x, w, b, *affine, 1e-5,
+                                      out_shape=shape, dtype=dt), **_tol(dt))
+    np.testing.assert_allclose(*_both("layer_norm_backward", g, x, w, affine[0], 1e-5,
+                                      out_shape=shape, dtype=dt), **_tol(dt))
+    got, want = _both("layer_norm_affine_backward", g, x, 1e-5, out_shape=(2, shape[1]),
+                      dtype=dt)
+    np.testing.assert_allclose(got, want, rtol=_tol(dt)["rtol"], atol=1e-4 if dt == np.float32
+                               else 1e-10)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("rows,n", [(1, 3), (50, 10), (450, 257)])    # the last: threads
+def test_cross_entropy(dt, rows, n):
+    x = (_rng().standard_normal((rows, n)) * 4).astype(dt)
+    t = _rng(1).integers(0, n, rows)
+    t[::3] = -100                                  # ignored rows
+    scale = _rng(2).standard_normal(rows)
+    np.testing.assert_allclose(*_both("cross_entropy_forward", x, t, -100, out_shape=rows,
+                                      dtype=dt), **_tol(dt))
+    np.testing.assert_allclose(*_both("cross_entropy_backward", x, t, -100, scale,
+                                      out_shape=(rows, n), dtype=dt), **_tol(dt))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the reference's own NaN arithmetic
+def test_rows_with_nan_and_infinities_follow_numpy():
+    """A NaN, a +inf or an all -inf row makes the row's result NaN, as NumPy's formula does;
+    a -inf logit is an ordinary (zero-probability) class."""
+    x = np.array([[1.0, np.nan, 2.0], [1.0, np.inf, 2.0], [-np.inf] * 3, [0.0, -np.inf, 1.0]])
+    t = np.array([0, 0, 0, 0])
+    loss, want = _both("cross_entropy_forward", x, t, -100, out_shape=4, dtype=np.float64)
+    np.testing.assert_array_equal(np.isnan(loss), [True, True, True, False])
+    np.testing.assert_allclose(loss, want)
+    got, want = _both("cross_entropy_backward", x, t, -100, np.ones(4), out_shape=(4, 3),
+                      dtype=np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got[:3]).all() and not np.isnan(got[3]).any()
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("shape", [(2, 1, 3), (4, 5, 9), (16, 24, 600)])   # the last: threads
+def test_batch_norm(dt, shape):
+    x = (_rng().standard_normal(shape) * 3 - 1).astype(dt)
+    g = _rng(1).standard_normal(shape).astype(dt)
+    w, b = (_rng(2).standard_normal(shape[1]).astype(dt) for _ in range(2))
+    c = shape[1]
+    tol = _tol(dt)
+    np.testing.assert_allclose(*_both("batch_norm_stats", x, out_shape=(2, c), dtype=dt), **tol)
+    for has_w, has_b in [(False, False), (True, True)]:
+        np.testing.assert_allclose(*_both("batch_norm_forward", x, w, b, has_w, has_b, 1e-5,
+                                          out_shape=shape, dtype=dt), **tol)
+        np.testing.assert_allclose(*_both("batch_norm_backward", g, x, w, has_w, 1e-5,
+                                          out_shape=shape, dtype=dt), **tol)
+    got, want = _both("batch_norm_affine_backward", g, x, 1e-5, out_shape=(2, c), dtype=dt)
+    np.testing.assert_allclose(got, want, rtol=tol["rtol"], atol=1e-3 if dt == np.float32
+                               else 1e-9)
+
+
+def test_embedding_backward_adds_repeated_rows():
+    g = _rng().standard_normal((50, 6)).astype(np.float32)
+    idx = _rng(1).integers(0, 7, 50)
+    got, want = np.zeros((7, 6), np.float32), np.zeros((7, 6), np.float32)
+    cpu.embedding_backward(g, idx, got)
+    reference.embedding_backward(g, idx, want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("decay,decoupled,maximize", [(False, False, False), (True, True, False),
+                                                      (True, False, True)])
+@pytest.mark.parametrize("size", [5, 500_000])        # the last: threads
+def test_adam_update_gives_the_references_bits(dt, decay, decoupled, maximize, size):
+    rng = _rng()
+    p, g = rng.standard_normal(size).astype(dt), rng.standard_normal(size).astype(dt)
+    m, v = rng.standard_normal(size).astype(dt) * 0.1, rng.random(size).astype(dt) * 0.01
+    lr, b1, b2, wd, t = 1e-3, 0.9, 0.999, 0.01, 3
+    sc = np.array([wd, b1, 1 - b1, b2, 1 - b2, np.sqrt(1 - b2 ** t), 1e-8, lr / (1 - b1 ** t),
+                   1 - lr * wd], dt)
+    args = [(p.copy(), g, m.copy(), v.copy()) for _ in range(2)]
+    cpu.adam_update(*args[0], sc, decay, decoupled, maximize)
+    reference.adam_update(*args[1], sc, decay, decoupled, maximize)
+    for got, want in zip(args[0], args[1]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_large_cases_above_do_split_over_threads(monkeypatch):
+    """The sizes marked "threads" above are over the split threshold (so both the inline and
+    the threaded paths are tested), where the kernels have two threads or more."""
+    monkeypatch.setenv("NBACCEL_KERNEL_THREADS", "2")
+    for size, ns in [(70_000, 10), (1600 * 130, 1), (2100 * 96, 1), (450 * 257, 2),
+                     (16 * 24 * 600, 1), (500_000, 0.5)]:
+        assert cpu._worth_splitting(size, ns)
+    assert not cpu._worth_splitting(65_536, 0.5)
