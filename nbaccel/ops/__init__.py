@@ -2,6 +2,11 @@
 
 Importing this package registers every op. Each module holds one family; to add an op,
 add one ``defop(...)`` in the right module (see docs/ops.md).
+
+The functions here (``ops.exp``, ``ops.where``, ...) are not written out in this file: the last
+line puts every op's front and every alias in under its name (:func:`namespace`). Each one's
+docstring ends with the file and line of the ``defop`` / ``defalias`` that defines it once
+``nbaccel`` has installed the methods (``registry.document_sites``): ``help(ops.exp)``.
 """
 from . import registry, meta  # noqa: F401
 # the families, in order: each registers its ops and may build on the families before it
@@ -38,4 +43,6 @@ def namespace() -> dict:
     return ns
 
 
+# ops.<name> for every op front and alias of the families above (namespace(); the defop's file
+# and line end each one's docstring)
 globals().update({k: v for k, v in namespace().items() if k not in globals() or k in OPS or k in ALIASES})
