@@ -80,7 +80,9 @@ def _make_rows(name: str, rows: int, interleaved: bool = False, tokens: int = 1)
     vf = ir.VectorType(_F32, lanes)
     wide = vbytes == 64
 
-    @intrinsic
+    # prefer_literal: a caller that passes has_zeros and group_size as literals (the chunk
+    # loops do, through numba.literally) gets the one loop it uses, not all six (compile time)
+    @intrinsic(prefer_literal=True)
     def rows_kernel(typingctx, xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
                     has_zeros, group_size, n, m, res):
         sig = types.none(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
@@ -221,7 +223,11 @@ def _make_rows(name: str, rows: int, interleaved: bool = False, tokens: int = 1)
                                                            [ir.Constant(intp, t * rows + r)])
                         builder.store(_hsum(builder, builder.load(tot[t][r])), out_ptr)
 
-            # one loop per (group size, zero point); unknown group sizes were rejected upstream
+            zp_t, g_t = signature.args[7], signature.args[8]
+            if isinstance(zp_t, types.BooleanLiteral) and isinstance(g_t, types.IntegerLiteral):
+                loop_for(g_t.literal_value, zp_t.literal_value)
+                return context.get_dummy_value()
+            # else one loop per (group size, zero point); unknown group sizes were rejected upstream
             for g in (32, 64, 128):
                 with builder.if_then(builder.icmp_signed("==", gs, ir.Constant(intp, g))):
                     with builder.if_else(has_z) as (then, otherwise):

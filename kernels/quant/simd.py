@@ -32,7 +32,7 @@ when it is first called, so a variant the CPU lacks is never compiled.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import literally, njit
 
 from .. import _pool
 from ._simd_ir import VARIANTS, _make_rows, host_features  # noqa: F401  (public names here)
@@ -112,16 +112,18 @@ def dequantized_activations(x):
 # ---- the kernels, and one chunk loop per variant -----------------------------------------------
 #
 # Each chunk loop is the whole GEMV for one thread of _pool's launcher: claim chunks of output
-# rows (whole 4-row blocks) and run them, tokens four at a time (each unpacked weight vector
+# rows (whole 4-row blocks) and run them (one function per layout: each compiles only its own), tokens four at a time (each unpacked weight vector
 # serving four tokens), then one at a time. Row-major weights go one row at a time: each row
 # is then one sequential stream; four rows at once (four streams 2 KiB apart, each activation
 # load serving four rows) ran 2.2x slower from memory (8 layers of 4096 x 4096, 6.8 against 3.1
 # ms) though as fast in cache: the prefetchers lose short streams (software prefetches did not
 # help: 5.4 ms). The "rows4x64" layout makes a 4-row block one stream, and four rows at a time
-# then ran 2.5 against 3.3 ms. The loops differ only in the intrinsics they call (an intrinsic
-# is not a first-class value in numba); each is a top-level function so that numba's disk cache
-# keeps it, and each is compiled only when first called, so only on a CPU that has its
-# instructions.
+# then ran 2.5 against 3.3 ms. ``has_zeros`` and ``group_size`` are made literals
+# (numba.literally): each combination a model uses compiles its own loop nests, one per kernel,
+# where run-time values compiled all six. The loops differ only in the intrinsics they call
+# (an intrinsic is not a first-class value in numba); each is a top-level function so that
+# numba's disk cache keeps it, and each is compiled only when first called, so only on a CPU
+# that has its instructions.
 
 _TOKENS = 4
 _avx512_vnni, _avx512_vnni_t4 = _make_rows("avx512-vnni", 1), _make_rows("avx512-vnni", 1, tokens=_TOKENS)
@@ -138,148 +140,228 @@ _avx2_il, _avx2_il_t4 = (_make_rows("avx2", IL_ROWS, True),
                               _make_rows("avx2", IL_ROWS, True, _TOKENS))
 
 
+
+
 @njit(cache=True, nogil=True)
 def _part_avx512_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                      group_size, interleaved, out, chunk, ctr, n_chunks, wait):
+                      group_size, out, chunk, ctr, n_chunks, wait):
+    literally(has_zeros)
+    literally(group_size)
     n_total = packed.shape[0]
     m_total = xq_lo.shape[0]
     m4 = m_total - m_total % _TOKENS
-    res = np.empty(IL_ROWS * _TOKENS, np.float32)
-    a = (xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros, group_size)
+    res = np.empty(_TOKENS, np.float32)
     while True:
         c = _pool.claim(ctr, n_chunks)
         if c < 0:
             break
-        r1 = min(n_total, (c + 1) * chunk)
-        if interleaved:
-            for n in range(c * chunk, r1, IL_ROWS):
-                for m in range(0, m4, _TOKENS):
-                    _avx512_vnni_il_t4(*a, n, m, res)
-                    for t in range(_TOKENS):
-                        out[m + t, n:n + IL_ROWS] = res[t * IL_ROWS:(t + 1) * IL_ROWS]
-                for m in range(m4, m_total):
-                    _avx512_vnni_il(*a, n, m, res)
-                    out[m, n:n + IL_ROWS] = res[:IL_ROWS]
-        else:
-            for n in range(c * chunk, r1):
-                for m in range(0, m4, _TOKENS):
-                    _avx512_vnni_t4(*a, n, m, res)
-                    for t in range(_TOKENS):
-                        out[m + t, n] = res[t]
-                for m in range(m4, m_total):
-                    _avx512_vnni(*a, n, m, res)
-                    out[m, n] = res[0]
+        for n in range(c * chunk, min(n_total, (c + 1) * chunk)):
+            for m in range(0, m4, _TOKENS):
+                _avx512_vnni_t4(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                                group_size, n, m, res)
+                for t in range(_TOKENS):
+                    out[m + t, n] = res[t]
+            for m in range(m4, m_total):
+                _avx512_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                             group_size, n, m, res)
+                out[m, n] = res[0]
+        _pool.finish(ctr, False, n_chunks)
+    _pool.finish(ctr, wait, n_chunks)
+
+
+@njit(cache=True, nogil=True)
+def _il_part_avx512_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                         group_size, out, chunk, ctr, n_chunks, wait):
+    literally(has_zeros)
+    literally(group_size)
+    n_total = packed.shape[0]
+    m_total = xq_lo.shape[0]
+    m4 = m_total - m_total % _TOKENS
+    res = np.empty(IL_ROWS * _TOKENS, np.float32)
+    while True:
+        c = _pool.claim(ctr, n_chunks)
+        if c < 0:
+            break
+        for n in range(c * chunk, min(n_total, (c + 1) * chunk), IL_ROWS):
+            for m in range(0, m4, _TOKENS):
+                _avx512_vnni_il_t4(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
+                                   has_zeros, group_size, n, m, res)
+                for t in range(_TOKENS):
+                    out[m + t, n:n + IL_ROWS] = res[t * IL_ROWS:(t + 1) * IL_ROWS]
+            for m in range(m4, m_total):
+                _avx512_vnni_il(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                                group_size, n, m, res)
+                out[m, n:n + IL_ROWS] = res[:IL_ROWS]
         _pool.finish(ctr, False, n_chunks)
     _pool.finish(ctr, wait, n_chunks)
 
 
 @njit(cache=True, nogil=True)
 def _part_avx512bw(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                   group_size, interleaved, out, chunk, ctr, n_chunks, wait):
+                   group_size, out, chunk, ctr, n_chunks, wait):
+    literally(has_zeros)
+    literally(group_size)
     n_total = packed.shape[0]
     m_total = xq_lo.shape[0]
     m4 = m_total - m_total % _TOKENS
-    res = np.empty(IL_ROWS * _TOKENS, np.float32)
-    a = (xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros, group_size)
+    res = np.empty(_TOKENS, np.float32)
     while True:
         c = _pool.claim(ctr, n_chunks)
         if c < 0:
             break
-        r1 = min(n_total, (c + 1) * chunk)
-        if interleaved:
-            for n in range(c * chunk, r1, IL_ROWS):
-                for m in range(0, m4, _TOKENS):
-                    _avx512bw_il_t4(*a, n, m, res)
-                    for t in range(_TOKENS):
-                        out[m + t, n:n + IL_ROWS] = res[t * IL_ROWS:(t + 1) * IL_ROWS]
-                for m in range(m4, m_total):
-                    _avx512bw_il(*a, n, m, res)
-                    out[m, n:n + IL_ROWS] = res[:IL_ROWS]
-        else:
-            for n in range(c * chunk, r1):
-                for m in range(0, m4, _TOKENS):
-                    _avx512bw_t4(*a, n, m, res)
-                    for t in range(_TOKENS):
-                        out[m + t, n] = res[t]
-                for m in range(m4, m_total):
-                    _avx512bw(*a, n, m, res)
-                    out[m, n] = res[0]
+        for n in range(c * chunk, min(n_total, (c + 1) * chunk)):
+            for m in range(0, m4, _TOKENS):
+                _avx512bw_t4(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                             group_size, n, m, res)
+                for t in range(_TOKENS):
+                    out[m + t, n] = res[t]
+            for m in range(m4, m_total):
+                _avx512bw(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                          group_size, n, m, res)
+                out[m, n] = res[0]
+        _pool.finish(ctr, False, n_chunks)
+    _pool.finish(ctr, wait, n_chunks)
+
+
+@njit(cache=True, nogil=True)
+def _il_part_avx512bw(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                      group_size, out, chunk, ctr, n_chunks, wait):
+    literally(has_zeros)
+    literally(group_size)
+    n_total = packed.shape[0]
+    m_total = xq_lo.shape[0]
+    m4 = m_total - m_total % _TOKENS
+    res = np.empty(IL_ROWS * _TOKENS, np.float32)
+    while True:
+        c = _pool.claim(ctr, n_chunks)
+        if c < 0:
+            break
+        for n in range(c * chunk, min(n_total, (c + 1) * chunk), IL_ROWS):
+            for m in range(0, m4, _TOKENS):
+                _avx512bw_il_t4(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
+                                has_zeros, group_size, n, m, res)
+                for t in range(_TOKENS):
+                    out[m + t, n:n + IL_ROWS] = res[t * IL_ROWS:(t + 1) * IL_ROWS]
+            for m in range(m4, m_total):
+                _avx512bw_il(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                             group_size, n, m, res)
+                out[m, n:n + IL_ROWS] = res[:IL_ROWS]
         _pool.finish(ctr, False, n_chunks)
     _pool.finish(ctr, wait, n_chunks)
 
 
 @njit(cache=True, nogil=True)
 def _part_avx_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-                   group_size, interleaved, out, chunk, ctr, n_chunks, wait):
+                   group_size, out, chunk, ctr, n_chunks, wait):
+    literally(has_zeros)
+    literally(group_size)
     n_total = packed.shape[0]
     m_total = xq_lo.shape[0]
     m4 = m_total - m_total % _TOKENS
-    res = np.empty(IL_ROWS * _TOKENS, np.float32)
-    a = (xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros, group_size)
+    res = np.empty(_TOKENS, np.float32)
     while True:
         c = _pool.claim(ctr, n_chunks)
         if c < 0:
             break
-        r1 = min(n_total, (c + 1) * chunk)
-        if interleaved:
-            for n in range(c * chunk, r1, IL_ROWS):
-                for m in range(0, m4, _TOKENS):
-                    _avx_vnni_il_t4(*a, n, m, res)
-                    for t in range(_TOKENS):
-                        out[m + t, n:n + IL_ROWS] = res[t * IL_ROWS:(t + 1) * IL_ROWS]
-                for m in range(m4, m_total):
-                    _avx_vnni_il(*a, n, m, res)
-                    out[m, n:n + IL_ROWS] = res[:IL_ROWS]
-        else:
-            for n in range(c * chunk, r1):
-                for m in range(0, m4, _TOKENS):
-                    _avx_vnni_t4(*a, n, m, res)
-                    for t in range(_TOKENS):
-                        out[m + t, n] = res[t]
-                for m in range(m4, m_total):
-                    _avx_vnni(*a, n, m, res)
-                    out[m, n] = res[0]
+        for n in range(c * chunk, min(n_total, (c + 1) * chunk)):
+            for m in range(0, m4, _TOKENS):
+                _avx_vnni_t4(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                             group_size, n, m, res)
+                for t in range(_TOKENS):
+                    out[m + t, n] = res[t]
+            for m in range(m4, m_total):
+                _avx_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                          group_size, n, m, res)
+                out[m, n] = res[0]
+        _pool.finish(ctr, False, n_chunks)
+    _pool.finish(ctr, wait, n_chunks)
+
+
+@njit(cache=True, nogil=True)
+def _il_part_avx_vnni(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                      group_size, out, chunk, ctr, n_chunks, wait):
+    literally(has_zeros)
+    literally(group_size)
+    n_total = packed.shape[0]
+    m_total = xq_lo.shape[0]
+    m4 = m_total - m_total % _TOKENS
+    res = np.empty(IL_ROWS * _TOKENS, np.float32)
+    while True:
+        c = _pool.claim(ctr, n_chunks)
+        if c < 0:
+            break
+        for n in range(c * chunk, min(n_total, (c + 1) * chunk), IL_ROWS):
+            for m in range(0, m4, _TOKENS):
+                _avx_vnni_il_t4(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
+                                has_zeros, group_size, n, m, res)
+                for t in range(_TOKENS):
+                    out[m + t, n:n + IL_ROWS] = res[t * IL_ROWS:(t + 1) * IL_ROWS]
+            for m in range(m4, m_total):
+                _avx_vnni_il(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                             group_size, n, m, res)
+                out[m, n:n + IL_ROWS] = res[:IL_ROWS]
         _pool.finish(ctr, False, n_chunks)
     _pool.finish(ctr, wait, n_chunks)
 
 
 @njit(cache=True, nogil=True)
 def _part_avx2(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
-               group_size, interleaved, out, chunk, ctr, n_chunks, wait):
+               group_size, out, chunk, ctr, n_chunks, wait):
+    literally(has_zeros)
+    literally(group_size)
     n_total = packed.shape[0]
     m_total = xq_lo.shape[0]
     m4 = m_total - m_total % _TOKENS
-    res = np.empty(IL_ROWS * _TOKENS, np.float32)
-    a = (xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros, group_size)
+    res = np.empty(_TOKENS, np.float32)
     while True:
         c = _pool.claim(ctr, n_chunks)
         if c < 0:
             break
-        r1 = min(n_total, (c + 1) * chunk)
-        if interleaved:
-            for n in range(c * chunk, r1, IL_ROWS):
-                for m in range(0, m4, _TOKENS):
-                    _avx2_il_t4(*a, n, m, res)
-                    for t in range(_TOKENS):
-                        out[m + t, n:n + IL_ROWS] = res[t * IL_ROWS:(t + 1) * IL_ROWS]
-                for m in range(m4, m_total):
-                    _avx2_il(*a, n, m, res)
-                    out[m, n:n + IL_ROWS] = res[:IL_ROWS]
-        else:
-            for n in range(c * chunk, r1):
-                for m in range(0, m4, _TOKENS):
-                    _avx2_t4(*a, n, m, res)
-                    for t in range(_TOKENS):
-                        out[m + t, n] = res[t]
-                for m in range(m4, m_total):
-                    _avx2(*a, n, m, res)
-                    out[m, n] = res[0]
+        for n in range(c * chunk, min(n_total, (c + 1) * chunk)):
+            for m in range(0, m4, _TOKENS):
+                _avx2_t4(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                         group_size, n, m, res)
+                for t in range(_TOKENS):
+                    out[m + t, n] = res[t]
+            for m in range(m4, m_total):
+                _avx2(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                      group_size, n, m, res)
+                out[m, n] = res[0]
         _pool.finish(ctr, False, n_chunks)
     _pool.finish(ctr, wait, n_chunks)
 
 
+@njit(cache=True, nogil=True)
+def _il_part_avx2(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                  group_size, out, chunk, ctr, n_chunks, wait):
+    literally(has_zeros)
+    literally(group_size)
+    n_total = packed.shape[0]
+    m_total = xq_lo.shape[0]
+    m4 = m_total - m_total % _TOKENS
+    res = np.empty(IL_ROWS * _TOKENS, np.float32)
+    while True:
+        c = _pool.claim(ctr, n_chunks)
+        if c < 0:
+            break
+        for n in range(c * chunk, min(n_total, (c + 1) * chunk), IL_ROWS):
+            for m in range(0, m4, _TOKENS):
+                _avx2_il_t4(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
+                            has_zeros, group_size, n, m, res)
+                for t in range(_TOKENS):
+                    out[m + t, n:n + IL_ROWS] = res[t * IL_ROWS:(t + 1) * IL_ROWS]
+            for m in range(m4, m_total):
+                _avx2_il(xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros, has_zeros,
+                         group_size, n, m, res)
+                out[m, n:n + IL_ROWS] = res[:IL_ROWS]
+        _pool.finish(ctr, False, n_chunks)
+    _pool.finish(ctr, wait, n_chunks)
+
+#: the chunk loops for row-major codes and for the "rows4x64" layout, by variant
 PARTS = {"avx512-vnni": _part_avx512_vnni, "avx512bw": _part_avx512bw,
          "avx-vnni": _part_avx_vnni, "avx2": _part_avx2}
+IL_PARTS = {"avx512-vnni": _il_part_avx512_vnni, "avx512bw": _il_part_avx512bw,
+            "avx-vnni": _il_part_avx_vnni, "avx2": _il_part_avx2}
 
 
 def usable(name: str, k: int, dtype) -> bool:
