@@ -21,6 +21,7 @@ from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from .. import daskbridge   # imports no Dask until a Dask array appears
 from .capture import TooManyGraphBreaks, TraceSession
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
+from .compiled import Compiled, CompiledModule
 from .entries import GraphCache
 from .guarded import GuardedReplays, call_key
 from .read_recorder import ReadRecorder
@@ -65,7 +66,7 @@ class Stats(dict):
             raise AttributeError(k) from None
 
 
-class CompiledFunction:
+class CompiledFunction(Compiled):
     """What ``nbaccel.compile(fn)`` returns: call it like ``fn``; see ``.report`` and ``.stats``."""
 
     def __init__(self, fn, *, mode="default", backend="auto", dynamic=None, fullgraph=False,
@@ -416,6 +417,9 @@ class CompiledFunction:
         self.eager_only = False
         self._first_call_seconds = None
 
+    def _target_fn(self):
+        return self.fn
+
     def __get__(self, obj, objtype=None):   # compiled methods
         if obj is None:
             return self
@@ -441,28 +445,6 @@ def compile(fn=None, *, mode="default", backend="auto", dynamic=None, fullgraph=
                               fullgraph=fullgraph, name=type(module).__name__, param_names=names)
         return CompiledModule(module, cf)
     return CompiledFunction(fn, mode=mode, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
-
-
-class CompiledModule:
-    """A module whose forward runs compiled; everything else is the original module."""
-
-    def __init__(self, module, compiled):
-        object.__setattr__(self, "_orig_mod", module)
-        object.__setattr__(self, "_compiled", compiled)
-
-    def __call__(self, *args, **kwargs):
-        return self._compiled(*args, **kwargs)
-
-    def __getattr__(self, k):
-        if k in ("report", "stats", "wait", "reset"):
-            return getattr(self._compiled, k)
-        return getattr(self._orig_mod, k)
-
-    def __setattr__(self, k, v):
-        setattr(self._orig_mod, k, v)
-
-    def __repr__(self):
-        return f"Compiled({self._orig_mod!r})"
 
 
 def reset():

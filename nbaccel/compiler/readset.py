@@ -33,6 +33,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from .read_recorder import ReadRecorder, _draws_random, _is_user
+from .compiled import Compiled
 from ..optim import Optimizer
 from .. import nn
 
@@ -379,9 +380,8 @@ def _spec(rs, v, desc, depth=0):
         return ("is", v)
     if isinstance(v, types.ModuleType) or _library_object(v):
         return ("is", v)
-    inner = _compiled_target(v)
-    if inner is not None:               # another nb.compile'd function: traced inline, walked too
-        _spec(rs, inner, desc, depth + 1)
+    if isinstance(v, Compiled):         # another nb.compile'd function: traced inline, walked too
+        _spec(rs, v._target_fn(), desc, depth + 1)
         return ("is", v)
     raise Unguardable(f"reads `{desc}` (a {type(v).__name__}), which cannot be guarded cheaply")
 
@@ -394,17 +394,6 @@ def _library_object(v) -> bool:
         return True
     mod = getattr(type(v), "__module__", "") or ""
     return (mod.startswith("numpy") and callable(v)) or mod == "nbaccel.dtypes"
-
-
-def _compiled_target(v):
-    """The function an ``nb.compile`` result wraps (a CompiledFunction or CompiledModule)."""
-    # circle: api imports this module (through guarded), and importing readset alone must work
-    from .api import CompiledFunction, CompiledModule
-    if isinstance(v, CompiledFunction):
-        return v.fn
-    if isinstance(v, CompiledModule):
-        return v._compiled.fn
-    return None
 
 
 def _walk_class(rs, cls):
