@@ -249,3 +249,20 @@ def test_the_kernel_path_runs_one_kernel_per_op():
                            "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
                            "batch_norm_stats", "batch_norm_forward", "batch_norm_backward",
                            "batch_norm_affine_backward", "adam_update"}
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cross_entropy_over_spatial_positions(path, reduction):
+    """Class axis 1 of (N, C, H, W) logits: the op sees the classes last, rows per position."""
+    torch = _torch()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 5, 4, 2)).astype(np.float32)
+    t = rng.integers(0, 5, (3, 4, 2))
+    t[0, 1, 1] = -100
+    (xa,), (xt,) = _pair(x)
+    loss = F.cross_entropy(xa, nb.tensor(t), reduction=reduction)
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(t), reduction=reduction)
+    np.testing.assert_allclose(loss.numpy(), lt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    loss.sum().backward()
+    lt.sum().backward()
+    _check_grads((xa,), (xt,), dict(rtol=1e-5, atol=1e-6))

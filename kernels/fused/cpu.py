@@ -29,21 +29,6 @@ FASTMATH = {"reassoc", "contract", "nsz"}
 _JIT = dict(nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath=FASTMATH)
 
 
-@njit(**_JIT)
-def _gelu_forward(x, out):
-    for i in range(x.size):
-        v = np.float64(x[i])
-        out[i] = 0.5 * v * (1.0 + math.erf(v * INV_SQRT2))
-
-
-@njit(**_JIT)
-def _gelu_backward(g, x, out):
-    for i in range(x.size):
-        v = np.float64(x[i])
-        d = 0.5 * (1.0 + math.erf(v * INV_SQRT2)) + v * math.exp(-0.5 * v * v) * INV_SQRT_2PI
-        out[i] = g[i] * d
-
-
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.6931471803691238
 _LN2_LO = 1.9082149292705877e-10
@@ -66,6 +51,50 @@ def _exp_nonpositive(x):
     scale = (np.int64(n) + 1023) << 52          # 2**n built in the exponent bits
     e = p * np.int64(scale).view(np.float64)
     return e if x > -708.0 or x != x else 0.0
+
+
+@njit(**_JIT)
+def _gelu_forward(x, out):
+    for i in range(x.size):
+        v = np.float64(x[i])
+        out[i] = 0.5 * v * (1.0 + math.erf(v * INV_SQRT2))
+
+
+@njit(**_JIT)
+def _gelu_backward(g, x, out):
+    for i in range(x.size):
+        v = np.float64(x[i])
+        d = 0.5 * (1.0 + math.erf(v * INV_SQRT2)) + v * math.exp(-0.5 * v * v) * INV_SQRT_2PI
+        out[i] = g[i] * d
+
+
+@njit(inline="always", fastmath=FASTMATH)
+def _normal_cdf(v):
+    """Phi(v) = 0.5 * erfc(-v / sqrt 2) from Numerical Recipes' Chebyshev fit of erfc (relative
+    error below 1.2e-7 of the smaller tail, so no cancellation for negative v), with the
+    vectorisable exp: for float32 GELU, where ``math.erf`` per element cost 10-15 ns."""
+    z = abs(v) * INV_SQRT2
+    t = 1.0 / (1.0 + 0.5 * z)
+    a = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
+            -0.82215223 + t * 0.17087277))))))))
+    tail = 0.5 * t * _exp_nonpositive(a if a < 0.0 else 0.0)
+    return tail if v < 0.0 else 1.0 - tail
+
+
+@njit(**_JIT)
+def _gelu_forward_f32(x, out):
+    for i in range(x.size):
+        v = np.float64(x[i])
+        out[i] = v * _normal_cdf(v)
+
+
+@njit(**_JIT)
+def _gelu_backward_f32(g, x, out):
+    for i in range(x.size):
+        v = np.float64(x[i])
+        d = _normal_cdf(v) + v * _exp_nonpositive(-0.5 * v * v) * INV_SQRT_2PI
+        out[i] = np.float64(g[i]) * d
 
 
 @njit(inline="always")
@@ -337,13 +366,20 @@ def _split(kernel, arrays, args, ns_per_element):
 
 
 def gelu_forward(x, out):
-    """out = gelu(x), the erf form; flat arrays."""
-    _split(_gelu_forward, (x, out), (), 10)
+    """out = gelu(x), the erf form; flat arrays. float32 takes a fitted erfc (absolute error
+    below 3e-7, within float32's rounding of the result), float64 ``math.erf``."""
+    if x.dtype == np.float32:
+        _split(_gelu_forward_f32, (x, out), (), 2)
+    else:
+        _split(_gelu_forward, (x, out), (), 12)
 
 
 def gelu_backward(g, x, out):
-    """out = g * gelu'(x), the erf form; flat arrays."""
-    _split(_gelu_backward, (g, x, out), (), 15)
+    """out = g * gelu'(x), the erf form; flat arrays (float32 as gelu_forward)."""
+    if x.dtype == np.float32:
+        _split(_gelu_backward_f32, (g, x, out), (), 3)
+    else:
+        _split(_gelu_backward, (g, x, out), (), 15)
 
 
 def softmax_backward(g, y, out, log):
@@ -435,8 +471,9 @@ def warm():
             _softmax_backward(x, x, o, flag)
             _adam_update(o.ravel(), x.ravel(), np.zeros(6, dt), np.zeros(6, dt), np.ones(9, dt),
                          True, flag, False)
-        _gelu_forward(x.ravel(), o.ravel())
-        _gelu_backward(x.ravel(), x.ravel(), o.ravel())
+        for fwd, bwd in ((_gelu_forward, _gelu_backward), (_gelu_forward_f32, _gelu_backward_f32)):
+            fwd(x.ravel(), o.ravel())
+            bwd(x.ravel(), x.ravel(), o.ravel())
         _layer_norm_forward(x, w, w, True, True, 1e-5, o)
         _layer_norm_backward(x, x, w, True, 1e-5, o)
         _layer_norm_affine_backward(x, x, 1e-5, np.empty((2, 3), dt))
