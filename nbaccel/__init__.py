@@ -52,6 +52,9 @@ from . import sparse  # noqa: E402,F401  (2:4 semi-structured sparsity)
 
 from . import compiler  # noqa: E402,F401  (its call path, and so numba, loads on first use)
 from .compiler import CompileReport, GraphBreakError  # noqa: E402,F401
+# the Dask bridge registers its handler for Dask arrays with the compiler, which does not import
+# it (compiler/foreign.py); importing the package is cheap: no Dask, no bridge until a Dask call
+from . import daskbridge  # noqa: E402,F401
 _FROM_COMPILER = ("compile", "explain", "mark_dynamic", "config")  # config: strict, recompile_limit, ... (compiler/config.py)
 from . import numpy_api as numpy  # noqa: E402  (nbaccel.numpy: the NumPy-compatible namespace)
 import sys as _sys  # noqa: E402

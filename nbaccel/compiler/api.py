@@ -18,14 +18,13 @@ import weakref
 import numpy as np
 
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
-from .. import daskbridge   # imports no Dask until a Dask array appears
 from .capture import TooManyGraphBreaks, TraceSession
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
 from .compiled import Compiled, CompiledModule
 from .entries import GraphCache
 from .guarded import GuardedReplays, call_key
 from .read_recorder import ReadRecorder
-from . import cache, cheap_path, jit_split
+from . import cache, cheap_path, foreign, jit_split
 from .report import CompileReport
 from .decision import Decision, output_signature
 from .config import config  # noqa: F401 - the settings dict; nbaccel.config is the same one
@@ -196,7 +195,9 @@ class CompiledFunction(Compiled):
         if active_trace() is not None or any(isinstance(x, Tensor) and x._node is not None
                                              for _, x in array_leaves((args, kwargs), "", [])):
             return self.fn(*args, **kwargs)   # called while another function is traced: inline it
-        if daskbridge.holds_dask(args, kwargs): return daskbridge.call(self, args, kwargs)  # noqa: E701  Dask arrays: chunk work on Dask (daskbridge/)
+        handler = foreign.handler_for(args, kwargs)   # inputs a package above runs (Dask: daskbridge/)
+        if handler is not None:
+            return handler(self, args, kwargs)
         t0 = time.perf_counter()
         replay_key = snap = None
         if self.mode == "reduce-overhead":

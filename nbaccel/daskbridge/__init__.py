@@ -6,34 +6,23 @@ graph whose per-chunk work is nbaccel-compiled functions (``blockwise`` for elem
 ``reduction`` with a combine and an aggregate step). The result is lazy, as the plain call's.
 Whatever cannot be chunk work runs plainly on Dask, with the reason in the report.
 
-Nothing here imports Dask until a Dask array or a cluster command appears. See docs/dask.md.
+The bridge sits above the compiler, which does not import it: importing this package registers
+``holds_dask`` and ``call`` with the compiler (``compiler/foreign.py``), and ``import nbaccel``
+imports it, so the registration is there before any call can see a Dask array. That import is
+cheap: the bridge itself (``bridge.py``, which imports the compiler's call path and the export
+capture) loads with the first Dask call, and nothing here imports Dask until a Dask array or a
+cluster command appears. See docs/dask.md.
 """
 from __future__ import annotations
 
-import sys
-
-
-def is_dask_array(value) -> bool:
-    """True for a ``dask.array.Array`` (False, and no import, while Dask is not loaded)."""
-    mod = sys.modules.get("dask.array")
-    return mod is not None and isinstance(value, mod.Array)
-
-
-def holds_dask(args, kwargs) -> bool:
-    """Whether a call's arguments hold a Dask array (at the top level or one container deep)."""
-    if sys.modules.get("dask.array") is None:
-        return False
-    for v in (*args, *kwargs.values()):
-        if is_dask_array(v):
-            return True
-        if type(v) in (list, tuple) and any(is_dask_array(x) for x in v):
-            return True
-        if type(v) is dict and any(is_dask_array(x) for x in v.values()):
-            return True
-    return False
+from ..compiler.foreign import register_foreign
+from .detect import holds_dask, is_dask_array  # noqa: F401  (the magics read both here)
 
 
 def call(compiled, args, kwargs):
     """Run ``compiled`` (a CompiledFunction) on arguments holding Dask arrays: a lazy result."""
-    return _bridge.call(compiled, args, kwargs)
-from . import bridge as _bridge  # noqa: E402  (the bridge reads the helpers above)
+    from . import bridge  # lazy: it imports the compiler's call path (numba); import nbaccel registers this package without it
+    return bridge.call(compiled, args, kwargs)
+
+
+register_foreign(holds_dask, call)

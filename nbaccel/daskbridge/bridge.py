@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..tensor import Tensor, _Size
-from . import is_dask_array
+from .detect import is_dask_array
 from .cluster import check_workers, current_client
 from .lower import Lowering
 from .plan import NotChunkWork, Plan
