@@ -104,7 +104,7 @@ def test_simd_gemvs_load_from_numbas_disk_cache():
             "q.int4_weight_only_matmul(x, *P.quantize_int4(np.ones((8, 256), np.float32), 128), 128)\n"
             "q.int8_weight_only_matmul(x, *P.quantize_int8(np.ones((8, 256), np.float32)))\n"
             "used = [simd.PARTS[cpu.GEMV_SIMD[0]]] if cpu.GEMV_SIMD else []\n"
-            "used += [qs.PARTS[q.INT4_GEMV_SIMD[0]]] if q.INT4_GEMV_SIMD else []\n"
+            "used += [qs.PARTS[q.INT4_GEMV_SIMD[0]]] if q.INT4_GEMV_SIMD else []  # via gemv_part\n"
             "used += [q8.PARTS[q.INT8_GEMV_SIMD[0]]] if q.INT8_GEMV_SIMD else []\n"
             # a miss that was compiled (the int4 loops' first, non-literal typing attempt under
             # numba.literally also counts as a miss, but compiles nothing)

@@ -234,9 +234,9 @@ def int4_weight_only_matmul(x, packed, scales, zeros=None, group_size=128, bias=
         if rounded and x.shape[0] <= INT4_GEMV_BATCH else None
     if variant is not None:
         xq_lo, xq_hi, lane_sum, lane_scale = simd.quantize_activations(x)
-        parts = simd.PARTS if layout == "rows" else simd.IL_PARTS
-        _launch(parts[variant], out.size * k, packed.shape[0], xq_lo, xq_hi, lane_sum,
-                lane_scale, packed, scales, zeros, has_zeros, group_size, out)
+        _launch(simd.gemv_part(variant, layout, has_zeros, group_size), out.size * k,
+                packed.shape[0], xq_lo, xq_hi, lane_sum, lane_scale, packed, scales, zeros,
+                has_zeros, group_size, out)
         return _add_bias(out, bias)
     if rounded:
         x = simd.round_activations(x)
