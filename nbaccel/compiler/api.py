@@ -18,6 +18,7 @@ import weakref
 import numpy as np
 
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
+from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
 from .capture import TooManyGraphBreaks, TraceSession
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
 from .compiled import Compiled, CompiledModule
@@ -29,7 +30,6 @@ from .report import CompileReport
 from .decision import Decision, output_signature
 from .config import config  # noqa: F401 - the settings dict; nbaccel.config is the same one
 from . import train_step
-from .. import nn
 from .replay import record, metadata_key, scalar_args
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -439,7 +439,7 @@ def compile(fn=None, *, mode="default", backend="auto", dynamic=None, fullgraph=
     """
     if fn is None:
         return lambda f: compile(f, mode=mode, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
-    if isinstance(fn, nn.Module):
+    if isinstance(fn, ParameterHolder):
         module = fn
         names = lambda: {id(p): n for n, p in module.named_parameters()}  # noqa: E731
         cf = CompiledFunction(module.forward, mode=mode, backend=backend, dynamic=dynamic,

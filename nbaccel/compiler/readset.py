@@ -35,7 +35,7 @@ from ..tensor import Tensor
 from .read_recorder import ReadRecorder, _draws_random, _is_user
 from .compiled import Compiled
 from ..optim import Optimizer
-from .. import nn
+from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
 
 _IMMUTABLE_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(...), slice, range, np.generic)
 
@@ -353,7 +353,7 @@ def _spec(rs, v, desc, depth=0):
         return ("is", v)
     if isinstance(v, types.MethodType):
         owner = v.__self__
-        if isinstance(owner, (nn.Module, Optimizer)):
+        if isinstance(owner, (ParameterHolder, Optimizer)):
             _add_module(rs, owner)          # its parameters, buffers and flags: Snapshot's key
         elif isinstance(owner, type):
             _walk_class(rs, owner)          # a classmethod
@@ -375,7 +375,7 @@ def _spec(rs, v, desc, depth=0):
     if isinstance(v, type):
         _walk_class(rs, v)
         return ("is", v)
-    if isinstance(v, (nn.Module, Optimizer)):
+    if isinstance(v, (ParameterHolder, Optimizer)):
         _add_module(rs, v)
         return ("is", v)
     if isinstance(v, types.ModuleType) or _library_object(v):
@@ -416,7 +416,7 @@ def _add_module(rs, obj):
         return
     rs._seen.add(id(obj))
     rs.modules.append(obj)
-    mods = obj.modules() if isinstance(obj, nn.Module) else ()
+    mods = obj.modules() if isinstance(obj, ParameterHolder) else ()
     for m in mods:
         # a module's methods read ``self``: walk them rooted at this instance
         for klass in type(m).__mro__:

@@ -36,7 +36,7 @@ import types
 import numpy as np
 
 from .. import autograd
-from ..nn import Module
+from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
 from ..optim import BRANCH_KEYS, HYPER, LIFTED_KEYS, Optimizer
 from ..tensor import Tensor
 from .replay import output_tree
@@ -55,7 +55,7 @@ def discover(fn) -> list:
     def add(o, depth):
         if id(o) in seen:
             return
-        if isinstance(o, (Module, Optimizer, Tensor)):
+        if isinstance(o, (ParameterHolder, Optimizer, Tensor)):
             seen.add(id(o))
             found.append(o)
         elif isinstance(o, (types.FunctionType, types.MethodType, functools.partial)) and depth > 0:
@@ -126,7 +126,7 @@ class Snapshot:
     def _params(self):
         out, seen = [], set()
         for o in self.found:
-            ps = o.parameters() if isinstance(o, Module) else \
+            ps = o.parameters() if isinstance(o, ParameterHolder) else \
                 (p for g in o.param_groups for p in dict.__getitem__(g, "params")) if isinstance(o, Optimizer) else ()
             for p in ps:
                 if id(p) not in seen:
@@ -138,7 +138,7 @@ class Snapshot:
         """Every tensor the guard identifies: parameters, buffers, state, named tensors."""
         out = list(self.params)
         for o in self.found:
-            if isinstance(o, Module):
+            if isinstance(o, ParameterHolder):
                 out += list(o.buffers())
             elif isinstance(o, Optimizer):
                 out += [v for st in o.state.values() for v in st.values() if isinstance(v, Tensor)]
@@ -152,7 +152,7 @@ class Snapshot:
         None: the next call with None gradients is the same step)."""
         parts = [autograd.is_grad_enabled()]
         for o in self.found:
-            if isinstance(o, Module):
+            if isinstance(o, ParameterHolder):
                 for m in o.modules():
                     parts.append((id(m), m.training,
                                   tuple(None if p is None else _meta(p) for p in m._parameters.values()),

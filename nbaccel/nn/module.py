@@ -13,6 +13,7 @@ import numpy as np
 
 from ..tensor import Parameter, Tensor, asarray
 from .. import autograd, dtypes as D
+from ..parameter_holder import ParameterHolder
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -30,7 +31,7 @@ def _as_state(value):
     return asarray(value)
 
 
-class Module:
+class Module(ParameterHolder):   # the compiler knows a module by this type (parameter_holder.py)
     """Base class for layers. Assigning a Parameter, a Module or (via ``register_buffer``) a
     buffer to an attribute registers it; ``__call__`` runs ``forward``."""
 
@@ -163,7 +164,7 @@ class Module:
     def compile(self, **kwargs):
         """Compile this module's forward in place (like ``torch.nn.Module.compile``); keyword
         arguments are those of ``nbaccel.compile``. The compiled function is ``self.compiled``."""
-        from ..compiler import compile as _compile  # lazy: the compiler's call path imports numba
+        from ..compiler import compile as _compile  # at call time, the public API: the compiler sits above nn
         object.__setattr__(self, "_compiled_forward", None)
         wrapper = _compile(self, **kwargs)
         object.__setattr__(self, "_compiled_forward", wrapper._compiled)
