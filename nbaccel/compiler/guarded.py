@@ -21,6 +21,7 @@ from .read_recorder import ReadRecorder
 from .readset import Unguardable, analyse, describe, guard_array_values
 from .entries import compile_for_outputs
 from .replay import record
+from . import train_step   # Snapshot: the modules and optimizers a step reaches
 
 MAX_ENTRIES = 32        # replay entries kept per function (one per argument signature)
 ATTEMPTS = 3            # traces that may fail to record before the function stops trying
@@ -194,6 +195,3 @@ class GuardedReplays:
         self.refusal = None
         self.failures = 0
 
-
-# Snapshot of the modules a step reaches: train_step imports this module (through api)
-from . import train_step  # noqa: E402
