@@ -169,3 +169,24 @@ def test_float32_gelu_is_within_float32_rounding_of_the_exact_function():
     out = np.empty_like(special)
     cpu.gelu_forward(special, out)
     assert np.isnan(out[0]) and out[1] == np.inf and np.isnan(out[2])     # as x * Phi(x)
+
+
+# (x shape (P, H, W), kh, kw, sh, sw, dh, dw, pt, pl, out (OH, OW))
+POOLS = [((3, 6, 6), 2, 2, 2, 2, 1, 1, 0, 0, (3, 3)),
+         ((2, 7, 5), 3, 3, 2, 2, 1, 1, 1, 1, (4, 3)),
+         ((2, 9, 9), 3, 2, 1, 2, 2, 1, 1, 0, (5, 4)),          # dilation, overlap, asymmetric
+         ((2, 5, 5), 2, 2, 2, 2, 1, 1, 0, 0, (3, 3)),          # ceil_mode's overhang
+         ((400, 14, 14), 2, 2, 2, 2, 1, 1, 0, 0, (7, 7))]      # threads
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("case", POOLS)
+def test_max_pool2d_backward(dt, case):
+    xs, kh, kw, sh, sw, dh, dw, pt, pl, ohw = case
+    rng = _rng()
+    x = rng.integers(-3, 3, xs).astype(dt)           # ties: the first maximum takes it
+    if xs[0] < 10:
+        x.flat[::7] = np.nan                         # a NaN maximum is its first NaN
+    g = rng.standard_normal((xs[0],) + ohw).astype(dt)
+    np.testing.assert_allclose(*_both("max_pool2d_backward", g, x, kh, kw, sh, sw, dh, dw, pt,
+                                      pl, out_shape=xs, dtype=dt), rtol=1e-6, atol=1e-6)

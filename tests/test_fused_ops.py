@@ -1,6 +1,6 @@
-"""The eager ops that run one fused kernel (issue 36 item 3): LayerNorm, GELU, the softmaxes'
-backward, cross-entropy, BatchNorm in training mode, embedding's backward and Adam(W)'s
-update. Each runs on both of its eager paths, the numba kernel and the NumPy fallback that
+"""The eager ops that run one fused kernel (issue 36 items 3 and 4): LayerNorm, GELU, the
+softmaxes' backward, cross-entropy, BatchNorm in training mode, embedding's and max pooling's
+backward and Adam(W)'s update. Each runs on both of its eager paths, the numba kernel and the NumPy fallback that
 runs while numba loads, against NumPy's formula and against PyTorch (forward and gradients);
 the two paths must agree with each other, and Adam's to the bit."""
 import math
@@ -239,6 +239,7 @@ def test_the_kernel_path_runs_one_kernel_per_op():
         F.cross_entropy(x, nb.tensor(np.arange(4))).backward()
         xb = _leaf(rng.standard_normal((4, 3, 2, 2)).astype(np.float32))
         nb.nn.BatchNorm2d(3)(xb).sum().backward()
+        F.max_pool2d(xb, 2).sum().backward()
         p = nb.nn.Parameter(nb.tensor(np.ones(3, np.float32)))
         p.grad = nb.tensor(np.ones(3, np.float32))
         nb.optim.AdamW([p]).step()
@@ -248,7 +249,7 @@ def test_the_kernel_path_runs_one_kernel_per_op():
                            "layer_norm_affine_backward", "gelu_forward", "gelu_backward",
                            "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
                            "batch_norm_stats", "batch_norm_forward", "batch_norm_backward",
-                           "batch_norm_affine_backward", "adam_update"}
+                           "batch_norm_affine_backward", "adam_update", "max_pool2d_backward"}
 
 
 @pytest.mark.parametrize("reduction", ["mean", "none"])
@@ -266,3 +267,21 @@ def test_cross_entropy_over_spatial_positions(path, reduction):
     loss.sum().backward()
     lt.sum().backward()
     _check_grads((xa,), (xt,), dict(rtol=1e-5, atol=1e-6))
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=(3, 2), stride=(1, 2), dilation=(2, 1)),
+                                dict(kernel_size=2, ceil_mode=True)])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_max_pool2d_backward(path, kw, dt):
+    torch = _torch()
+    rng = np.random.default_rng(0)
+    x = rng.integers(-2, 3, (2, 3, 7, 7)).astype(dt)      # ties everywhere
+    (xa,), (xt,) = _pair(x)
+    y = F.max_pool2d(xa, **kw)
+    yt = torch.nn.functional.max_pool2d(xt, **kw)
+    np.testing.assert_array_equal(y.numpy(), yt.detach().numpy())
+    g = rng.standard_normal(yt.shape).astype(dt)
+    y.backward(nb.tensor(g))
+    yt.backward(torch.tensor(g))
+    _check_grads((xa,), (xt,), _tol(dt))

@@ -337,6 +337,41 @@ def _embedding_backward(g, idx, out):
             out[j, c] += g[r, c]
 
 
+@njit(**_JIT)
+def _max_pool2d_backward(g, x, kh, kw, sh, sw, dh, dw, pt, pl, out):
+    # the window's argmax with selects, not branches (random data mispredicts a branch per tap:
+    # 6 ns a tap, no faster than NumPy's tap-by-tap passes); a NaN never wins the comparison, so
+    # the first NaN is tracked beside it; -2 marks a maximum in the padding (no gradient)
+    planes, h, w = x.shape
+    _, oh, ow = g.shape
+    for pln in range(planes):
+        for r in range(h):
+            for q in range(w):
+                out[pln, r, q] = 0.0
+        for a in range(oh):
+            for b in range(ow):
+                best = -np.inf
+                at = -1
+                nan_at = -1
+                for i in range(kh):
+                    r = a * sh + i * dh - pt
+                    for j in range(kw):
+                        q = b * sw + j * dw - pl
+                        if 0 <= r < h and 0 <= q < w:
+                            v = x[pln, r, q]
+                            k = r * w + q
+                            take = (v > best) | (at == -1)  # strictly greater: the first max
+                            best = v if take else best
+                            at = k if take else at
+                            nan_at = k if (v != v) & (nan_at == -1) else nan_at
+                        elif at == -1:
+                            at = -2
+                if nan_at >= 0:
+                    at = nan_at
+                if at >= 0:
+                    out[pln, at // w, at % w] += g[pln, a, b]
+
+
 # A call splits over the kernels' threads only when it would run longer than a thread handoff
 # costs several times over (tens of us, more on a loaded machine): Adam's update of a 65,536
 # value parameter ran 30 us inline and 90 us split. Each public function passes its measured
@@ -422,6 +457,14 @@ def adam_update(p, g, m, v, sc, decay, decoupled, maximize):
     _split(_adam_update, (p, g, m, v), (sc, decay, decoupled, maximize), 0.5)
 
 
+def max_pool2d_backward(g, x, kh, kw, sh, sw, dh, dw, pt, pl, out):
+    """out (P, H, W) = max pooling's input gradient: each g[p, a, b] added at its window's first
+    maximum of x (a NaN maximum: its first NaN), windows at (a*sh - pt, b*sw - pl) with taps
+    dilated by (dh, dw); positions outside x are -inf (the padding). One pass per plane."""
+    _split(lambda g_, x_, out_: _max_pool2d_backward(g_, x_, kh, kw, sh, sw, dh, dw, pt, pl, out_),
+           (g, x, out), (), kh * kw)             # about 1 ns a tap
+
+
 def _split_channels(kernel, x, *args):
     """``kernel(..., c0, c1)`` over chunks of the channels of (N, C, L) x on the kernels' threads
     (each chunk writes its own channels), inline when the call is small."""
@@ -486,3 +529,4 @@ def warm():
         _batch_norm_backward(x3, x3, w, True, 1e-5, o3, 0, 3)
         _batch_norm_affine_backward(x3, x3, 1e-5, np.empty((2, 3), dt), 0, 3)
         _embedding_backward(x, t, np.zeros((2, 3), dt))
+        _max_pool2d_backward(x3, x3, 2, 1, 1, 1, 1, 1, 0, 0, np.empty_like(x3))

@@ -154,3 +154,21 @@ def adam_update(p, g, m, v, sc, decay, decoupled, maximize):
     v *= sc[3]
     v += (g * g) * sc[4]
     p -= (sc[7] * m) / (np.sqrt(v) / sc[5] + sc[6])
+
+
+def max_pool2d_backward(g, x, kh, kw, sh, sw, dh, dw, pt, pl, out):
+    """Max pooling's input gradient over (P, H, W) planes, window by window (the spec): each
+    g[p, a, b] goes to the first tap holding the window's maximum (np.maximum's, so a NaN
+    wins), positions outside x being -inf padding that takes no gradient."""
+    planes, h, w = x.shape
+    out[...] = 0
+    for pln, a, b in np.ndindex(g.shape):
+        taps = [(a * sh + i * dh - pt, b * sw + j * dw - pl) for i in range(kh) for j in range(kw)]
+        vals = [x[pln, r, q] if 0 <= r < h and 0 <= q < w else -np.inf for r, q in taps]
+        top = vals[0]
+        for v in vals[1:]:
+            top = np.maximum(top, v)
+        first = next(k for k, v in enumerate(vals) if v == top or (top != top and v != v))
+        r, q = taps[first]
+        if 0 <= r < h and 0 <= q < w:
+            out[pln, r, q] += g[pln, a, b]
