@@ -228,6 +228,17 @@ def test_importing_nbaccel_imports_no_dask():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def test_importing_nbaccel_registers_the_bridge_without_loading_it():
+    # the compiler does not import the bridge: the bridge registers itself (compiler/foreign.py),
+    # and import nbaccel must make that registration without loading bridge.py (the call path)
+    code = ("import sys, numpy as np, nbaccel as nb\n"
+            "from nbaccel.compiler import foreign\n"
+            "from nbaccel.daskbridge import detect\n"
+            "assert [p for p, _ in foreign._HANDLERS.values()] == [detect.holds_dask]\n"
+            "assert 'nbaccel.daskbridge.bridge' not in sys.modules, 'bridge loaded at import'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def test_task_count_counts_after_fusion():
     x = rand((40, 40), (10, 40))
     y = (x + 1) * 2
