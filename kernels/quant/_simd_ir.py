@@ -146,10 +146,11 @@ def _make_rows(name: str, rows: int, interleaved: bool = False, tokens: int = 1)
                 per = g // 2                       # packed bytes per group
                 esize = 4 if elem == _F32 else elem.width // 8
                 if per >= vbytes:                  # the chunk lies in one group: broadcast
-                    gi = builder.udiv(builder.mul(c, ir.Constant(intp, vbytes)), ir.Constant(intp, per))
-                    s = builder.load(builder.bitcast(
-                        builder.gep(p, [builder.add(row_off, builder.mul(gi, ir.Constant(intp, esize)))]),
-                        elem.as_pointer()), align=1)
+                    gi = builder.udiv(builder.mul(c, ir.Constant(intp, vbytes)),
+                                      ir.Constant(intp, per))
+                    off = builder.add(row_off, builder.mul(gi, ir.Constant(intp, esize)))
+                    s = builder.load(builder.bitcast(builder.gep(p, [off]), elem.as_pointer()),
+                                     align=1)
                     if convert is None:
                         return _broadcast(builder, s, vf)
                     return _broadcast(builder, convert(s), vi)
@@ -158,7 +159,8 @@ def _make_rows(name: str, rows: int, interleaved: bool = False, tokens: int = 1)
                 off = builder.add(row_off, builder.mul(c, ir.Constant(intp, gpc * esize)))
                 v = load(p, off, vt)
                 v = convert(v) if convert is not None else v
-                mask = ir.Constant(ir.VectorType(_I32, lanes), [lane * 4 // per for lane in range(lanes)])
+                mask = ir.Constant(ir.VectorType(_I32, lanes),
+                                   [lane * 4 // per for lane in range(lanes)])
                 return builder.shuffle_vector(v, v, mask)
 
             def zext_i32(v):
@@ -178,8 +180,10 @@ def _make_rows(name: str, rows: int, interleaved: bool = False, tokens: int = 1)
                 else:
                     w_rows = [builder.mul(builder.add(n0, ir.Constant(intp, r)), w_stride)
                               for r in range(rows)]
-                s_rows = [builder.mul(builder.add(n0, ir.Constant(intp, r)), s_stride) for r in range(rows)]
-                z_rows = [builder.mul(builder.add(n0, ir.Constant(intp, r)), z_stride) for r in range(rows)]
+                s_rows = [builder.mul(builder.add(n0, ir.Constant(intp, r)), s_stride)
+                          for r in range(rows)]
+                z_rows = [builder.mul(builder.add(n0, ir.Constant(intp, r)), z_stride)
+                          for r in range(rows)]
                 with cgutils.for_range(builder, nchunks) as loop:
                     c = loop.index
                     boff = builder.mul(c, ir.Constant(intp, vbytes))

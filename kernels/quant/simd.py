@@ -112,34 +112,37 @@ def dequantized_activations(x):
 # ---- the kernels, and one chunk loop per variant -----------------------------------------------
 #
 # Each chunk loop is the whole GEMV for one thread of _pool's launcher: claim chunks of output
-# rows (whole 4-row blocks) and run them (one function per layout: each compiles only its own), tokens four at a time (each unpacked weight vector
-# serving four tokens), then one at a time. Row-major weights go one row at a time: each row
-# is then one sequential stream; four rows at once (four streams 2 KiB apart, each activation
-# load serving four rows) ran 2.2x slower from memory (8 layers of 4096 x 4096, 6.8 against 3.1
-# ms) though as fast in cache: the prefetchers lose short streams (software prefetches did not
-# help: 5.4 ms). The "rows4x64" layout makes a 4-row block one stream, and four rows at a time
-# then ran 2.5 against 3.3 ms. ``has_zeros`` and ``group_size`` are made literals
-# (numba.literally): each combination a model uses compiles its own loop nests, one per kernel,
-# where run-time values compiled all six. The loops differ only in the intrinsics they call
-# (an intrinsic is not a first-class value in numba); each is a top-level function so that
-# numba's disk cache keeps it, and each is compiled only when first called, so only on a CPU
-# that has its instructions.
+# rows (whole 4-row blocks) and run them, tokens four at a time (each unpacked weight vector
+# serving four tokens), then one at a time; one function per layout, so that each compiles
+# only its own kernels. Row-major weights go one row at a time: each row is then one
+# sequential stream; four rows at once (four streams 2 KiB apart, each activation load serving
+# four rows) ran 2.2x slower from memory (8 layers of 4096 x 4096, 6.8 against 3.1 ms) though
+# as fast in cache: the prefetchers lose short streams (software prefetches did not help: 5.4
+# ms). The "rows4x64" layout makes a 4-row block one stream, and four rows at a time then ran
+# 2.5 against 3.3 ms. ``has_zeros`` and ``group_size`` are made literals (numba.literally):
+# each combination a model uses compiles its own loop nests, one per kernel, where run-time
+# values compiled all six (see gemv_part for how they are called). The loops differ only in
+# the intrinsics they call (an intrinsic is not a first-class value in numba); each is a
+# top-level function so that numba's disk cache keeps it, and each is compiled only when
+# first called, so only on a CPU that has its instructions.
 
 _TOKENS = 4
-_avx512_vnni, _avx512_vnni_t4 = _make_rows("avx512-vnni", 1), _make_rows("avx512-vnni", 1, tokens=_TOKENS)
+_avx512_vnni, _avx512_vnni_t4 = (_make_rows("avx512-vnni", 1),
+                                 _make_rows("avx512-vnni", 1, tokens=_TOKENS))
 _avx512_vnni_il, _avx512_vnni_il_t4 = (_make_rows("avx512-vnni", IL_ROWS, True),
-                                     _make_rows("avx512-vnni", IL_ROWS, True, _TOKENS))
-_avx512bw, _avx512bw_t4 = _make_rows("avx512bw", 1), _make_rows("avx512bw", 1, tokens=_TOKENS)
+                                       _make_rows("avx512-vnni", IL_ROWS, True, _TOKENS))
+_avx512bw, _avx512bw_t4 = (_make_rows("avx512bw", 1),
+                           _make_rows("avx512bw", 1, tokens=_TOKENS))
 _avx512bw_il, _avx512bw_il_t4 = (_make_rows("avx512bw", IL_ROWS, True),
-                                  _make_rows("avx512bw", IL_ROWS, True, _TOKENS))
-_avx_vnni, _avx_vnni_t4 = _make_rows("avx-vnni", 1), _make_rows("avx-vnni", 1, tokens=_TOKENS)
+                                 _make_rows("avx512bw", IL_ROWS, True, _TOKENS))
+_avx_vnni, _avx_vnni_t4 = (_make_rows("avx-vnni", 1),
+                           _make_rows("avx-vnni", 1, tokens=_TOKENS))
 _avx_vnni_il, _avx_vnni_il_t4 = (_make_rows("avx-vnni", IL_ROWS, True),
-                                  _make_rows("avx-vnni", IL_ROWS, True, _TOKENS))
-_avx2, _avx2_t4 = _make_rows("avx2", 1), _make_rows("avx2", 1, tokens=_TOKENS)
+                                 _make_rows("avx-vnni", IL_ROWS, True, _TOKENS))
+_avx2, _avx2_t4 = (_make_rows("avx2", 1),
+                   _make_rows("avx2", 1, tokens=_TOKENS))
 _avx2_il, _avx2_il_t4 = (_make_rows("avx2", IL_ROWS, True),
-                              _make_rows("avx2", IL_ROWS, True, _TOKENS))
-
-
+                         _make_rows("avx2", IL_ROWS, True, _TOKENS))
 
 
 @njit(cache=True, nogil=True)
