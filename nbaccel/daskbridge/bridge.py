@@ -17,7 +17,8 @@ from ..tensor import Tensor, _Size
 from .detect import is_dask_array
 from .cluster import check_workers, current_client
 from .lower import Lowering
-from .plan import NotChunkWork, Plan
+from .errors import NotChunkWork
+from .plan import Plan
 from .report import dask_report, fallback_report
 from ..export.dims import ExportError
 from ..export.trace import trace

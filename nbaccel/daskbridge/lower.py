@@ -14,7 +14,8 @@ import functools
 import numpy as np
 
 from . import worker
-from .plan import ARGS, MOMENTS, SIMPLE, NotChunkWork, reduced_axes
+from .errors import NotChunkWork
+from .plan import ARGS, MOMENTS, SIMPLE, reduced_axes
 from .source import StageSource, key_of
 from .twins import dask_twin
 from .. import dtypes as D

@@ -9,6 +9,9 @@ local to a chunk and fuses into the compiled function of the stage that needs it
 """
 from __future__ import annotations
 
+from . import twins   # the ops that run as Dask's own between stages
+from .errors import NotChunkWork
+
 # elementwise kinds of the op table, less the ops that are not plain chunk work here
 _ELEMENTWISE_KINDS = ("unary", "binary", "ternary")
 _NOT_CHUNK_WORK = {"dropout": "draws random numbers", "complex": "complex dtypes run plainly",
@@ -21,10 +24,6 @@ SIMPLE = {"sum": "sum", "prod": "prod", "amax": "max", "amin": "min", "any": "an
 MOMENTS = {"mean", "var", "std"}
 ARGS = {"argmax", "argmin"}
 REDUCTIONS = set(SIMPLE) | MOMENTS | ARGS
-
-
-class NotChunkWork(Exception):
-    """The call runs plainly on Dask; ``str(exc)`` is the reason shown to the user."""
 
 
 class _Classes:
@@ -165,6 +164,3 @@ def _where(n):
         return "the function"
     return f"line {w[1]}"
 
-
-# the twin kernels raise NotChunkWork (defined above); build() reads what runs between stages
-from . import twins  # noqa: E402

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .. import dtypes as D
-from .plan import NotChunkWork
+from .errors import NotChunkWork
 
 HEADER = "# nbaccel Dask stage (generated)\n"
 

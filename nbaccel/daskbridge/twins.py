@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plan import NotChunkWork
+from .errors import NotChunkWork
 
 _NUMPY_NAMES = {"amax": "max", "amin": "min", "asin": "arcsin", "acos": "arccos", "atan": "arctan",
                 "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2",
