@@ -380,6 +380,8 @@ MIN_SPLIT_NS = 200_000
 
 
 def _worth_splitting(size, ns_per_element):
+    # the size first: the thread count reads the environment (~10 us on the loaded machine,
+    # more than a small kernel's whole run)
     return size * ns_per_element >= MIN_SPLIT_NS and _tasks.num_threads() >= 2
 
 
@@ -387,11 +389,10 @@ def _split(kernel, arrays, args, ns_per_element):
     """Run ``kernel(*arrays, *args)`` as chunks of the arrays' first axis on the kernels'
     threads (every array is split alike; the chunks write disjoint rows)."""
     rows = arrays[0].shape[0]
-    threads = _tasks.num_threads()
     if rows < 2 or not _worth_splitting(arrays[0].size, ns_per_element):
         kernel(*arrays, *args)
         return
-    parts = min(threads, rows)
+    parts = min(_tasks.num_threads(), rows)
     bounds = [rows * i // parts for i in range(parts + 1)]
 
     def work(i, state):
@@ -469,11 +470,10 @@ def _split_channels(kernel, x, *args):
     """``kernel(..., c0, c1)`` over chunks of the channels of (N, C, L) x on the kernels' threads
     (each chunk writes its own channels), inline when the call is small."""
     channels = x.shape[1]
-    threads = _tasks.num_threads()
     if channels < 2 or not _worth_splitting(x.size, 1):
         kernel(*args, 0, channels)
         return
-    parts = min(threads, channels)
+    parts = min(_tasks.num_threads(), channels)
     bounds = [channels * i // parts for i in range(parts + 1)]
     _tasks.run_tasks(range(parts), lambda i, state: kernel(*args, bounds[i], bounds[i + 1]), parts)
 
