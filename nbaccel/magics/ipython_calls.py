@@ -11,6 +11,7 @@ plain cell would have put them.
 from __future__ import annotations
 
 from . import boundary
+from .cell_values import _swap_out
 from .cellnames import LOCAL
 
 _MISSING = object()
@@ -25,7 +26,7 @@ def _plain_locals(local_vars) -> dict:
             k = k[len(LOCAL):]
         elif k.startswith("__nbaccel"):
             continue
-        out[k] = extension._swap_out(boundary.to_numpy(v, "a line magic or shell command reads the cell's values"))
+        out[k] = _swap_out(boundary.to_numpy(v, "a line magic or shell command reads the cell's values"))
     return out
 
 
@@ -58,4 +59,3 @@ def call(local_vars, method, *args, **kwargs):
         for k, v in ns.items():                     # names the magic bound (%time y = x * 2)
             if k not in before or before[k] is not v:
                 user[k] = v
-from . import extension  # noqa: E402  (extension combines the mixins, so it comes last)
