@@ -21,7 +21,7 @@ from ..tensor import Tensor, active_trace, asarray
 from .dims import ExportError, Poly
 from .runner import Executable, bind, replay
 from .serialize import Ref
-from .load import save
+from .store import save
 from ..autograd import is_grad_enabled
 from .module import ExportedModule
 from . import call_path
