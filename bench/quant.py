@@ -107,12 +107,14 @@ def _decode_model(p, kind):
 
 
 def _layer_arrays(model):
-    """Per layer: the NumPy arrays the kernels read (float weight, or qdata / scale / zeros)."""
+    """Per layer: the NumPy arrays the kernels read (float weight, or qdata / scale / zeros),
+    int4 codes row-major (the bare-kernel rows; quantize_ may have interleaved them)."""
     from nbaccel.quant import QuantizedTensor
     out = []
     for m in model:
         w = m.weight
         if isinstance(w, QuantizedTensor):
+            w = w.with_layout("rows")
             out.append([None if t is None else t.numpy() for t in (w.qdata, w.scale, w.zero_point)])
         else:
             out.append([w.detach().numpy()])
@@ -148,7 +150,7 @@ def _build_decode(kind, p):
         impls[k] = lambda model=model: model(x)
         impls[k + " kernel"] = _chain(kern, x_np)
         if k == "int4" and all(packing.int4_interleavable(*q.shape) for q, _, _ in arrays):
-            # the same codes in the "rows4x64" layout (issue 39 item 2; kernels only so far)
+            # the same codes in the "rows4x64" layout (issue 39 item 2; what quantize_ picks here)
             il = [(packing.interleave_int4(q), s, z) for q, s, z in arrays]
             impls[IL_KERNEL] = _chain(
                 [lambda h, q=q, s=s, z=z: cpu.int4_weight_only_matmul(h, q, s, z, group_size=g,

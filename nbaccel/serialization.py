@@ -18,6 +18,12 @@ is written as format 2: the tensors as arrays ``t{i}`` as above, and the object'
 as a JSON tree under ``__nbaccel__`` whose leaves refer to them. A flat ``{str: tensor}`` dict
 is still written as format 1, so files stay readable by older versions; ``load`` reads both.
 There is still no pickle: an object that is none of these raises ``TypeError``.
+
+Formats 3 and 4 are formats 1 and 2 holding a QuantizedTensor whose int4 codes are not
+row-major: its metadata names the layout (``"layout": "rows4x64"``, see
+``nbaccel.quant.layout``). A file is written as 3 / 4 only then, so that a version that knows
+no layouts refuses it ("unknown format") instead of reading interleaved codes as row-major;
+every other file stays 1 / 2. Quantized metadata without a layout is row-major.
 """
 from __future__ import annotations
 
@@ -36,6 +42,9 @@ from .export.load import load as load_program
 _META = "__nbaccel__"
 _FORMAT = 1
 _TREE_FORMAT = 2
+# formats 1 / 2 with a non-row-major QuantizedTensor in them (module docstring)
+_LAYOUT_FORMAT = {_FORMAT: 3, _TREE_FORMAT: 4}
+_KNOWN = {_FORMAT: _FORMAT, _TREE_FORMAT: _TREE_FORMAT, 3: _FORMAT, 4: _TREE_FORMAT}
 
 
 def _host(t: Tensor):
@@ -76,7 +85,7 @@ def _tensor_entry(value, key, arrays):
         parts = {}
         for part, t in value.tensors().items():
             arrays[f"{key}.{part}"], parts[part] = _host(t)
-        return {"kind": "quantized", "parts": parts, "meta": value.metadata()}
+        return {"kind": "quantized", "parts": parts, "meta": value.metadata()}   # (layout in meta)
     t = value if isinstance(value, Tensor) else asarray(value, _np=False)
     arrays[key], dtype_name = _host(t)
     entry = {"kind": "tensor", "dtype": dtype_name}
@@ -130,11 +139,24 @@ def save(obj, f, *args, **kwargs) -> None:
             entry = _tensor_entry(value, f"t{i}", arrays)
             entry.pop("ndarray", None), entry.pop("requires_grad", None), entry.pop("parameter", None)
             entries.append({"name": name, **entry})
-        arrays[_META] = np.array(json.dumps({"format": _FORMAT, "entries": entries}))
+        meta = {"format": _FORMAT, "entries": entries}
     else:
-        tree = _encode(obj, arrays)
-        arrays[_META] = np.array(json.dumps({"format": _TREE_FORMAT, "tree": tree}))
+        meta = {"format": _TREE_FORMAT, "tree": _encode(obj, arrays)}
+    if _has_layout(meta):
+        meta["format"] = _LAYOUT_FORMAT[meta["format"]]
+    arrays[_META] = np.array(json.dumps(meta))
     _write(arrays, f)
+
+
+def _has_layout(node) -> bool:
+    """Does the JSON description hold a quantized entry whose metadata names a layout?"""
+    if isinstance(node, list):
+        return any(_has_layout(v) for v in node)
+    if not isinstance(node, dict):
+        return False
+    if node.get("kind") == "quantized" and "layout" in node.get("meta", {}):
+        return True
+    return any(_has_layout(v) for v in node.values())
 
 
 def _device_of(map_location):
@@ -201,10 +223,11 @@ def load(f, map_location=None, *, weights_only=None, mmap=None, **kwargs):
         if _META not in z.files:
             raise ValueError("nb.load: not a file written by nb.save (no metadata entry)")
         meta = json.loads(str(z[_META]))
-        if meta.get("format") == _TREE_FORMAT:
-            return _decode(meta["tree"], z, device)
-        if meta.get("format") != _FORMAT:
+        structure = _KNOWN.get(meta.get("format"))
+        if structure is None:
             raise ValueError(f"nb.load: unknown format {meta.get('format')!r}")
+        if structure == _TREE_FORMAT:
+            return _decode(meta["tree"], z, device)
         out = {}
         for i, e in enumerate(meta["entries"]):
             key = f"t{i}"

@@ -53,12 +53,13 @@ def quantize_(model: Module, config, filter_fn=None) -> Module:
         if w.dtype.kind != "f":
             raise TypeError(f"layer '{fqn or '<root>'}': cannot quantize a {w.dtype} weight "
                             "(floating point weights only)")
-        config.check(w.shape[1], fqn)
+        config.check(w.shape[0], w.shape[1], fqn)
         chosen.append(m)
     with autograd.no_grad():
         quantized = [QuantizedTensor.from_float(m.weight, config.bits,
                                                 getattr(config, "group_size", None),
-                                                getattr(config, "zero_point", False))
+                                                getattr(config, "zero_point", False),
+                                                _layout(config, m.weight))
                      for m in chosen]
         for m, qw in zip(chosen, quantized):
             bias = m._parameters.get("bias")
@@ -66,6 +67,15 @@ def quantize_(model: Module, config, filter_fn=None) -> Module:
             m.__class__ = QuantizedLinear
             m._init_quantized(qw, bias, config.mode)
     return model
+
+
+def _layout(config, weight):
+    """The config's layout; ``None`` (choose) for weights on the CPU, row-major elsewhere (only
+    the CPU kernel reads another order)."""
+    layout = getattr(config, "layout", None)
+    if layout is None and config.bits == 4 and weight.device.type != "cpu":
+        return "rows"
+    return layout
 
 
 def model_bytes(model: Module) -> int:

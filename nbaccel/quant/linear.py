@@ -34,7 +34,7 @@ class QuantizedLinear(Module):
     def forward(self, input):
         w = self.weight
         return quantized_linear.front(input, w.qdata, w.scale, w.zero_point, self.bias,
-                                mode=self.mode, group_size=w.group_size)
+                                      mode=self.mode, group_size=w.group_size, layout=w.layout)
 
     # state_dict / load_state_dict see the weight as one entry holding a QuantizedTensor
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):
@@ -45,5 +45,6 @@ class QuantizedLinear(Module):
     def extra_repr(self):
         w = self.weight
         group = f", group_size={w.group_size}" if w.bits == 4 else ""
+        group += f", layout={w.layout}" if w.layout != "rows" else ""
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}, mode={self.mode}{group}")

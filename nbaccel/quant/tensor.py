@@ -17,6 +17,7 @@ from nbaccel_kernels.quant import packing
 from .. import dtypes as D
 from ..ops.quantized import dequantize_weight
 from ..tensor import Tensor, asarray
+from . import layout as L
 
 _MODES = {8: "int8", 4: "int4"}
 
@@ -28,14 +29,17 @@ class QuantizedTensor:
     * ``bits=4``: ``qdata`` uint8 ``[N, K // 2]`` (two codes per byte), ``scale`` float32
       ``[N, K // group_size]`` and, when ``zero_point`` is true, ``zero_point`` uint8 of the
       same shape. ``w = (code - zero) * scale``; the zero is 8 without a zero point.
+      ``layout`` is the codes' byte order: ``"rows"`` (row-major) or ``"rows4x64"`` (4-row
+      blocks interleaved for the CPU's SIMD GEMV; :mod:`.layout` says when it is chosen).
 
     It is not a Tensor (it has no arithmetic); ``dequantize()`` gives the float32 weight.
     """
 
-    __slots__ = ("bits", "group_size", "shape", "qdata", "scale", "zero_point")
+    __slots__ = ("bits", "group_size", "shape", "qdata", "scale", "zero_point", "layout")
     __nbaccel_state__ = True      # load_state_dict copies it with copy_ (see nn/module.py)
 
-    def __init__(self, bits, qdata, scale, zero_point=None, group_size=None, shape=None):
+    def __init__(self, bits, qdata, scale, zero_point=None, group_size=None, shape=None,
+                 layout="rows"):
         if bits not in _MODES:
             raise ValueError(f"QuantizedTensor: bits must be 8 or 4, got {bits!r}")
         self.bits = bits
@@ -46,6 +50,7 @@ class QuantizedTensor:
         n, k = self.qdata.shape
         self.shape = tuple(shape) if shape is not None else ((n, 2 * k) if bits == 4 else (n, k))
         self.group_size = group_size if bits == 4 else None
+        self.layout = layout
         self._validate()
 
     def _validate(self):
@@ -58,8 +63,14 @@ class QuantizedTensor:
                                  f"got {self.group_size!r}")
             if self.zero_point is not None:
                 want["zero_point"] = (D.uint8, want["scale"][1])
+            try:
+                L.check(self.layout, n, k)
+            except ValueError as e:
+                raise ValueError(f"QuantizedTensor: {e}") from None
         elif self.zero_point is not None:
             raise ValueError("QuantizedTensor: int8 is symmetric (no zero_point)")
+        elif self.layout != "rows":
+            raise ValueError(f"QuantizedTensor: int8 codes are row-major, got layout={self.layout!r}")
         for name, (dt, shape) in want.items():
             t = getattr(self, name)
             if t.dtype != dt or tuple(t.shape) != shape:
@@ -68,9 +79,11 @@ class QuantizedTensor:
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod
-    def from_float(cls, weight, bits=8, group_size=128, zero_point=False):
+    def from_float(cls, weight, bits=8, group_size=128, zero_point=False, layout=None):
         """Quantize a float 2-D weight: int8 per output channel, or int4 in groups of
-        ``group_size`` (32, 64 or 128) along ``in_features``, optionally with a zero point."""
+        ``group_size`` (32, 64 or 128) along ``in_features``, optionally with a zero point.
+        ``layout`` (int4): ``None`` chooses (:func:`.layout.choose`: interleaved where this
+        CPU's SIMD GEMV reads it faster), or ``"rows"`` / ``"rows4x64"``."""
         w = weight.detach() if isinstance(weight, Tensor) else weight
         if isinstance(w, Tensor):
             if w.dtype.kind != "f":
@@ -87,11 +100,18 @@ class QuantizedTensor:
         if bits == 8:
             if zero_point:
                 raise ValueError("int8 quantization is symmetric: zero_point is not supported")
+            if layout not in (None, "rows"):
+                raise ValueError(f"int8 codes are row-major, got layout={layout!r}")
             q, s = packing.quantize_int8(arr)
             return cls(8, q, s)
         if bits == 4:
+            n, k = arr.shape
+            if layout is None:
+                layout = L.choose(n, k, group_size)
+            else:
+                L.check(layout, n, k)
             p, s, z = packing.quantize_int4(arr, group_size, zero_point)
-            return cls(4, p, s, z, group_size)
+            return cls(4, L.convert(p, "rows", layout), s, z, group_size, layout=layout)
         raise ValueError(f"bits must be 8 or 4, got {bits!r}")
 
     # -- views of the data ----------------------------------------------------------------------------
@@ -108,13 +128,23 @@ class QuantizedTensor:
         return out
 
     def metadata(self) -> dict:
-        return {"bits": self.bits, "group_size": self.group_size, "shape": list(self.shape)}
+        """What, beside the stored tensors, rebuilds it (``nb.save`` writes it). The layout is
+        named only when it is not row-major: metadata without one (every file written before
+        layouts existed) means row-major, and row-major metadata stays as it was."""
+        meta = {"bits": self.bits, "group_size": self.group_size, "shape": list(self.shape)}
+        if self.layout != "rows":
+            meta["layout"] = self.layout
+        return meta
 
     @classmethod
     def from_parts(cls, metadata, tensors):
-        """Rebuild from :meth:`metadata` and :meth:`tensors` (used by ``nb.load``)."""
-        return cls(int(metadata["bits"]), tensors["qdata"], tensors["scale"],
-                   tensors.get("zero_point"), metadata.get("group_size"), metadata.get("shape"))
+        """Rebuild from :meth:`metadata` and :meth:`tensors` (used by ``nb.load``). Off the CPU
+        the codes are made row-major: only the CPU kernel reads another layout."""
+        layout = metadata.get("layout", "rows")
+        out = cls(int(metadata["bits"]), tensors["qdata"], tensors["scale"],
+                  tensors.get("zero_point"), metadata.get("group_size"), metadata.get("shape"),
+                  layout)
+        return out if out.device.type == "cpu" else out.with_layout("rows")
 
     @property
     def dtype(self):
@@ -128,13 +158,44 @@ class QuantizedTensor:
     def dequantize(self) -> Tensor:
         """The float32 weight (a new tensor of shape ``self.shape``)."""
         return dequantize_weight.front(self.qdata, self.scale, self.zero_point, mode=_MODES[self.bits],
-                                 group_size=self.group_size)
+                                 group_size=self.group_size, layout=self.layout)
+
+    def with_layout(self, layout: str) -> "QuantizedTensor":
+        """The same weight with its int4 codes in ``layout`` (``self`` when it already is):
+        scales and zero points are shared, the codes are reordered into a new tensor."""
+        if layout == self.layout:
+            return self
+        if self.bits != 4:
+            raise ValueError(f"int8 codes are row-major, got layout={layout!r}")
+        L.check(layout, *self.shape)
+        codes = L.convert(self.qdata.numpy(force=True), self.layout, layout)
+        qdata = asarray(codes, device=self.device, _np=False)
+        return QuantizedTensor(4, qdata, self.scale, self.zero_point, self.group_size, self.shape,
+                               layout)
+
+    def to(self, device) -> "QuantizedTensor":
+        """A copy on ``device`` (``self`` when it is there already). Off the CPU the codes are
+        row-major (the Triton kernel's order); on the CPU they keep their layout."""
+        parts = {name: t.to(device) for name, t in self.tensors().items()}
+        if all(parts[name] is t for name, t in self.tensors().items()):
+            return self
+        out = QuantizedTensor(self.bits, parts["qdata"], parts["scale"], parts.get("zero_point"),
+                              self.group_size, self.shape, self.layout)
+        return out if out.device.type == "cpu" else out.with_layout("rows")
+
+    def _same_format(self, other) -> bool:
+        """Same bits, group size, shape and zero-point flag; the layouts may differ."""
+        mine, theirs = dict(self.metadata()), dict(other.metadata())
+        mine.pop("layout", None), theirs.pop("layout", None)
+        return mine == theirs and (other.zero_point is None) == (self.zero_point is None)
 
     def copy_(self, other: "QuantizedTensor"):
-        """Copy another QuantizedTensor's data in place (what ``load_state_dict`` does)."""
-        if not isinstance(other, QuantizedTensor) or other.metadata() != self.metadata() \
-                or (other.zero_point is None) != (self.zero_point is None):
+        """Copy another QuantizedTensor's data in place (what ``load_state_dict`` does). Its
+        codes are reordered into this tensor's layout when the two differ (a file saved where
+        another layout was chosen loads into a model quantized here)."""
+        if not isinstance(other, QuantizedTensor) or not self._same_format(other):
             raise ValueError(f"cannot copy {other!r} into {self!r}: the formats differ")
+        other = other.with_layout(self.layout)
         for name, t in self.tensors().items():
             t.copy_(other.tensors()[name])
         return self
@@ -145,4 +206,6 @@ class QuantizedTensor:
     def __repr__(self):
         extra = f", group_size={self.group_size}, zero_point={self.zero_point is not None}" \
             if self.bits == 4 else ""
+        if self.layout != "rows":
+            extra += f", layout={self.layout}"
         return f"QuantizedTensor(int{self.bits}, shape={self.shape}{extra})"
