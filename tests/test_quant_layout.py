@@ -1,6 +1,7 @@
 """int4 weight layouts chosen at quantize time (issue 39 item 2): which layout is chosen, every
 layout against the NumPy reference through the public API, and nb.save / nb.load keeping it
 (old files without a layout load as row-major)."""
+import hashlib
 import json
 import pathlib
 
@@ -206,3 +207,74 @@ def test_unknown_format_is_refused(tmp_path):
     np.savez(path, __nbaccel__=np.array(json.dumps({"format": 5, "entries": []})))
     with pytest.raises(ValueError, match="unknown format 5"):
         nb.load(path)
+
+
+# ---- exported graphs -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["rows", "rows4x64"])
+def test_exported_program_keeps_the_layout(tmp_path, layout):
+    model = quantize_(_model(), int4_weight_only(group_size=64, layout=layout),
+                      filter_fn=lambda mod, fqn: fqn in ("0", "2"))
+    x = nb.randn(3, 256)
+    want = model(x).numpy()
+    nb.export(model, x).save(tmp_path / "ep")
+    np.testing.assert_allclose(nb.load(tmp_path / "ep")(x).numpy(), want, rtol=1e-5, atol=1e-6)
+    if layout == "rows":
+        # a graph exported before layouts existed has no layout param: it reads row-major codes
+        program = tmp_path / "ep" / "program.json"
+        text = program.read_text()
+        old = json.dumps(_drop_layout(json.loads(text)), indent=1)
+        assert old != json.dumps(json.loads(text), indent=1)
+        program.write_text(old)
+        _reseal(tmp_path / "ep", "program.json")
+        np.testing.assert_allclose(nb.load(tmp_path / "ep")(x).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def _drop_layout(node):
+    """The JSON of an exported program with every ``layout`` op param left out."""
+    if isinstance(node, list):
+        return [_drop_layout(v) for v in node if not (isinstance(v, list) and v[:1] == ["layout"])]
+    if isinstance(node, dict):
+        return {k: _drop_layout(v) for k, v in node.items()}
+    return node
+
+
+def _reseal(directory, name):
+    """Write the edited file's size and checksum into the manifest (as ep.save would have)."""
+    manifest = directory / "manifest.json"
+    data = (directory / name).read_bytes()
+    meta = json.loads(manifest.read_text())
+
+    def fix(node):
+        if isinstance(node, dict):
+            if name in node and isinstance(node[name], dict) and "sha256" in node[name]:
+                node[name] = {**node[name], "sha256": hashlib.sha256(data).hexdigest(),
+                              "bytes": len(data)}
+            for v in node.values():
+                fix(v)
+    fix(meta)
+    manifest.write_text(json.dumps(meta))
+
+
+def test_the_gpu_kernel_gets_row_major_codes(monkeypatch):
+    """On CuPy arrays the op hands the Triton kernel (which reads row-major codes only) a
+    reordered copy; checked with a stand-in array module and kernel."""
+    import types
+    seen = {}
+
+    def int4_weight_only_matmul(x, packed, scales, zeros, group_size, bias, **kw):
+        seen.update(packed=packed, kw=kw)
+        return R.int4_weight_only_matmul(x, packed, scales, zeros, group_size, bias)
+
+    monkeypatch.setattr(Q, "_kernels", lambda xp: types.SimpleNamespace(
+        int4_weight_only_matmul=int4_weight_only_matmul))
+    fake_cupy = types.SimpleNamespace(__name__="cupy", ascontiguousarray=np.ascontiguousarray)
+    q = QuantizedTensor.from_float(nb.randn(8, 128), bits=4, group_size=64, layout="rows4x64")
+    x = np.random.default_rng(2).standard_normal((2, 128))
+    y = Q._linear_impl(fake_cupy, x, q.qdata.numpy(), q.scale.numpy(), mode="int4",
+                       group_size=64, zeros=False, bias=False, layout="rows4x64")
+    rows = q.with_layout("rows")
+    np.testing.assert_array_equal(seen["packed"], rows.qdata.numpy())
+    assert seen["kw"] == {}
+    np.testing.assert_allclose(y, x @ rows.dequantize().numpy().T.astype(np.float64), rtol=1e-5,
+                               atol=1e-6)
