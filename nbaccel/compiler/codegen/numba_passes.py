@@ -18,8 +18,9 @@ run as one pass, which values are invariant along the reduced rows) as numba loo
   reciprocal (``hoist_reciprocals``).
 
 The renderer provides ``lines``, ``consts``, ``stashed``, ``recip``, ``k`` (the kernel),
-``expr``, ``loops``, ``init_acc``, ``open_pass``, ``stash``, ``reduction_pass`` and ``const``,
-and the class attribute ``BLOCK`` (the column block width).
+``expr``, ``loops``, ``init_acc``, ``open_pass``, ``stash``, ``reduction_pass``, ``const``,
+``out_of`` and ``index``, the class attribute ``BLOCK`` (the accumulators' size) and ``width``
+(this kernel's column block width, at most ``BLOCK``).
 """
 from __future__ import annotations
 
@@ -96,18 +97,29 @@ class NumbaReductions:
     def online_softmax_pass(self, rmax, rsum, var, pad, accs):
         """max(X) and sum(exp(X - max)) over the reduced rows of a column block in one pass
         over memory (softmax / logsumexp over axis 0): per chunk of rows, the chunk's max
-        first (the chunk is then in L2), the running sum rescaled to it, then the chunk's
-        exps. Two passes over the input instead of three, and no stash to read back."""
+        first (the chunk is then in L1), the running sum rescaled to it, then the chunk's
+        exps. Two passes over the input instead of three.
+
+        Where the kernel's one element store uses exp(X - max) (softmax over axis 0), the
+        chunk's exps, taken from the max so far, also go into the output (``softmax_stash``),
+        and the final pass reads them back times exp(that max - the final max) per chunk and
+        column: exp once per element, and the input read once."""
         m, s, cm, part = f"acc{rmax.index}", f"acc{rsum.index}", f"cm{rsum.index}", f"part{rsum.index}"
+        slot = self.softmax_stash(rmax, rsum, var)
+        seen = f"seen{rsum.index}"
         big = self.const(float("inf"), rmax.dtype)
         self.init_acc(m, "np.float32", "-" + big, pad, True)
         self.init_acc(s, "np.float64", "np.float64(0)", pad, True)
         self.lines.append(f"{pad}{cm} = np.empty({self.BLOCK}, np.float32)")
         self.lines.append(f"{pad}{part} = np.empty({self.BLOCK}, np.float32)")
+        a = self.k.axes[-1]
+        n_rows = f"n{a}"
+        if slot is not None:
+            chunks = f"({n_rows} + {SUM_CHUNK_ROWS - 1}) // {SUM_CHUNK_ROWS}"
+            self.lines.append(f"{pad}{seen} = np.empty(({chunks}, {self.width}), np.float32)")
         memo = {}
         self.hoist_block([rmax.src], var, memo, pad, accs)
         inner = self.loops(self.k.axes[:-1], var, pad)
-        a = self.k.axes[-1]
         rows = f"range(c{a}, min(n{a}, c{a} + {SUM_CHUNK_ROWS}))"
         self.lines.append(f"{inner}for c{a} in range(0, n{a}, {SUM_CHUNK_ROWS}):")
         p1 = inner + "    "
@@ -118,14 +130,62 @@ class NumbaReductions:
         self.per_lane(p1, True, f"if {cm}[jj] != {m}[jj]:   # the max rose: rescale the sum so far",
                       f"    {s}[jj] *= fexp({m}[jj] - {cm}[jj])", f"    {m}[jj] = {cm}[jj]",
                       f"{part}[jj] = np.float32(0)")
-        v = self.chunk_rows(rmax.src, a, rows, var, memo, p1, accs)
-        self.lines.append(f"{p1}        {part}[jj] += fexp(np.float32({v}) - {cm}[jj])")
+        if slot is None:
+            v = self.chunk_rows(rmax.src, a, rows, var, memo, p1, accs)
+            self.lines.append(f"{p1}        {part}[jj] += fexp(np.float32({v}) - {cm}[jj])")
+        else:
+            # the chunk's exps are taken from its max so far, or from 0 where that is -inf (the
+            # chunk is all -inf: exp gives 0 there, not exp(-inf + inf) = NaN); the chunk's max
+            # is kept, for the final pass's factor
+            self.per_lane(p1, True, f"{seen}[c{a} // {SUM_CHUNK_ROWS}, jj] = {cm}[jj]",
+                          f"if {cm}[jj] == -{big}:", f"    {cm}[jj] = np.float32(0)")
+            v = self.chunk_rows(rmax.src, a, rows, var, memo, p1, accs)
+            ex = f"ex{rsum.index}"
+            self.lines.append(f"{p1}        {ex} = fexp(np.float32({v}) - {cm}[jj])")
+            self.lines.append(f"{p1}        {slot} = {ex}")
+            self.lines.append(f"{p1}        {part}[jj] += {ex}")
+            self.per_lane(p1, True, f"{cm}[jj] = {seen}[c{a} // {SUM_CHUNK_ROWS}, jj]")
         # a chunk whose max so far is -inf holds only -inf (exp(-inf - -inf) is NaN there):
         # it adds nothing unless the whole column is -inf, where NumPy's sum is NaN
         self.per_lane(p1, True, f"if {cm}[jj] != -{big}:", f"    {s}[jj] += {part}[jj]")
         self.per_lane(pad, True, f"if {m}[jj] == -{big}:", f"    {s}[jj] = np.nan")
         accs[id(rmax)] = f"{m}[jj]"
         accs[id(rsum)] = f"np.float32({s}[jj])"
+        if slot is not None:
+            # each chunk's factor exp(its max - the final max): <= 1, 0 for an all -inf chunk
+            # of a column that is not all -inf, NaN where the column's max is NaN or +-inf
+            self.lines.append(f"{pad}for ch in range({chunks}):")
+            self.per_lane(pad + "    ", True, f"{seen}[ch, jj] = fexp({seen}[ch, jj] - {m}[jj])")
+            self.stashed = {rsum.src.key(): f"({slot} * {seen}[i{a} // {SUM_CHUNK_ROWS}, jj])"}
+
+    def softmax_stash(self, rmax, rsum, var):
+        """The output slot (text, at the online pass's indices) where the online pass keeps
+        exp(X - max so far), or None where the kernel's shape does not allow it: one reduced
+        axis (the chunks index the factors), the pair the kernel's only reductions, and one
+        float32 element store, the kernel's only output, that uses exp(X - max)."""
+        st = self.softmax_stash_store()
+        if st is None:
+            return None
+        v = dict(var)
+        v[self.k.axes[-1]] = f"i{self.k.axes[-1]}"
+        return f"{self.out_of[id(st.node)]}[{self.index(('out', id(st.node)), v)}]"
+
+    def softmax_stash_store(self):
+        """The element store the online-softmax pass can keep its exps in (see
+        ``softmax_stash``), or None. The body asks it first to pick the block width."""
+        k = self.k
+        steps = [st for st in reduction_plan(k, pairs=True) if st.kind != "same"]
+        elems = [st for st in k.stores if not st.per_outer]
+        if (len(k.axes) != 1 or self.stashed or len(steps) != 1 or steps[0].kind != "online_softmax"
+                or len(elems) != 1 or len(k.stores) != 1 or len(k.outputs) != 1
+                or any(r.stored for r in k.reductions)):
+            return None
+        st, rsum = elems[0], steps[0].partner
+        if st.node.dtype.name != "float32" or rsum.src.dtype.name != "float32":
+            return None
+        if rsum.src.key() not in {e.key() for e in st.expr.subexprs()}:
+            return None
+        return st
 
     def chunk_rows(self, src, a, rows, var, memo, pad, accs):
         """Open the loops over one chunk's rows and the block's columns; return ``src`` there."""
