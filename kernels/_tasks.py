@@ -8,6 +8,7 @@ one thread (``_openblas.single_threaded_blas``: the threads already use every co
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,12 @@ def num_threads() -> int:
     for var in ("NBACCEL_KERNEL_THREADS", "NUMBA_NUM_THREADS"):
         if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
             return int(os.environ[var])
+    return _cores()
+
+
+@functools.lru_cache(maxsize=1)
+def _cores() -> int:
+    # (os.cpu_count() reads /sys on every call: 11 us, paid by every conv and attention call)
     return os.cpu_count() or 1
 
 
