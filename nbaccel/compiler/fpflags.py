@@ -143,17 +143,29 @@ def run(graph, inputs, call, prog=None, entry=None, replayed=False):
     states, watch = _plan(graph, entry if replayed else None)
     if watch is None:
         with np.errstate(all="ignore"):
-            return call()
+            out = call()
+        _stored_nonfinite(prog)                  # (read, so that it is this run's next time)
+        return out
     seen = []
     with np.errstate(call=lambda kind, flag: seen.append(kind), **watch):
         out = call()
+    flagged = _stored_nonfinite(prog)
     if not seen:
         seen = _structure_says(graph)
     if not seen and _opaque(prog):
-        seen = _results_say(out)
+        # numba kernels flag an inf or NaN they stored; where no flag is kept (Triton),
+        # the outputs are looked at
+        seen = _results_say(out) if flagged is None else ["nonfinite"] if flagged else []
     if seen:
         _replay(graph, inputs, states, entry)
     return out
+
+
+def _stored_nonfinite(prog):
+    """The program's kernels' flag of a stored inf or NaN (and clear it), or None where
+    the program keeps none."""
+    ask = getattr(prog, "stored_nonfinite", None)
+    return ask() if ask is not None else None
 
 
 def _opaque(prog) -> bool:

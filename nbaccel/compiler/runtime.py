@@ -188,6 +188,7 @@ class KernelSlot:
         self.sync = sync
         self.seconds = 0.0
         self.backend = "numpy"
+        self.nonfinite = False            # a numba run stored an inf or a NaN since last asked
         self.empty_error = empty_reduction_error(k)
         if self.want_numba:
             self.parallel = math.prod(k.domain) >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
@@ -233,6 +234,9 @@ class KernelSlot:
         if nk is not None and nk.state == "ready":
             numba_launch.launch(nk.fn, arrays, self.P, self.parallel)
             self.backend = "numba"
+            if self.P[-1]:                # the kernel stored an inf or a NaN (codegen/numba.py)
+                self.P[-1] = 0
+                self.nonfinite = True
         else:
             self.np_fn(*arrays)
             self.backend = "numpy"
@@ -339,6 +343,20 @@ class Program:
     def wait(self, timeout=None):
         """Block until every kernel of this program has finished compiling."""
         self.target.wait(self.slots, timeout)
+
+    def stored_nonfinite(self):
+        """Whether a numba kernel stored an inf or a NaN since the last call (and forget it);
+        None when a kernel ran where no flag is kept (a slot of another tier). NumPy-tier
+        kernels and extern calls report through NumPy's own flags instead (fpflags.py)."""
+        seen = False
+        for slot in self.slots.values():
+            flag = getattr(slot, "nonfinite", None)
+            if flag is None:
+                return None
+            if flag:
+                slot.nonfinite = False
+                seen = True
+        return seen
 
     def tier(self):
         return self.target.name(self.slots)

@@ -32,6 +32,7 @@ Constants are typed module globals (``np.float32(...)``) so float32 code never p
 """
 from __future__ import annotations
 
+from ... import dtypes as D
 from .. import index_maps
 from ..loops import Kernel
 from . import fastmath_text
@@ -74,6 +75,7 @@ class _Renderer(NumbaExpressions, NumbaReductions):
         self.pasted = 0                   # fastmath helper calls pasted in as text
         self.fm_names: set[str] = set()   # the fastmath names the pasted text reads
         self.index_code: dict = {}        # (id(buf), layout key) -> [(stride class/var, axis)], offset var
+        self.inf_const: dict = {}         # float dtype name -> the typed constant inf (store's flag)
         self.arg_of = {id(b): f"a{i}" for i, b in enumerate(k.inputs)}
         self.out_of = {id(b): f"o{i}" for i, b in enumerate(k.outputs)}
         self.prologue: list[str] = [f"    n{a} = P[{a}]" for a in range(self.nd)]
@@ -284,7 +286,21 @@ class _Renderer(NumbaExpressions, NumbaReductions):
 
     def store(self, st_node, value_code, var, pad):
         o = self.out_of[id(st_node)]
-        self.lines.append(f"{pad}{o}[{self.index(('out', id(st_node)), var)}] = {value_code}")
+        slot = f"{o}[{self.index(('out', id(st_node)), var)}]"
+        dt = st_node.dtype
+        if dt.kind not in "fc":
+            self.lines.append(f"{pad}{slot} = {value_code}")
+            return
+        # a float stored as inf or NaN sets the kernel's flag: numba sets no floating-point
+        # flags, and the flag tells fpflags.py the user's warnings are due without a second pass
+        # over the outputs (an OR reduction: the loop still vectorises). A comparison, not
+        # x - x != 0: the fast-math flags fold that to False for complex parts
+        v = f"sv{len(self.lines)}"
+        real = dt if dt.kind == "f" else D.float32 if dt.np.itemsize == 8 else D.float64
+        inf = self.inf_const.get(real.name) or self.inf_const.setdefault(real.name, self.const(float("inf"), real))
+        test = f"abs({v}) < {inf}" if dt.kind == "f" else f"abs({v}.real) < {inf} and abs({v}.imag) < {inf}"
+        self.lines += [f"{pad}{v} = {value_code}", f"{pad}{slot} = {v}",
+                       f"{pad}nonfinite_ |= not ({test})"]
 
     def body(self, pad):
         k = self.k
@@ -378,8 +394,13 @@ class _Renderer(NumbaExpressions, NumbaReductions):
                 f"def {name}({', '.join(ins + outs + ['P', 'part', 'parts'])}):"]
         src += self.prologue
         src += [f"    total = {total}",
+                "    nonfinite_ = False",
                 "    for t in range(part * total // parts, (part + 1) * total // parts):"]
         src += self.lines
+        # the flag's slot is P's last (runtime.KernelSlot reads and clears it); every share
+        # that saw one writes 1, none writes 0: no race between the threads
+        src += ["    if nonfinite_:", f"        P[{len(self.params)}] = 1"]
+        self.params.append(0)
         return "\n".join(src) + "\n"
 
 
