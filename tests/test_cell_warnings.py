@@ -224,3 +224,38 @@ def test_replayed_function_warns_as_plainly(action, monkeypatch):
         return [(x.category, str(x.message), x.filename, x.lineno) for x in w]
     plain = rows(_g)
     assert plain and rows(cf) == plain and True in replayed
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_numba_kernels_flag_the_inf_or_nan_they_store(dtype):
+    """A numba kernel sets its program's flag when it stores an inf or a NaN, and only then
+    (fpflags replays the graph for the warnings when it is set; no pass over the outputs)."""
+    import warnings as w
+    cf = nb.compile(lambda x: np.exp(x) * 2, backend="numba")
+    big = np.array([1.0, 1e4], dtype)
+    small = np.array([1.0, 2.0], dtype)
+    with w.catch_warnings():
+        w.simplefilter("ignore")
+        cf(small)
+        cf.wait()
+        programs = [p for e in cf.cache.entries.values() for p in e.programs.values()]
+        assert programs and all(p.tier() == "numba" for p in programs)
+        assert "nonfinite_ |=" in programs[0].code()
+        for p in programs:
+            p.stored_nonfinite()
+        cf(small)
+        assert not any(p.stored_nonfinite() for p in programs)
+        with w.catch_warnings(record=True) as caught:
+            w.simplefilter("always")
+            cf(big)
+        assert [str(c.message) for c in caught] == [str(c.message) for c in _plain_warnings(big)]
+        cf(small)
+        assert not any(p.stored_nonfinite() for p in programs)
+
+
+def _plain_warnings(x):
+    import warnings as w
+    with w.catch_warnings(record=True) as caught:
+        w.simplefilter("always")
+        np.exp(x) * 2
+    return caught
