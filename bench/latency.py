@@ -3,7 +3,8 @@
 Cold and warm-start numbers come from fresh processes (``python -m bench.latency MODE``,
 one JSON line on stdout) so that nothing compiled or imported earlier in the benchmark
 process helps them; the interpreter's own start-up is excluded, ``import nbaccel`` is
-timed separately.
+timed separately (``process_wall`` is the whole process; ``python -m bench.startup`` times
+the user's process from its first line, cold and warm).
 """
 from __future__ import annotations
 

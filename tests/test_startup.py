@@ -143,3 +143,53 @@ def test_warm_up_and_a_first_kernel_import_do_not_deadlock():
                  "t.start()\nt.join(60)\n"
                  "print(json.dumps([not t.is_alive(), numba_warmup.wait(60)]))")
     assert got == [True, True]
+
+
+def test_numba_set_up_runs_once_with_the_collector_paused():
+    """compiler/numba_warmup.py: ensure() imports numba and loads its registries on the calling
+    thread when no warm-up runs, with no garbage collection meanwhile (the collector is on
+    again after, as the user had it), once per process; it freezes nothing."""
+    got = _fresh("import gc, json, atexit, sys\n"
+                 "from nbaccel.compiler import numba_warmup as w\n"
+                 "seen = []\ngc.callbacks.append(lambda phase, info: seen.append(gc.isenabled()) "
+                 "if phase == 'start' else None)\n"
+                 "before = 'numba' in sys.modules\n"
+                 "w.ensure()\nduring = [len(seen) < 5, all(seen)]\n"
+                 "from numba.core.registry import cpu_target as c\n"
+                 "loaded = bool(c.typing_context._registries) and bool(c.target_context._registries)\n"
+                 "again = [w.start(), w.ensure(), w.wait(1)]\n"
+                 "atexit._run_exitfuncs()\n"
+                 "print(json.dumps([before, during, loaded, again, gc.isenabled(), gc.get_freeze_count()]))")
+    # unpaused, the set-up ran ~270 collections; paused, none runs while the collector is off
+    # and one or two run when it is back on
+    assert got == [False, [True, True], True, [False, None, True], True, 0]
+
+
+def test_a_user_who_switched_the_collector_off_keeps_it_off():
+    got = _fresh("import gc, json\nfrom nbaccel.compiler import numba_warmup as w\n"
+                 "gc.disable()\nw.ensure()\nprint(json.dumps(gc.isenabled()))")
+    assert got is False
+
+
+def test_first_use_of_nb_compile_starts_the_warm_up_unless_switched_off():
+    code = ("import json, threading\nimport nbaccel as nb\n"
+            "names = lambda: [t.name for t in threading.enumerate()]\n"
+            "before = 'nbaccel-numba-warmup' in names()\n"
+            "nb.config\nafter_config = 'nbaccel-numba-warmup' in names()\n"
+            "from nbaccel.compiler import numba_warmup as w\n"
+            "nb.compile\nprint(json.dumps([before, after_config, w._started.is_set(), w.wait(60)]))")
+    assert _fresh(code) == [False, False, True, True]
+    off = _fresh(code.replace("nb.config\n", "nb.config['numba_warmup'] = False\n"))
+    assert off == [False, False, False, True]
+
+
+def test_the_compiler_sets_numba_up_before_its_first_numba_kernel():
+    got = _fresh("import json, numpy as np\nimport nbaccel as nb\n"
+                 "from nbaccel.compiler import numba_warmup as w\n"
+                 "nb.config['numba_warmup'] = True\n"
+                 "from nbaccel.compiler.api import compile as c\n"
+                 "f = c(lambda x: x * 2 + 1, backend='numba')\n"
+                 "before = w._started.is_set()\n"
+                 "y = f(np.ones(4, np.float32))\n"
+                 "print(json.dumps([before, w._done.is_set(), y.tolist(), f.report.tier]))")
+    assert got == [False, True, [3.0] * 4, "numba"]

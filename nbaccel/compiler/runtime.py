@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from . import cache, jit_split
+from . import cache, jit_split, numba_warmup
 from .codegen import common, numba as nb_codegen, numba_launch, numpy as np_codegen
 from .loops import Kernel
 from .schedule import ExternStep, schedule
@@ -134,6 +134,10 @@ class NumbaKernel:
     def compile(self, signature):
         t0 = time.perf_counter()
         try:
+            # numba's set-up, once per process and with the collector paused, on the thread
+            # that compiles (the main thread's first result does not wait for it unless the
+            # compile is synchronous); waits for the background warm-up when one is running
+            numba_warmup.ensure()
             _quiet_numba_ir_warnings()
             self._compile(signature)
         except Exception as e:   # a kernel numba cannot build stays on the NumPy tier
