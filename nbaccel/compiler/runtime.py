@@ -30,7 +30,7 @@ class _CompileThread:
     (``submit`` as an executor's, returning a Future).
 
     At exit (:func:`_at_exit`) a process waits for the compiles it queued (they fill the disk
-    cache for the next session), except a worker process that a parent manages (a Dask worker
+    cache for the next session; a load from the cache fills nothing and is not waited for), except a worker process that a parent manages (a Dask worker
     under its nanny, which kills a worker still alive 4 s after it was told to close and logs a
     warning into the notebook): there the queued compiles are cancelled and the one in flight
     is left to the daemon thread, so the worker exits as soon as Dask closes it. A
@@ -43,8 +43,9 @@ class _CompileThread:
         self._thread = None
         self._lock = threading.Lock()
 
-    def submit(self, fn, *args, **kwargs):
+    def submit(self, fn, *args, _fills_cache=True, **kwargs):
         fut = concurrent.futures.Future()
+        fut.fills_cache = _fills_cache
         with self._lock:
             self._pending.add(fut)
             self._queue.put((fut, fn, args, kwargs))
@@ -76,10 +77,17 @@ class _CompileThread:
         for fut in pending:
             fut.cancel()
 
-    def wait(self):
-        """Wait for every compile submitted so far."""
+    def wait(self, cache_fills_only=False):
+        """Wait for every compile submitted so far (``cache_fills_only``: for those that fill
+        the disk cache; the loads from it not yet started are cancelled, one in flight left to
+        the daemon thread)."""
         with self._lock:
             pending = list(self._pending)
+        if cache_fills_only:
+            for fut in pending:
+                if not fut.fills_cache:
+                    fut.cancel()
+            pending = [f for f in pending if f.fills_cache]
         concurrent.futures.wait(pending)
 
 
@@ -94,7 +102,7 @@ def _at_exit():
     if _managed_worker_process():
         _COMPILER.cancel_pending()
     else:
-        _COMPILER.wait()
+        _COMPILER.wait(cache_fills_only=True)     # what the next session will find on disk
 
 
 _COMPILER = _CompileThread("nbaccel-numba")
@@ -200,8 +208,9 @@ class KernelSlot:
             self.P = np.array(params, dtype=np.int64)
             with _LOCK:
                 self.numba = _NUMBA_KERNELS.setdefault(cache.source_hash(src), NumbaKernel(src))
-            if not sync and self.numba.state == "pending" and cache.is_warm(src):
-                self.sync = True    # machine code is on disk: loading it takes milliseconds
+            self.warm = cache.is_warm(src)
+            if not sync and self.numba.state == "pending" and self.warm and numba_warmup.ready():
+                self.sync = True    # machine code is on disk and numba is set up: milliseconds
 
     @property
     def source(self):
@@ -224,7 +233,8 @@ class KernelSlot:
                     nk.compile(sig)
                     nk.future.set_result(nk)
                 else:
-                    nk.future = _COMPILER.submit(nk.compile, sig)
+                    # a load from disk fills no cache: an exiting process does not wait for it
+                    nk.future = _COMPILER.submit(nk.compile, sig, _fills_cache=not self.warm)
         if self.sync:
             nk.future.result()
 
