@@ -429,7 +429,12 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                 return
             self.runs += 1   # a fresh display per run: a re-run cell's old output is already cleared
             did = f"nbaccel-{entry.key[:12]}-{self.runs}"
-            nbaccel_ext.display_report(d, display_id=did, model_key=entry.key)
+            # one widget per notebook cell (the front end names it in the request's metadata):
+            # a cell run again updates its widget; the same text in another cell has its own
+            meta = (getattr(self.shell, "parent_header", None) or {}).get("metadata") or {}
+            cell_id = meta.get("cellId")
+            nbaccel_ext.display_report(d, display_id=did,
+                                       model_key=f"{entry.key}:{cell_id}" if cell_id else None)
 
     def _explain_text(self, report):
         lines = [f"=== {report.name}: {report.graphs} graph(s), {len(report.graph_breaks)} graph break(s)"]
