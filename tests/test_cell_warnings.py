@@ -153,6 +153,7 @@ def test_compiled_function_warns_as_the_plain_function(backend, mode, action):
     cf = nb.compile(_f, backend=backend, mode=mode)
 
     def rows(fn):
+        harness.settle_background()
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter(action)
             for _ in range(4):

@@ -28,7 +28,6 @@ from .read_recorder import ReadRecorder
 from . import cache, cheap_path, foreign, jit_split
 from .report import CompileReport
 from .decision import Decision, output_signature
-from .runtime import compiling_in_background
 from .config import config  # noqa: F401 - the settings dict; nbaccel.config is the same one
 from . import train_step
 from .replay import record, metadata_key, scalar_args
@@ -117,7 +116,7 @@ class CompiledFunction(Compiled):
         if d.next_path() == "plain":
             t0 = time.perf_counter()
             out = self.fn(*args, **kwargs)
-            d.record("plain", time.perf_counter() - t0, steady=not compiling_in_background())
+            d.record("plain", time.perf_counter() - t0, steady=not self.pending())
             if d.out_signature is not None and output_signature(out) != d.out_signature:
                 # NumPy in, nbaccel out: the compiled function hands NumPy back (as a %%compile
                 # cell does), so this result is handed back the same way, and it stays compiled
@@ -132,7 +131,7 @@ class CompiledFunction(Compiled):
         seconds = time.perf_counter() - t0
         rep = self._report
         compiling = rep.compile_seconds if rep is not None and rep is not before and rep.cache != "hit" else 0.0
-        d.record("compiled", seconds, compiling, steady=not self.pending() and not compiling_in_background())
+        d.record("compiled", seconds, compiling, steady=not self.pending())
         if d.out_signature is None:
             d.out_signature = output_signature(out)
             why = self._plain_cannot_stand_in(args, kwargs)

@@ -91,12 +91,6 @@ class _CompileThread:
         concurrent.futures.wait(pending)
 
 
-def compiling_in_background() -> bool:
-    """Whether numba is compiling (or loading) kernels on the background thread now: it takes
-    the CPU and the GIL, so a run timed meanwhile is not what later runs will be."""
-    return bool(_COMPILER._pending)
-
-
 def _managed_worker_process() -> bool:
     """A process that multiprocessing started for a parent that times its exit: a Dask worker
     (distributed's nanny spawns each worker this way)."""

@@ -31,7 +31,6 @@ from .. import ndarray_methods, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
 from ..compiler.capture import TooManyGraphBreaks
-from ..compiler.runtime import compiling_in_background
 from ..daskbridge.bridge import DaskFallback
 from ..gpu import placement as gpu_placement
 from ..tensor import Tensor, asarray
@@ -205,7 +204,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         pending = entry.cf.pending()
         if report.pending_tier and not pending:         # the faster tier arrived since the trace
             report.pending_tier, report.tier = None, report.pending_tier
-        decision.record("compiled", seconds, compiling, steady=not pending and not compiling_in_background())
+        decision.record("compiled", seconds, compiling, steady=not pending)
         if not self._verifying:                          # (--verify's shadow run is not the cell's)
             self.clock.note(decision, "compiled", seconds, seconds)
         if compiling:

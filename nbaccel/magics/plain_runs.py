@@ -19,7 +19,6 @@ from . import cellfunc
 from .cellrun import _from_cell
 from ..compiler.config import config
 from ..compiler.decision import Decision
-from ..compiler.runtime import compiling_in_background
 from ..compiler.report import CompileReport
 from ..daskbridge import is_dask_array
 from ..tensor import Tensor
@@ -129,7 +128,8 @@ def run(ext, entry, opts, decision, count, t_enter=None):
     finally:
         seconds = time.perf_counter() - t0
         if not failed:                  # (a run that raised measures nothing)
-            decision.record("plain", seconds, steady=not compiling_in_background())
+            # (timed while this cell's numba compiles in the background: not a median sample)
+            decision.record("plain", seconds, steady=not (entry.cf.is_built and entry.cf.pending()))
         _show(ext, entry, opts, decision, count, seconds)
         if not failed and t_enter is not None and not ext._verifying:
             ext.clock.note(decision, "plain", time.perf_counter() - t_enter, seconds)

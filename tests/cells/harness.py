@@ -88,9 +88,24 @@ def _user_names(shell):
             if not k.startswith("_") and k not in hidden and k not in ("In", "Out", "exit", "quit")}
 
 
+def settle_background():
+    """Wait for nbaccel's background numba work (queued compiles, numba's set-up, the eager
+    kernels' loads). numba's compiler enters ``warnings.catch_warnings(record=True)`` on its
+    thread, which swaps the process's warning filters and ``showwarning`` under whatever the
+    main thread is recording: a comparison of warnings must not run beside it (docs/compiler.md,
+    "Floating-point warnings", known gaps)."""
+    from nbaccel.compiler import numba_warmup, runtime
+    from nbaccel.ops import kernel_modules
+    runtime._COMPILER.wait()
+    numba_warmup.wait()
+    for thread in list(kernel_modules._STARTED.values()):
+        thread.join()
+
+
 def run(shell, cell, compiled: bool, fresh: bool = True, verify: bool = False) -> Outcome:
     """Run ``cell`` once (plainly or with ``%%compile``, ``--verify`` too when asked) from a
     fresh namespace."""
+    settle_background()
     if fresh:
         _fresh(shell, cell.setup)
     src = (("%%compile --verify\n" if verify else "%%compile\n") + cell.source) if compiled else cell.source
