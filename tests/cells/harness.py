@@ -99,7 +99,8 @@ def settle_background():
     runtime._COMPILER.wait()
     numba_warmup.wait()
     for thread in list(kernel_modules._STARTED.values()):
-        thread.join()
+        if thread is not None:              # (None: loaded on the calling thread)
+            thread.join()
 
 
 def run(shell, cell, compiled: bool, fresh: bool = True, verify: bool = False) -> Outcome:
