@@ -157,9 +157,9 @@ class Decision:
     # -- what a run took ------------------------------------------------------------------------
     def record(self, path: str, seconds: float, compile_seconds: float = 0.0, steady: bool = True):
         """One run: ``path`` took ``seconds`` of wall time, ``compile_seconds`` of them compiling.
-        ``steady=False``: a run that is not yet what later runs will be (a faster tier still
-        compiling, or any numba compile running in the background and taking the CPU); it counts
-        for the time saved and the rent paid, not for the medians."""
+        ``steady=False``: a run that is not yet what later runs will be (this code's faster
+        tier still compiling in the background, taking the CPU and the GIL); it counts for the
+        time saved and the rent paid, not for the medians."""
         self._changed = None
         self._last_path = path
         if path == "plain":
