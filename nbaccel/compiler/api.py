@@ -386,8 +386,7 @@ class CompiledFunction(Compiled):
         rep = self._report
         if rep is not None:
             rep.stats = dict(self.stats)       # replayed calls since the trace count too
-            if rep.pending_tier and not self.pending():   # the faster tier arrived since the trace
-                rep.tier, rep.pending_tier = rep.pending_tier, None
+            rep.tier_arrived(self.pending())
             d = getattr(self, "_last_decision", None)
             if d is not None:                  # the headline: against the plain function
                 rep.set_verdict(d.verdict())

@@ -53,6 +53,12 @@ class CompileReport:
     # renderer shows; None where no decision ran (an nb.compile'd function before replay)
     verdict: dict | None = None
 
+    def tier_arrived(self, pending: bool):
+        """The faster tier that was compiling at the trace (``pending_tier``) is the tier now,
+        once nothing is ``pending`` any more."""
+        if self.pending_tier and not pending:
+            self.tier, self.pending_tier = self.pending_tier, None
+
     def set_breakdowns(self, compile_breakdown, jit_breakdown=None):
         """The compile time's four parts and, when known, the jit split beside them. (A method,
         not a ``__setattr__`` hook: that made every field write of every report pay a call,

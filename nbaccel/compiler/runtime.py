@@ -30,11 +30,12 @@ class _CompileThread:
     (``submit`` as an executor's, returning a Future).
 
     At exit (:func:`_at_exit`) a process waits for the compiles it queued (they fill the disk
-    cache for the next session; a load from the cache fills nothing and is not waited for), except a worker process that a parent manages (a Dask worker
-    under its nanny, which kills a worker still alive 4 s after it was told to close and logs a
-    warning into the notebook): there the queued compiles are cancelled and the one in flight
-    is left to the daemon thread, so the worker exits as soon as Dask closes it. A
-    ThreadPoolExecutor's threads are joined at exit, in flight or not."""
+    cache for the next session; a load from the cache fills nothing and is not waited for),
+    except a worker process that a parent manages (a Dask worker under its nanny, which kills a
+    worker still alive 4 s after it was told to close and logs a warning into the notebook):
+    there the queued compiles are cancelled and the one in flight is left to the daemon thread,
+    so the worker exits as soon as Dask closes it. A ThreadPoolExecutor's threads are joined at
+    exit, in flight or not."""
 
     def __init__(self, name):
         self.name = name

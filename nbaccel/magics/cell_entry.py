@@ -29,6 +29,7 @@ class CellEntry:
     last_report: object = None                     # the report of the last compiled run
     slots: tuple = ()                              # (notebook name, cell-function name) per output
     jit_noted: float = 0.0                         # machine-code compile seconds already counted
+    jit_due: bool = False                          # a compile ran since: its machine code's cost to count
 
     def __post_init__(self):
         # the function's locals that hold the cell's outputs (a renamed input the cell rebinds

@@ -202,14 +202,15 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         entry.last_report = report
         compiling = report.compile_seconds if fresh and report.cache != "hit" else 0.0
         pending = entry.cf.pending()
-        if report.pending_tier and not pending:         # the faster tier arrived since the trace
-            report.pending_tier, report.tier = None, report.pending_tier
+        report.tier_arrived(pending)
         decision.record("compiled", seconds, compiling, steady=not pending)
         if not self._verifying:                          # (--verify's shadow run is not the cell's)
             self.clock.note(decision, "compiled", seconds, seconds)
         if compiling:
             plain_runs.note_compile(self, entry.key, compiling)
-        if not pending:                                  # machine code compiled since: its cost too
+        entry.jit_due = entry.jit_due or bool(compiling) or pending
+        if entry.jit_due and not pending:                # machine code compiled since: its cost too
+            entry.jit_due = False
             jit = entry.cf.jit_seconds()
             if jit > entry.jit_noted:
                 plain_runs.note_compile(self, entry.key, jit - entry.jit_noted, add=True)

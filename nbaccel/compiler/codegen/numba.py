@@ -297,7 +297,9 @@ class _Renderer(NumbaExpressions, NumbaReductions):
         # x - x != 0: the fast-math flags fold that to False for complex parts
         v = f"sv{len(self.lines)}"
         real = dt if dt.kind == "f" else D.float32 if dt.np.itemsize == 8 else D.float64
-        inf = self.inf_const.get(real.name) or self.inf_const.setdefault(real.name, self.const(float("inf"), real))
+        inf = self.inf_const.get(real.name)
+        if inf is None:
+            inf = self.inf_const[real.name] = self.const(float("inf"), real)
         test = f"abs({v}) < {inf}" if dt.kind == "f" else f"abs({v}.real) < {inf} and abs({v}.imag) < {inf}"
         self.lines += [f"{pad}{v} = {value_code}", f"{pad}{slot} = {v}",
                        f"{pad}nonfinite_ |= not ({test})"]
