@@ -5,7 +5,7 @@ the reference's bits: nbaccel's eager optimizers promise the same bits as their 
 import numpy as np
 import pytest
 
-from nbaccel_kernels.fused import cpu, reference
+from nbaccel_kernels.fused import _launch, cpu, reference
 
 DTYPES = [np.float32, np.float64]
 
@@ -145,8 +145,8 @@ def test_the_large_cases_above_do_split_over_threads(monkeypatch):
     monkeypatch.setenv("NBACCEL_KERNEL_THREADS", "2")
     for size, ns in [(70_000, 10), (1600 * 130, 1), (2100 * 96, 1), (450 * 257, 2),
                      (16 * 24 * 600, 1), (500_000, 0.5)]:
-        assert cpu._worth_splitting(size, ns)
-    assert not cpu._worth_splitting(65_536, 0.5)
+        assert _launch._worth_splitting(size, ns)
+    assert not _launch._worth_splitting(65_536, 0.5)
 
 
 def test_float32_gelu_is_within_float32_rounding_of_the_exact_function():

@@ -17,17 +17,11 @@ import math
 import numpy as np
 from numba import njit
 
-from .. import _tasks
+from . import batch_norm
+from ._launch import FASTMATH, _JIT, _split
+from .batch_norm import (batch_norm_affine_backward, batch_norm_backward,  # noqa: F401
+                         batch_norm_forward, batch_norm_stats)
 from .reference import INV_SQRT2, INV_SQRT_2PI
-
-# Reassociation lets LLVM vectorise the float64 sums (a serial sum waits ~4 cycles per element
-# on the previous add: BatchNorm's statistics ran 14x slower without it, 3.5x slower than
-# NumPy's pairwise sums). No "nnan"/"ninf": NaN and inf propagate as in NumPy.
-FASTMATH = {"reassoc", "contract", "nsz"}
-# error_model="numpy": x / 0 is inf or NaN as in NumPy (Python's model raises and checks every
-# division)
-_JIT = dict(nogil=True, cache=True, boundscheck=False, error_model="numpy", fastmath=FASTMATH)
-
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.6931471803691238
@@ -250,84 +244,6 @@ def _adam_update(p, g, m, v, sc, decay, decoupled, maximize):
         p[i] = pi - (sc[7] * mi) / (np.sqrt(vi) / sc[5] + sc[6])
 
 
-@njit(inline="always")
-def _channel_moments(x, c, eps):
-    n_img, _, length = x.shape
-    s = 0.0
-    for n in range(n_img):
-        for i in range(length):
-            s += np.float64(x[n, c, i])
-    mean = s / (n_img * length)
-    v = 0.0
-    for n in range(n_img):
-        for i in range(length):
-            d = np.float64(x[n, c, i]) - mean
-            v += d * d
-    var = v / (n_img * length)
-    return mean, var, 1.0 / math.sqrt(var + eps)
-
-
-# The BatchNorm kernels take (N, C, L) arrays and a channel range [c0, c1): a channel's
-# statistics need every image, so the threads split the channels (see _split_channels).
-
-@njit(**_JIT)
-def _batch_norm_stats(x, out, c0, c1):
-    for c in range(c0, c1):
-        mean, var, _ = _channel_moments(x, c, 1.0)
-        out[0, c] = mean
-        out[1, c] = var
-
-
-@njit(**_JIT)
-def _batch_norm_forward(x, w, b, has_w, has_b, eps, out, c0, c1):
-    n_img, _, length = x.shape
-    for c in range(c0, c1):
-        mean, _, rstd = _channel_moments(x, c, eps)
-        scale = rstd * (np.float64(w[c]) if has_w else 1.0)
-        shift = (np.float64(b[c]) if has_b else 0.0) - mean * scale
-        for n in range(n_img):
-            for i in range(length):
-                out[n, c, i] = np.float64(x[n, c, i]) * scale + shift
-
-
-@njit(inline="always")
-def _channel_grad_sums(g, x, c, mean):
-    """sum(g) and sum(g * (x - mean)) over channel c."""
-    n_img, _, length = x.shape
-    s1 = 0.0
-    s2 = 0.0
-    for n in range(n_img):
-        for i in range(length):
-            gv = np.float64(g[n, c, i])
-            s1 += gv
-            s2 += gv * (np.float64(x[n, c, i]) - mean)
-    return s1, s2
-
-
-@njit(**_JIT)
-def _batch_norm_backward(g, x, w, has_w, eps, out, c0, c1):
-    n_img, _, length = x.shape
-    count = n_img * length
-    for c in range(c0, c1):
-        mean, _, rstd = _channel_moments(x, c, eps)
-        s1, s2 = _channel_grad_sums(g, x, c, mean)
-        k = (np.float64(w[c]) if has_w else 1.0) * rstd
-        a = s1 / count
-        bb = s2 * rstd * rstd / count
-        for n in range(n_img):
-            for i in range(length):
-                out[n, c, i] = k * (np.float64(g[n, c, i]) - a - (np.float64(x[n, c, i]) - mean) * bb)
-
-
-@njit(**_JIT)
-def _batch_norm_affine_backward(g, x, eps, out, c0, c1):
-    for c in range(c0, c1):
-        mean, _, rstd = _channel_moments(x, c, eps)
-        s1, s2 = _channel_grad_sums(g, x, c, mean)
-        out[0, c] = s2 * rstd
-        out[1, c] = s1
-
-
 @njit(**_JIT)
 def _embedding_backward(g, idx, out):
     rows, dim = g.shape
@@ -375,32 +291,6 @@ def _max_pool2d_backward(g, x, kh, kw, sh, sw, dh, dw, pt, pl, out):
 # A call splits over the kernels' threads only when it would run longer than a thread handoff
 # costs several times over (tens of us, more on a loaded machine): Adam's update of a 65,536
 # value parameter ran 30 us inline and 90 us split. Each public function passes its measured
-# cost per element (ns, one core, float32).
-MIN_SPLIT_NS = 200_000
-
-
-def _worth_splitting(size, ns_per_element):
-    # the size first: the thread count reads the environment (~10 us on the loaded machine,
-    # more than a small kernel's whole run)
-    return size * ns_per_element >= MIN_SPLIT_NS and _tasks.num_threads() >= 2
-
-
-def _split(kernel, arrays, args, ns_per_element):
-    """Run ``kernel(*arrays, *args)`` as chunks of the arrays' first axis on the kernels'
-    threads (every array is split alike; the chunks write disjoint rows)."""
-    rows = arrays[0].shape[0]
-    if rows < 2 or not _worth_splitting(arrays[0].size, ns_per_element):
-        kernel(*arrays, *args)
-        return
-    parts = min(_tasks.num_threads(), rows)
-    bounds = [rows * i // parts for i in range(parts + 1)]
-
-    def work(i, state):
-        lo, hi = bounds[i], bounds[i + 1]
-        kernel(*(a[lo:hi] for a in arrays), *args)
-    _tasks.run_tasks(range(parts), work, parts)
-
-
 def gelu_forward(x, out):
     """out = gelu(x), the erf form; flat arrays. float32 takes a fitted erfc (absolute error
     below 3e-7, within float32's rounding of the result), float64 ``math.erf``."""
@@ -466,38 +356,6 @@ def max_pool2d_backward(g, x, kh, kw, sh, sw, dh, dw, pt, pl, out):
            (g, x, out), (), kh * kw)             # about 1 ns a tap
 
 
-def _split_channels(kernel, x, *args):
-    """``kernel(..., c0, c1)`` over chunks of the channels of (N, C, L) x on the kernels' threads
-    (each chunk writes its own channels), inline when the call is small."""
-    channels = x.shape[1]
-    if channels < 2 or not _worth_splitting(x.size, 1):
-        kernel(*args, 0, channels)
-        return
-    parts = min(_tasks.num_threads(), channels)
-    bounds = [channels * i // parts for i in range(parts + 1)]
-    _tasks.run_tasks(range(parts), lambda i, state: kernel(*args, bounds[i], bounds[i + 1]), parts)
-
-
-def batch_norm_stats(x, out):
-    """out[0] = the mean, out[1] = the biased variance of each channel of (N, C, L) x."""
-    _split_channels(_batch_norm_stats, x, x, out)
-
-
-def batch_norm_forward(x, w, b, has_w, has_b, eps, out):
-    """out = (x - mean_c) * rstd_c (* w_c) (+ b_c) over (N, C, L), batch statistics."""
-    _split_channels(_batch_norm_forward, x, x, w, b, has_w, has_b, eps, out)
-
-
-def batch_norm_backward(g, x, w, has_w, eps, out):
-    """out = BatchNorm's (training mode) input gradient over (N, C, L)."""
-    _split_channels(_batch_norm_backward, x, g, x, w, has_w, eps, out)
-
-
-def batch_norm_affine_backward(g, x, eps, out):
-    """out[0, c] = sum of g * xhat, out[1, c] = sum of g over channel c of (N, C, L)."""
-    _split_channels(_batch_norm_affine_backward, x, g, x, eps, out)
-
-
 def embedding_backward(g, idx, out):
     """out[idx[r]] += g[r] for every row r of (rows, dim) g (out starts zeroed by the caller)."""
     _embedding_backward(g, idx, out)
@@ -522,11 +380,7 @@ def warm():
         _layer_norm_affine_backward(x, x, 1e-5, np.empty((2, 3), dt))
         _cross_entropy_forward(x, t, -100, np.empty(2, dt))
         _cross_entropy_backward(x, t, -100, np.ones(2), o)
-        x3 = np.ones((2, 3, 2), dt)
-        o3 = np.empty_like(x3)
-        _batch_norm_stats(x3, np.empty((2, 3), dt), 0, 3)
-        _batch_norm_forward(x3, w, w, True, True, 1e-5, o3, 0, 3)
-        _batch_norm_backward(x3, x3, w, True, 1e-5, o3, 0, 3)
-        _batch_norm_affine_backward(x3, x3, 1e-5, np.empty((2, 3), dt), 0, 3)
+        batch_norm.warm(dt)
         _embedding_backward(x, t, np.zeros((2, 3), dt))
+        x3 = np.ones((2, 3, 2), dt)
         _max_pool2d_backward(x3, x3, 2, 1, 1, 1, 1, 1, 0, 0, np.empty_like(x3))
