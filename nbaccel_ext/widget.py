@@ -234,11 +234,12 @@ _LIVE: OrderedDict[str, Any] = OrderedDict()  # display_id -> object shown under
 _LIVE_MAX = 256
 
 
-def _remember(display_id: str, obj: Any) -> None:
-    _LIVE[display_id] = obj
-    _LIVE.move_to_end(display_id)
-    while len(_LIVE) > _LIVE_MAX:
-        _LIVE.popitem(last=False)
+def _remember(key: str, obj: Any, table: OrderedDict = _LIVE) -> None:
+    """``table[key] = obj``, the most recent last; the oldest beyond ``_LIVE_MAX`` forgotten."""
+    table[key] = obj
+    table.move_to_end(key)
+    while len(table) > _LIVE_MAX:
+        table.popitem(last=False)
 
 
 def _show(obj: Any, display_id: str | None) -> None:
@@ -284,10 +285,7 @@ def display_report(report: dict, display_id: str | None = None, *, stable: bool 
     else:
         obj = ReportView(report, stable=stable)
     if model_key is not None and isinstance(obj, ReportWidget):
-        _MODELS[model_key] = obj
-        _MODELS.move_to_end(model_key)
-        while len(_MODELS) > _LIVE_MAX:
-            _MODELS.popitem(last=False)
+        _remember(model_key, obj, _MODELS)
     _show(obj, display_id)  # also refreshes the text/html fallbacks stored in the notebook
 
 
