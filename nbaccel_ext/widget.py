@@ -234,8 +234,10 @@ _LIVE: OrderedDict[str, Any] = OrderedDict()  # display_id -> object shown under
 _LIVE_MAX = 256
 
 
-def _remember(key: str, obj: Any, table: OrderedDict = _LIVE) -> None:
-    """``table[key] = obj``, the most recent last; the oldest beyond ``_LIVE_MAX`` forgotten."""
+def _remember(key: str, obj: Any, table: OrderedDict | None = None) -> None:
+    """``table[key] = obj`` (default: the display table, looked up now), the most recent last;
+    the oldest beyond ``_LIVE_MAX`` forgotten."""
+    table = _LIVE if table is None else table
     table[key] = obj
     table.move_to_end(key)
     while len(table) > _LIVE_MAX:
