@@ -13,6 +13,7 @@ import contextlib
 import threading
 import weakref
 
+from . import dtypes as _dtypes
 from . import ops
 from . import tensor as _tensor
 from .tensor_meta import is_tensor
@@ -73,42 +74,92 @@ def needs_input_grad(i: int) -> bool:
 
 
 class Node:
-    """One recorded op application: ``grad_fn`` of its output."""
+    """One recorded op application: ``grad_fn`` of its output.
 
-    __slots__ = ("op", "args", "params", "out", "backward_fn", "name", "__weakref__")
+    Recording is on every differentiable op's path, so it saves little: a concrete input is
+    kept as itself with the state its grad rule must see (its ``grad_fn``, version, array and
+    ``requires_grad`` then: ``_saved``), and the output as its array and version, not as the
+    output (which would make a cycle output -> node -> output). ``args`` and ``out`` give the
+    stand-ins the rules read: an input unchanged since is itself, one changed since (written
+    in place, given a new ``.data``) a *shell* of what it was, whose value raises if the
+    write made it stale. Tracers get their shells when recorded (the trace tracks them)."""
 
-    def __init__(self, op, args, params, out, backward_fn=None, name=None):
+    __slots__ = ("op", "_args", "_saved", "params", "_out", "backward_fn", "name", "__weakref__")
+
+    def __init__(self, op, args, params, out, backward_fn=None, name=None, saved=None):
         self.op = op
-        self.args = args          # shells of tensor args, scalars as they were
+        self._args = args          # tensor args (or their shells), scalars as they were
+        self._saved = saved        # per arg: None, or what it was when recorded (see _as_saved)
         self.params = params
-        self.out = out            # shell of the output (None when the rule does not need it)
+        self._out = out            # shell of the output, the state to make one from, None, False
         self.backward_fn = backward_fn   # custom: f(grad_out) -> tuple of grads per arg
         self.name = name or (op.name if op is not None else "Custom")
 
     def __repr__(self):
         return f"<{self.name[0].upper()}{self.name[1:]}Backward>"
 
+    @property
+    def args(self):
+        """The inputs as the grad rule reads them (see the class docstring)."""
+        saved = self._saved
+        if saved is None:
+            return self._args
+        return tuple([a if s is None else _as_saved(a, s) for a, s in zip(self._args, saved)])
+
+    @property
+    def out(self):
+        """The output's shell (made from its saved state on first read), None when the rule
+        does not need it, False once a backward without ``retain_graph`` consumed the node."""
+        out = self._out
+        if type(out) is tuple:
+            data, dtype, device, npflag, version, saved_version = out
+            out = self._out = _tensor.Tensor._wrap(data, dtype, device, npflag, version)
+            out.requires_grad = True
+            out._saved_version = saved_version
+        return out
+
+    @out.setter
+    def out(self, value):
+        self._out = value
+
+    def release(self, args):
+        """After a backward without ``retain_graph``: the output and the inputs that need no
+        gradient are let go (``args``: what ``args`` gave for this backward)."""
+        self._out = False
+        self._saved = None
+        self._args = tuple(None if is_tensor(a) and not a.requires_grad else a for a in args)
+
     def inputs(self):
         return [a for a in self.args if is_tensor(a) and a.requires_grad]
 
-    def apply(self, g):
+    def parents(self):
+        """The ``grad_fn`` of each tensor input as recorded (the walk's edges; no shells made)."""
+        saved = self._saved
+        if saved is None:
+            return [a.grad_fn for a in self._args if is_tensor(a)]
+        return [a.grad_fn if s is None else s[0] for a, s in zip(self._args, saved) if is_tensor(a)]
+
+    def apply(self, g, args=None):
+        if args is None:
+            args = self.args
+        out = self.out
         if self.backward_fn is not None:
             grads = self.backward_fn(g)
-        elif self.out is not None and is_grad_enabled():
+        elif out is not None and is_grad_enabled():
             # create_graph: a rule that reads the output (exp, tanh, sqrt) must be
             # differentiable through this node, but the saved shell cannot hold it for good
             # (node -> shell -> node would be a reference cycle): lend it for the call
-            self.out.grad_fn = self
+            out.grad_fn = self
             try:
-                grads = self.op.grad(g, self.out, *self.args, **self.params)
+                grads = self.op.grad(g, out, *args, **self.params)
             finally:
-                self.out.grad_fn = None
+                out.grad_fn = None
         else:
             # rules with costly per-input grads (matmul, linear) skip the ones nobody needs
             prev = _state.needs
-            _state.needs = tuple(is_tensor(a) and a.requires_grad for a in self.args)
+            _state.needs = tuple(is_tensor(a) and a.requires_grad for a in args)
             try:
-                grads = self.op.grad(g, self.out, *self.args, **self.params)
+                grads = self.op.grad(g, out, *args, **self.params)
             finally:
                 _state.needs = prev
         if not isinstance(grads, (tuple, list)):
@@ -121,12 +172,42 @@ class Node:
         return tuple((a.grad_fn, 0) for a in self.args if is_tensor(a))
 
 
+def _as_saved(a, saved):
+    """Input ``a`` as it was recorded: itself while unchanged, else a shell of what it was."""
+    grad_fn, version, data, requires_grad = saved
+    if (a._version[0] == version and a.grad_fn is grad_fn and a._data is data
+            and a.requires_grad == requires_grad):
+        return a
+    s = a._shell()
+    s.grad_fn = grad_fn
+    s._saved_version = version         # its value raises when an in-place write made it stale
+    s.requires_grad = requires_grad
+    if data is not a._data:            # a new ``.data`` since: the shell keeps the old array
+        s._data = data
+        s.dtype = _dtypes.dtype(data.dtype)
+    return s
+
+
 def attach(op, args, params, out):
     """Record ``out = op(*args, **params)`` on the tape."""
     T = _tensor.Tensor
-    shells = tuple([a._shell() if isinstance(a, T) else a for a in args])
+    kept = []
+    saved = []
+    for a in args:
+        if isinstance(a, T):
+            if a._node is None and a._saved_version is None:
+                kept.append(a)
+                saved.append((a.grad_fn, a._version[0], a._data, a.requires_grad))
+                continue
+            a = a._shell()
+        kept.append(a)
+        saved.append(None)
     out.requires_grad = True
-    out.grad_fn = Node(op, shells, params, out._shell(), None, op.name)
+    if out._node is None:
+        rec = (out._data, out.dtype, out.device, out._np, out._version, out._version[0])
+    else:
+        rec = out._shell()
+    out.grad_fn = Node(op, tuple(kept), params, rec, None, op.name, tuple(saved))
 
 
 def attach_custom(out, inputs, backward_fn, name="Custom"):
@@ -166,9 +247,9 @@ def _toposort(roots):
                 continue
             seen.add(id(node))
             stack.append((node, True))
-            for a in node.args:
-                if is_tensor(a) and a.grad_fn is not None and id(a.grad_fn) not in seen:
-                    stack.append((a.grad_fn, False))
+            for fn in node.parents():
+                if fn is not None and id(fn) not in seen:
+                    stack.append((fn, False))
     order.reverse()
     return order
 
@@ -203,8 +284,9 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
                 raise ConsumedGraphError("Trying to backward through the graph a second time (or directly "
                                    "access saved tensors after they have already been freed). "
                                    "Specify retain_graph=True on the first backward call.")
-            grads = node.apply(g)
-            for a, ga in zip(node.args, grads):
+            args = node.args
+            grads = node.apply(g, args)
+            for a, ga in zip(args, grads):
                 if ga is None or not is_tensor(a) or not a.requires_grad:
                     continue
                 if not isinstance(ga, _tensor.Tensor):
@@ -212,7 +294,11 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
                 ga = _unbroadcast(ga, a.shape)
                 if ga.dtype is not a.dtype and a.dtype.kind == "f":
                     ga = ga.astype(a.dtype)
-                origin = a._origin() if isinstance(a._origin, weakref.ref) else a._origin
+                origin = a._origin
+                if origin is None:
+                    origin = a                # an input saved as itself (not a shell)
+                elif isinstance(origin, weakref.ref):
+                    origin = origin()
                 if target_ids is not None:
                     if id(origin) in target_ids:   # stop at the requested inputs
                         add_to(reached, id(origin), target_ids[id(origin)], ga)
@@ -228,8 +314,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
                     if getattr(origin, "_retains_grad", False) and targets is None:
                         add_to(reached, id(origin), origin, ga)
             if not retain_graph:
-                node.out = False
-                node.args = tuple(None if is_tensor(a) and not a.requires_grad else a for a in node.args)
+                node.release(args)
     return reached
 
 

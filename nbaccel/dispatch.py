@@ -55,6 +55,70 @@ def _outranks(g, graph):
 def apply(op, args, params):
     """Run ``op`` on ``args`` (Tensors and Python scalars): trace, or execute eagerly, and
     record autograd when any input requires grad."""
+    if AUTOCAST is None and op.impl is not None and _trace.graph is None:
+        out = _short(op, args, params)
+        if out is not None:
+            return out
+    return _general(op, args, params)
+
+
+def _short(op, args, params):
+    """The common case in one pass (issue 36): concrete tensors on one device and Python
+    scalars, no trace, no autocast. The inputs are scanned once, and what the scan reads is
+    the signature under which the op's shape/dtype rule is memoised (``_INFER``); anything
+    else (a tracer, an autograd shell, two devices, a device move, a grad rule given only
+    by a decomposition) returns None and takes the general path, which decides it."""
+    sig = [op]
+    xs = []
+    dev = None
+    grad = npflag = False
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._node is not None or a._saved_version is not None:
+                return None
+            d = a.device
+            if d is not dev:
+                if dev is not None:
+                    return None
+                dev = d
+            if a.requires_grad:
+                grad = True
+            data = a._data
+            xs.append(data)
+            if a._np:
+                npflag = True
+            sig += (data.shape, id(a.dtype), a._np)
+        else:
+            xs.append(a)
+            sig.append(type(a))
+    if dev is None or op is _TO_DEVICE:
+        return None
+    if grad:
+        grad = op.differentiable and autograd._state.enabled
+        if grad and op.grad is None:
+            return None             # differentiated through its decomposition
+    if op.infer_memo or (op.kind == "linalg" and len(xs) == 2 and not params):
+        if params:
+            sig.append(tuple(params.items()))
+        try:
+            key = tuple(sig)
+            hit = _INFER.get(key)
+        except TypeError:            # an unhashable param
+            hit = infer(op, args, params)
+        else:
+            if hit is None:
+                hit = _remember(key, infer(op, args, params))
+    else:
+        hit = infer(op, args, params)
+    out = _run_impl(op, args, xs, params, hit[1], dev, npflag)
+    if grad:
+        if out.dtype.kind == "c":
+            _refuse_complex_grad(op, out)
+        autograd.attach(op, args, params, out)
+    return out
+
+
+def _general(op, args, params):
     if AUTOCAST is not None:       # inside nbaccel.autocast: some ops take other input dtypes
         args = AUTOCAST(op, args)
     graph = None
@@ -112,10 +176,9 @@ def _refuse_complex_grad(op, out):
 
 
 _INFER: dict = {}
-# the kinds whose shape/dtype rules read only shapes, dtypes, flavours, scalar types and params
-# (ops/meta.py memoises the first four for tracing; movement's rules are shape arithmetic too:
-# reshape, permute, broadcast_to, concat, slicing, pad/roll/tile)
-_MEMO_KINDS = ("unary", "binary", "ternary", "reduce", "movement")
+# the device move, which the short path leaves to the general one (its result's device is a
+# param): bound by install_methods, once every family has registered
+_TO_DEVICE = None
 
 
 def _infer_concrete(op, args, params):
@@ -123,7 +186,7 @@ def _infer_concrete(op, args, params):
     each array's shape, dtype singleton and flavour, each scalar's type. (The general memo in
     ops/meta.py hashes the same facts through Python-level ``__hash__`` methods.)"""
     pair = not params and len(args) == 2 and type(args[0]) is Tensor and type(args[1]) is Tensor
-    if op.kind not in _MEMO_KINDS and not (pair and op.kind == "linalg"):
+    if not op.infer_memo and not (pair and op.kind == "linalg"):
         return infer(op, args, params)   # (two plain tensors of a linalg op: matmul's shape rule)
     if pair:
         a, b = args      # the most common call, a binary op on two plain tensors: the same key
@@ -158,11 +221,15 @@ def _remember(key, hit):
 
 
 def _eager(op, args, params, dev, npflag):
-    # the hot path of every eager op: concrete tensors' arrays are read directly (``_value``
-    # only for tracers and autograd shells, which check versions)
+    # concrete tensors' arrays are read directly (``_value`` for tracers and autograd shells,
+    # which check versions)
     xs = [(a._data if a._node is None and a._saved_version is None else a._value())
           if isinstance(a, Tensor) else a for a in args]
-    dt = _infer_concrete(op, args, params)[1]
+    return _run_impl(op, args, xs, params, _infer_concrete(op, args, params)[1], dev, npflag)
+
+
+def _run_impl(op, args, xs, params, dt, dev, npflag):
+    """The op's ``impl`` on the arrays ``xs``, its result as a Tensor of dtype ``dt``."""
     xp = np if dev is cpu or dev.type == "cpu" else array_module(dev)
     data = op.impl(xp, *xs, **params) if params else op.impl(xp, *xs)
     if type(data) is not np.ndarray and (not hasattr(data, "dtype") or not hasattr(data, "shape")
@@ -227,6 +294,8 @@ def _inplace_operator(front):
 def install_methods():
     """Give Tensor one method per name that ops list in ``methods`` (the module docstring says
     how), each documented with the file and line of its op-table entry."""
+    global _TO_DEVICE
+    _TO_DEVICE = OPS.get("to_device")
     document_sites()
     for op in OPS.values():
         for m in op.methods:

@@ -75,13 +75,16 @@ OPERAND_CLASSES = ("result", "common", "own", "select")
 FLOAT_RULES = ("float", "ufloat", "realfloat")
 KINDS = ("unary", "binary", "ternary", "reduce", "movement", "index", "creation",
          "linalg", "nn", "random", "other")
+# the kinds whose shape/dtype rules read only shapes, dtypes, flavours, scalar types and params
+# (movement's are shape arithmetic: reshape, permute, broadcast_to, concat, slicing, pad/roll/tile)
+MEMO_KINDS = ("unary", "binary", "ternary", "reduce", "movement")
 
 
 class OpDef:
     __slots__ = ("name", "kind", "impl", "infer", "grad", "decomp", "primitive",
                  "differentiable", "front", "methods", "numpy",
                  "view", "inplace", "doc", "dtype_rule", "extern_backend", "batch_rule",
-                 "operands", "reduce", "layout", "bijective", "fill", "site")
+                 "operands", "reduce", "layout", "bijective", "fill", "site", "infer_memo")
 
     def __init__(self, name, kind, impl, infer, grad, decomp, primitive, differentiable,
                  methods, numpy, view, inplace, doc, dtype_rule):
@@ -108,6 +111,7 @@ class OpDef:
         self.bijective = False
         self.fill = None
         self.site = None        # (file, line) of the statement that defines it: _definition_site
+        self.infer_memo = False   # see defop
 
     def __repr__(self):
         return f"<op {self.name} ({'primitive' if self.primitive else 'composite'} {self.kind})>"
@@ -119,9 +123,15 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
           dtype_rule: str = "promote", front: Callable | None = None, doc: str = "",
           extern_backend: Callable | None = None, batch_rule: Callable | None = None,
           operands: str | None = None, reduce: "ReduceRule | None" = None,
-          layout: Callable | None = None, bijective: bool = False, fill: Callable | None = None):
+          layout: Callable | None = None, bijective: bool = False, fill: Callable | None = None,
+          infer_memo: bool | None = None):
     """Register one op. Returns the OpDef; ``front`` (or a default one for the kind) is
-    attached as ``op.front`` and exported by name."""
+    attached as ``op.front`` and exported by name.
+
+    ``infer_memo``: the shape/dtype rule reads only the inputs' shapes, dtypes and flavours,
+    the scalars' types and the params, so eager dispatch may memoise it per signature. The
+    default is true for the kinds whose rules are that by construction (elementwise,
+    reductions, movement: shape arithmetic); an op of another kind declares it."""
     if name in OPS:
         raise ValueError(f"op {name!r} is defined twice")
     if kind not in KINDS:
@@ -151,6 +161,7 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
     op.layout = layout
     op.bijective = bijective
     op.fill = fill
+    op.infer_memo = (kind in MEMO_KINDS) if infer_memo is None else bool(infer_memo)
     op.site = _definition_site()
     OPS[name] = op
     for np_name in op.numpy:
