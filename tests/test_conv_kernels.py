@@ -97,6 +97,7 @@ def test_shifted_cases_take_the_shifted_path(case, monkeypatch):
     """The cases above really run shifted.py, and its NumPy fallback (no OpenBLAS) agrees."""
     from nbaccel_kernels import _openblas
     from nbaccel_kernels.conv import shifted
+    monkeypatch.setattr(cpu, "SHIFTED_MIN_PIXELS", 0)   # (these cases' planes are small)
     x, w = _data(case, np.float64)
     g = Conv2dGeometry(x.shape, w.shape, *case[2:])
     assert cpu._shifted(g)
@@ -155,3 +156,11 @@ def test_reference_matches_pytorch(case):
     expect = torch.nn.functional.conv2d(xt, torch.from_numpy(w), stride=case[2],
                                         dilation=case[4], groups=case[5]).numpy()
     np.testing.assert_allclose(reference.conv2d_forward(x, w, *case[2:]), expect, atol=1e-10)
+
+
+def test_small_planes_take_im2col():
+    """Below SHIFTED_MIN_PIXELS output pixels per plane (notebook 11's 4x4 and 8x8 planes),
+    im2col and one batched GEMM run instead of shifted.py's per-image, per-tap calls."""
+    small = Conv2dGeometry((64, 16, 8, 8), (32, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    large = Conv2dGeometry((64, 16, 14, 14), (32, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    assert not cpu._shifted(small) and cpu._shifted(large)

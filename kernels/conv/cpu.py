@@ -19,6 +19,8 @@ array([[4., 4.],
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from . import _loops, shifted
@@ -27,6 +29,15 @@ from .geometry import Conv2dGeometry
 COLS_BYTES = 64 << 20      # the im2col buffer of one batch chunk stays under this
 DIRECT_BELOW = 32          # C//groups * KH * KW below this: direct loops beat a thin GEMM
 SHIFTED_FROM = 16          # C//groups from this, stride 1: shifted GEMMs beat im2col (shifted.py)
+# ... and output planes of at least this many pixels: shifted.py makes a few small GEMM calls
+# from Python per image and tap, so small images (notebook 11's 4x4 and 8x8 planes, batch 64)
+# pay that overhead 9 * N times: 5-10 ms where im2col and one batched GEMM take 0.4-1.7 ms
+# (64x16x4x4 -> 32 and 64x16x8x8 -> 32 forward; at 14x14 shifted is 2x faster)
+SHIFTED_MIN_PIXELS = 150
+# the direct loops run on one thread below this many multiply-adds: waking numba's OpenMP
+# workers for a small loop cost more than the loop (notebook 11's first convolution, 64x1x8x8
+# -> 16: 0.64 ms on one thread, 7.8 ms on two beside another process's load)
+DIRECT_SERIAL_BELOW = 4_000_000
 
 
 def _check_dtypes(*arrays):
@@ -42,7 +53,8 @@ def _direct(g):
 
 
 def _shifted(g):
-    return shifted.applies(g) and g.cg >= SHIFTED_FROM and not _pointwise(g)
+    return (shifted.applies(g) and g.cg >= SHIFTED_FROM and g.oh * g.ow >= SHIFTED_MIN_PIXELS
+            and not _pointwise(g))
 
 
 def _pointwise(g):
@@ -52,6 +64,22 @@ def _pointwise(g):
 
 def _loop_args(g):
     return (g.sh, g.sw, g.pt, g.pl, g.dh, g.dw)
+
+
+@contextlib.contextmanager
+def _loop_threads(g):
+    """The direct loops' thread count: one for small convolutions (DIRECT_SERIAL_BELOW), else
+    numba's (its setting is per launching thread, restored afterwards)."""
+    if g.n * g.o * g.oh * g.ow * g.cg * g.kh * g.kw >= DIRECT_SERIAL_BELOW:
+        yield
+        return
+    import numba
+    old = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
 
 
 def _chunks(g, itemsize):
@@ -125,7 +153,8 @@ def conv2d_forward(x, w, stride, padding, dilation, groups, out=None):
         y[...] = 0
         return y
     if _direct(g):
-        _loops.direct_forward(x, w, y, g.cg, g.og, *_loop_args(g))
+        with _loop_threads(g):
+            _loops.direct_forward(x, w, y, g.cg, g.og, *_loop_args(g))
         return y
     if _shifted(g):
         return shifted.forward(x, w, g, y)
@@ -155,7 +184,8 @@ def conv2d_backward_input(gy, w, input_hw, stride, padding, dilation, groups):
     if gx.size == 0 or gy.size == 0 or w.size == 0:
         return gx
     if _direct(g):
-        _loops.direct_backward_input(gy, w, gx, g.cg, g.og, *_loop_args(g))
+        with _loop_threads(g):
+            _loops.direct_backward_input(gy, w, gx, g.cg, g.og, *_loop_args(g))
         return gx
     if _shifted(g) and shifted.backward_input(gy, w, g, gx):
         return gx
@@ -187,7 +217,8 @@ def conv2d_backward_weight(x, gy, kernel_hw, stride, padding, dilation, groups):
     if gw.size == 0 or gy.size == 0 or x.size == 0:
         return gw
     if _direct(g):
-        _loops.direct_backward_weight(x, gy, gw, g.cg, g.og, *_loop_args(g))
+        with _loop_threads(g):
+            _loops.direct_backward_weight(x, gy, gw, g.cg, g.og, *_loop_args(g))
         return gw
     if _shifted(g):
         return shifted.backward_weight(x, gy, g, gw)
