@@ -97,7 +97,9 @@ def _short(op, args, params):
         grad = op.differentiable and autograd._state.enabled
         if grad and op.grad is None:
             return None             # differentiated through its decomposition
-    if op.infer_memo or (op.kind == "linalg" and len(xs) == 2 and not params):
+    memo = op.infer_memo
+    if (memo is True or (memo and len(xs) == 1)
+            or (op.kind == "linalg" and len(xs) == 2 and not params)):
         if params:
             sig.append(tuple(params.items()))
         try:
@@ -186,7 +188,8 @@ def _infer_concrete(op, args, params):
     each array's shape, dtype singleton and flavour, each scalar's type. (The general memo in
     ops/meta.py hashes the same facts through Python-level ``__hash__`` methods.)"""
     pair = not params and len(args) == 2 and type(args[0]) is Tensor and type(args[1]) is Tensor
-    if not op.infer_memo and not (pair and op.kind == "linalg"):
+    memo = op.infer_memo
+    if not (memo is True or (memo and len(args) == 1)) and not (pair and op.kind == "linalg"):
         return infer(op, args, params)   # (two plain tensors of a linalg op: matmul's shape rule)
     if pair:
         a, b = args      # the most common call, a binary op on two plain tensors: the same key

@@ -88,6 +88,22 @@ def _rebuild(entries, arrays):
     return tuple(out)
 
 
+_KEYS: dict = {}
+
+
+def _index_key(entries, arrays):
+    """``_rebuild``, memoised for an index without tensors (ints, slices, None, ...: the same
+    key every call, and ``x[2]`` is on every training loop's path)."""
+    if arrays:
+        return _rebuild(entries, arrays)
+    key = _KEYS.get(entries)
+    if key is None:
+        if len(_KEYS) > 10_000:
+            _KEYS.clear()
+        key = _KEYS[entries] = _rebuild(entries, ())
+    return key
+
+
 def _plan(shape, entries, idx):
     """Split an index into a basic stage and an advanced stage.
 
@@ -389,7 +405,10 @@ def _getitem_front(x, index):
 
 getitem = defop(
     "getitem", kind="index", view=True, decomp=_getitem_decomp,
-    impl=lambda xp, x, *arrays, index: x[_rebuild(index, arrays)],
+    impl=lambda xp, x, *arrays, index: x[_index_key(index, arrays)],
+    # the result's shape is the index's and the input's shape, except that a boolean mask's
+    # count is its values': memoised only without index tensors
+    infer_memo="one input",
     infer=lambda args, p: (_result_shape(args[0].shape, p["index"], args[1:]), args[0].dtype),
     grad=lambda g, out, x, *idx, index: (
         apply(setitem, (_zeros(x, g.dtype), g) + idx, {"index": index, "accumulate": True}),

@@ -74,7 +74,7 @@ def _reshape_batch(args, batched, params, size):
 reshape = defop(
     "reshape", kind="movement", view=True, batch_rule=_reshape_batch,
     layout=lambda lay, p, shape: lay.reshape(shape), bijective=True,
-    impl=lambda xp, x, shape: xp.reshape(x, shape),
+    impl=lambda xp, x, shape: x.reshape(shape),     # (the method: no NumPy wrapper call)
     infer=lambda args, p: (_resolve_shape(p["shape"], math.prod(args[0].shape), args),
                            args[0].dtype),
     grad=lambda g, out, x, shape: (g.reshape(x.shape),),
@@ -105,7 +105,7 @@ permute = defop(
     layout=lambda lay, p, shape: lay.permute(p["axes"]), bijective=True,
     batch_rule=lambda args, batched, p, size: apply(
         permute, args, {"axes": (0,) + tuple(a + 1 for a in p["axes"])}),
-    impl=lambda xp, x, axes: xp.transpose(x, axes),
+    impl=lambda xp, x, axes: x.transpose(axes),
     infer=lambda args, p: (tuple(args[0].shape[a] for a in p["axes"]), args[0].dtype),
     grad=lambda g, out, x, axes: (g.permute(_inverse(axes)),),
     front=_permute_front, methods="permute", numpy="permute_dims")

@@ -131,7 +131,9 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
     ``infer_memo``: the shape/dtype rule reads only the inputs' shapes, dtypes and flavours,
     the scalars' types and the params, so eager dispatch may memoise it per signature. The
     default is true for the kinds whose rules are that by construction (elementwise,
-    reductions, movement: shape arithmetic); an op of another kind declares it."""
+    reductions, movement: shape arithmetic); an op of another kind declares it, or declares
+    ``"one input"``: memoised only when called with one argument (indexing: a boolean index
+    tensor's values decide the result's shape)."""
     if name in OPS:
         raise ValueError(f"op {name!r} is defined twice")
     if kind not in KINDS:
@@ -161,7 +163,9 @@ def defop(name: str, *, kind: str, impl: Callable | None = None, infer: Callable
     op.layout = layout
     op.bijective = bijective
     op.fill = fill
-    op.infer_memo = (kind in MEMO_KINDS) if infer_memo is None else bool(infer_memo)
+    if infer_memo not in (None, True, False, "one input"):
+        raise ValueError(f"op {name!r}: infer_memo is True, False or 'one input'")
+    op.infer_memo = (kind in MEMO_KINDS) if infer_memo is None else infer_memo
     op.site = _definition_site()
     OPS[name] = op
     for np_name in op.numpy:
