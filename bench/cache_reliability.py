@@ -94,7 +94,7 @@ def _race(tmp, n, rounds):
 
 def _overhead(tmp, reps):
     from nbaccel import cache_fs
-    from nbaccel.compiler import cache
+    from nbaccel.compiler.cache import cache
     from nbaccel.compiler.config import config
     config["cache_dir"] = os.path.join(tmp, "overhead")     # the environment is read at import
     cache._reset_session_for_tests()

@@ -113,8 +113,8 @@ def run_tracing_overhead(size=8, repeat=30) -> dict:
 def run_schedule_time(repeat=20) -> dict:
     """Median seconds to schedule the decomposed 200-op chain (the loop-IR scheduler alone)."""
     import nbaccel as nb
-    from nbaccel.compiler.decompose import decompose
-    from nbaccel.compiler.schedule import schedule
+    from nbaccel.compiler.capture.decompose import decompose
+    from nbaccel.compiler.schedule.schedule import schedule
     x = np.ones((64, 64), np.float32)
     cf = nb.compile(chain200(nb), backend="numpy")
     cf(x)

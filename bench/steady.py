@@ -186,7 +186,7 @@ def run_mlp(rounds, worker=None, settle=0.0, **sizes) -> dict:
 
     def nb_tier(backend):
         step, params = mlp.nbaccel_model()
-        # reduce-overhead: the step replays its compiled program (compiler/train_step.py)
+        # reduce-overhead: the step replays its compiled program (compiler/replay/train_step.py)
         fn, info = _nb_compiled(nb, step, backend, lambda cf: cf(xt, yt),
                                 lambda name, loss: check_step(name, loss, params, ref),
                                 mode="reduce-overhead")

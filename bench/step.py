@@ -9,7 +9,7 @@ the per-round ratios with its spread (max/min of those ratios).
 * ``numpy``: forward and backward written by hand (``MLP.numpy_step``);
 * ``nbaccel eager``: nbaccel.nn + nbaccel.optim, op by op;
 * ``nbaccel compiled``: the same step under ``nb.compile(mode="reduce-overhead",
-  backend="numba")``: one replayed program (compiler/train_step.py);
+  backend="numba")``: one replayed program (compiler/replay/train_step.py);
 * ``nbaccel compiled (default mode)``: re-traced on every call (the graph cache hits);
 * ``torch eager`` / ``torch.compile``: when PyTorch is installed, in a child process of their
   own (beside a NumPy step of their own, through which they are compared).

@@ -52,7 +52,7 @@ from . import sparse  # noqa: E402,F401  (2:4 semi-structured sparsity)
 
 from . import compiler  # noqa: E402,F401  (its call path, and so numba, loads on first use)
 from .compiler import CompileReport, GraphBreakError  # noqa: E402,F401
-from .compiler import numba_warmup as _numba_warmup  # noqa: E402  (threading and config only)
+from .compiler.cache import warmup as _numba_warmup  # noqa: E402  (threading and config only)
 # the Dask bridge registers its handler for Dask arrays with the compiler, which does not import
 # it (compiler/foreign.py); importing the package is cheap: no Dask, no bridge until a Dask call
 from . import daskbridge  # noqa: E402,F401
@@ -81,7 +81,7 @@ def __getattr__(name):
         value = globals()[name] = getattr(compiler, name)
         if name == "compile":
             # numba will be needed: its import and set-up start now on a thread, so that the
-            # first call's tracing, NumPy work and file reads overlap them (numba_warmup.py)
+            # first call's tracing, NumPy work and file reads overlap them (compiler/cache/warmup.py)
             _numba_warmup.start()
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

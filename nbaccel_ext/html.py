@@ -293,7 +293,7 @@ def _cell_recompiles(c: dict) -> int:
 
 
 def cell_saved_seconds(c: dict) -> float | None:
-    """Net time a cell saved, as its decision measured it (compiler/decision.py): the front end
+    """Net time a cell saved, as its decision measured it (compiler/replay/decision.py): the front end
     does no arithmetic of its own."""
     return _num(c.get("saved_seconds"))
 

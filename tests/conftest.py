@@ -44,7 +44,7 @@ def _restore_config():
 
 @pytest.fixture(scope="session", autouse=True)
 def _cells_compile_on_their_first_run():
-    """A %%compile cell's first run is plain by default (compiler/decision.py: it compiles once
+    """A %%compile cell's first run is plain by default (compiler/replay/decision.py: it compiles once
     its plain runs have cost what compiling would). A plain run is the plain cell: the contract
     holds by construction. The suite tests the compiled path, so its cells compile on their
     first run, as ``%%compile --now`` does; the tests of the default policy set it themselves

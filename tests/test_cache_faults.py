@@ -18,8 +18,9 @@ import pytest
 
 import nbaccel as nb
 from nbaccel import cache_fs
-from nbaccel.compiler import cache, cache_housekeeping as hk, numba_cache, runtime
-from nbaccel.compiler.cache import NbaccelCacheWarning
+from nbaccel.compiler.cache import cache, housekeeping as hk, numba_cache
+from nbaccel.compiler.runtime import runtime
+from nbaccel.compiler.cache.cache import NbaccelCacheWarning
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 POSIX = hasattr(os, "getuid")
@@ -265,7 +266,7 @@ def test_processes_compiling_the_same_graph_on_a_cold_cache(tmp_path):
 SIGNATURES = textwrap.dedent("""
     import json, os, sys, time
     import numpy as np
-    from nbaccel.compiler import cache
+    from nbaccel.compiler.cache import cache
     ready, go, src, dtype = sys.argv[1:5]
     source = open(src).read()
     open(ready, "w").close()
@@ -656,7 +657,7 @@ def test_user_locator_override_keeps_kernels_working(root, monkeypatch):
     assert build(src, 52) == ("new", 0)
     new_session()
     assert build(src, 52) == ("disk", 1)
-    assert numba.config.CACHE_LOCATOR_CLASSES.startswith("nbaccel.compiler.numba_cache._KernelLocator,")
+    assert numba.config.CACHE_LOCATOR_CLASSES.startswith("nbaccel.compiler.cache.numba_cache._KernelLocator,")
 
 
 # ------------------------------------------------------- trust, as an unprivileged user (CI root)
@@ -667,8 +668,8 @@ THROWAWAY_UID = 54321
 _UNPRIVILEGED_CASES = textwrap.dedent('''
     import json, os, sys, textwrap, warnings
     import numpy as np
-    from nbaccel.compiler import cache
-    from nbaccel.compiler.cache import NbaccelCacheWarning
+    from nbaccel.compiler.cache import cache
+    from nbaccel.compiler.cache.cache import NbaccelCacheWarning
     from nbaccel.compiler.config import config
     base = sys.argv[1]
 

@@ -129,7 +129,7 @@ def test_too_many_graph_breaks_go_plain_for_later_runs_too(shell):
 
 
 def test_safety_net_reruns_plainly_and_prints_once(shell, monkeypatch):
-    from nbaccel.compiler import entries
+    from nbaccel.compiler.replay import entries
 
     def broken(self, *a, **k):
         raise RuntimeError("internal error: injected")
@@ -142,7 +142,7 @@ def test_safety_net_reruns_plainly_and_prints_once(shell, monkeypatch):
 
 
 def test_safety_net_restores_inputs_updated_in_place(shell, monkeypatch):
-    from nbaccel.compiler import capture
+    from nbaccel.compiler.capture import capture
     real = capture.TraceSession.flush
     calls = {"n": 0}
 
@@ -158,7 +158,7 @@ def test_safety_net_restores_inputs_updated_in_place(shell, monkeypatch):
 
 
 def test_strict_raises_the_internal_failure(shell, monkeypatch):
-    from nbaccel.compiler import entries
+    from nbaccel.compiler.replay import entries
 
     def broken(self, *a, **k):
         raise RuntimeError("internal error: injected")
@@ -203,7 +203,7 @@ def test_nb_compile_falls_back_after_too_many_breaks():
 
 
 def test_report_speedups_are_honest():
-    from nbaccel.compiler.report import CompileReport, fmt_ratio
+    from nbaccel.compiler.report.report import CompileReport, fmt_ratio
     r = CompileReport(eager_seconds=5e-6, compiled_seconds=8e-6)
     r._set_speedup()
     assert r.speedup is None and r.speedup_note == "too short to measure"

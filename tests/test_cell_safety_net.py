@@ -61,7 +61,7 @@ def shell():
 @pytest.fixture
 def fail_once(monkeypatch):
     """The compiled attempt's first graph flush raises an internal error."""
-    from nbaccel.compiler import capture
+    from nbaccel.compiler.capture import capture
     real = capture.TraceSession.flush
     state = {"armed": False}
 
@@ -103,7 +103,7 @@ def test_regression_random_draws_are_the_plain_cells():
     """The issue's example: a failed attempt drew numbers; the re-run must draw the same ones."""
     sh = harness.get_shell("numpy")
     harness._fresh(sh, "import numpy as np\nnp.random.seed(42)\nx = np.ones(4)\n")
-    from nbaccel.compiler import capture
+    from nbaccel.compiler.capture import capture
     real = capture.TraceSession.flush
     calls = {"n": 0}
 

@@ -1,7 +1,7 @@
 """Warnings are output: a compiled cell issues NumPy's floating-point warnings as the plain
 cell does (issue 37 item 3) — the same category and message naming the user's op, the user's
 line, the same count under each filter and errstate, and FloatingPointError where errstate says
-raise. compiler/fpflags.py does it; docs/compiler.md ("Floating-point warnings") says how."""
+raise. compiler/runtime/fpflags.py does it; docs/compiler.md ("Floating-point warnings") says how."""
 from __future__ import annotations
 
 import types
@@ -127,7 +127,7 @@ def test_errstate_call_and_catch_warnings_inside(shell):
 
 def test_quiet_cells_pay_nothing(shell, monkeypatch):
     """No flag: the graph is not replayed."""
-    from nbaccel.compiler import fpflags
+    from nbaccel.compiler.runtime import fpflags
     calls = []
     monkeypatch.setattr(fpflags, "_replay", lambda *a: calls.append(a))
     cell = types.SimpleNamespace(setup=SETUP, needs=(), source="a = np.arange(5.0)\nb = np.log(a + 1) * 2\n")
@@ -177,7 +177,7 @@ def test_verify_compares_warnings(shell, capsys):
 
 
 def test_verify_names_a_warning_difference(shell, monkeypatch):
-    from nbaccel.compiler import fpflags
+    from nbaccel.compiler.runtime import fpflags
     from nbaccel.magics import get_extension
     monkeypatch.setattr(fpflags, "_replay", lambda *a: None)      # a compiled run that stays silent
     cell = _cell("divide", "planted")
@@ -210,7 +210,7 @@ def _g(z):
 @pytest.mark.parametrize("action", ["default", "always"])
 def test_replayed_function_warns_as_plainly(action, monkeypatch):
     """mode="reduce-overhead" replays the program without tracing: the same warnings."""
-    from nbaccel.compiler import fpflags
+    from nbaccel.compiler.runtime import fpflags
     replayed = []
     run = fpflags.run
     monkeypatch.setattr(fpflags, "run", lambda *a, **k: replayed.append(k.get("replayed")) or run(*a, **k))

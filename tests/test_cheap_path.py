@@ -1,5 +1,5 @@
-"""The cheap path for small graphs (compiler/cheap_path.py) and a cell's plain runs chosen by its
-decision (compiler/decision.py, magics/plain_runs.py): which path ran and why, and that every
+"""The cheap path for small graphs (compiler/replay/cheap_path.py) and a cell's plain runs chosen by its
+decision (compiler/replay/decision.py, magics/plain_runs.py): which path ran and why, and that every
 path behaves exactly like the plain cell. Structure and values only, never wall-clock time: the
 decisions that depend on timings are given their timings."""
 import sys
@@ -13,9 +13,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tests.cells import catalogue, harness  # noqa: E402
 
 import nbaccel as nb  # noqa: E402
-from nbaccel.compiler import cheap_path  # noqa: E402
-from nbaccel.compiler.decision import PROBES  # noqa: E402
-from nbaccel.compiler.capture import TraceSession  # noqa: E402,F401  (the engine is importable)
+from nbaccel.compiler.replay import cheap_path  # noqa: E402
+from nbaccel.compiler.replay.decision import PROBES  # noqa: E402
+from nbaccel.compiler.capture.capture import TraceSession  # noqa: E402,F401  (the engine is importable)
 
 # cells that go plain for their own reasons (per-element Python calls, a failing compiled try)
 PLAIN_BY_DESIGN = {"vectorize", "frompyfunc_apply", "error_shape", "error_after_side_effect"}

@@ -15,7 +15,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tests.test_fastmath import REFERENCE, RTOL, TINY, sample_points  # noqa: E402
 
 import nbaccel as nb  # noqa: E402
-from nbaccel.compiler import cache, jit_split, runtime  # noqa: E402
+from nbaccel.compiler.cache import cache, jit_split  # noqa: E402
+from nbaccel.compiler.runtime import runtime  # noqa: E402
 from nbaccel.compiler.codegen import fastmath, fastmath_text, numba as nb_codegen, numba_launch  # noqa: E402
 
 HELPERS = sorted(fastmath_text.BODIES)
@@ -212,7 +213,7 @@ def test_report_splits_the_jit_time(tmp_path, monkeypatch):
 
 def test_numba_warmup_runs_once_in_the_background():
     import subprocess
-    code = ("import numba.core.registry as r; from nbaccel.compiler import numba_warmup as w; "
+    code = ("import numba.core.registry as r; from nbaccel.compiler.cache import warmup as w; "
             "print(w.start(), w.start(), w.wait(60), "
             "bool(r.cpu_target.typing_context._registries) and bool(r.cpu_target.target_context._registries))")
     import os
@@ -221,6 +222,6 @@ def test_numba_warmup_runs_once_in_the_background():
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "False", "True", "True"]
     env["NBACCEL_NUMBA_WARMUP"] = "0"
-    off = subprocess.run([sys.executable, "-c", "from nbaccel.compiler import numba_warmup as w; print(w.start())"],
+    off = subprocess.run([sys.executable, "-c", "from nbaccel.compiler.cache import warmup as w; print(w.start())"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert off.stdout.strip() == "False"

@@ -6,7 +6,7 @@ own copy, so a warning the cell was recording at that moment vanished (CI's inte
 import threading
 import warnings
 
-from nbaccel.compiler import runtime
+from nbaccel.compiler.runtime import runtime
 
 
 def test_a_background_compile_leaves_the_notebooks_warning_capture_alone(monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 import numpy as np
 
 import nbaccel as nb
-from nbaccel.compiler import cache
+from nbaccel.compiler.cache import cache
 
 SCRIPT = textwrap.dedent("""
     import json, sys, numpy as np, nbaccel as nb
@@ -94,7 +94,7 @@ def test_clear(tmp_path, monkeypatch):
 
 AUTO_WARM = textwrap.dedent("""
     import json, sys, numpy as np, nbaccel as nb
-    from nbaccel.compiler import numba_warmup
+    from nbaccel.compiler.cache import warmup as numba_warmup
     def f(x, w):
         y = np.tanh(x * w + 1.0) * 0.5
         return y - y.max(axis=-1, keepdims=True)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import nbaccel as nb
-from nbaccel.compiler import api, cheap_path, entries
+from nbaccel.compiler import api
+from nbaccel.compiler.replay import cheap_path, entries
 from nbaccel.compiler import config as config_module_attr
 from nbaccel.compiler.config import config, from_environment
 

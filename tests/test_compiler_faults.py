@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import nbaccel as nb
-from nbaccel.compiler import entries, runtime
+from nbaccel.compiler.replay import entries
+from nbaccel.compiler.runtime import runtime
 from nbaccel.compiler.codegen import common, numba as nb_codegen, numpy as np_codegen
 
 

@@ -17,7 +17,7 @@ distributed = pytest.importorskip("distributed")
 def _busy_compiler():
     """On a worker: a compile in flight for a long time and one queued behind it."""
     import time
-    from nbaccel.compiler import runtime
+    from nbaccel.compiler.runtime import runtime
     runtime._COMPILER.submit(time.sleep, 60)
     runtime._COMPILER.submit(time.sleep, 60)
     return True
@@ -56,7 +56,7 @@ def test_a_notebook_process_still_waits_for_its_queued_compiles(tmp_path):
     done = tmp_path / "done"
     script = textwrap.dedent(f"""
         import time
-        from nbaccel.compiler import runtime
+        from nbaccel.compiler.runtime import runtime
         def compile_():
             time.sleep(0.5)
             open({str(done)!r}, "w").write("ok")
@@ -75,7 +75,7 @@ def _busy_and_compiled():
     import time
     import numpy as np
     import nbaccel as nb
-    from nbaccel.compiler import runtime
+    from nbaccel.compiler.runtime import runtime
     f = nb.compile(lambda x: np.tanh(x * 2 + 1).sum(axis=0), backend="auto")
     f(np.ones((64, 8)))
     runtime._COMPILER.submit(time.sleep, 60)

@@ -1,8 +1,8 @@
-"""The one decision (nbaccel/compiler/decision.py): plain or compiled from measured runs of the
+"""The one decision (nbaccel/compiler/replay/decision.py): plain or compiled from measured runs of the
 user's own code, and the verdict's arithmetic. Times are given, not measured."""
 import pytest
 
-from nbaccel.compiler.decision import (COMPILE_ESTIMATE, PROBES, RESOLUTION_SECONDS, Decision,
+from nbaccel.compiler.replay.decision import (COMPILE_ESTIMATE, PROBES, RESOLUTION_SECONDS, Decision,
                                        fmt_ratio)
 
 

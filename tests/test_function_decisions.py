@@ -1,4 +1,4 @@
-"""nb.compile'd functions and training steps under the one decision (compiler/decision.py): calls
+"""nb.compile'd functions and training steps under the one decision (compiler/replay/decision.py): calls
 are timed against the plain function on the same arguments, the faster one runs, and every call
 is what the plain function would do. The timings the decisions depend on are given, not
 measured."""

@@ -173,7 +173,7 @@ def test_an_unwritable_cache_keeps_the_choice_in_memory(tmp_path, monkeypatch):
 def test_the_compilers_location_is_inside_nbaccels_versioned_cache(tmp_path, monkeypatch):
     # the compiler hands the tuner its directory (gpu/ does not import the compiler); without
     # one the choice stays in memory
-    from nbaccel.compiler import cache
+    from nbaccel.compiler.cache import cache
     from nbaccel.compiler.config import config
     monkeypatch.setitem(config, "cache_dir", str(tmp_path / "c"))
     cache._reset_session_for_tests()

@@ -245,7 +245,7 @@ def test_triton_backend_float16_on_cuda(cp):
 
 def test_the_eager_baseline_of_a_cuda_graph_runs(cp):
     """The report's eager baseline runs the captured graph through the reference interpreter
-    (compiler/runtime.py interpret), which must take CuPy arrays (np.asarray of one raises)."""
+    (compiler/runtime/runtime.py interpret), which must take CuPy arrays (np.asarray of one raises)."""
     from nbaccel.compiler import api as capi
     if "triton" not in capi.BACKENDS:
         pytest.skip("this build has no Triton backend")

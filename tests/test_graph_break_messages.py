@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nbaccel as nb
-from nbaccel.compiler.capture import _fix_for
+from nbaccel.compiler.capture.capture import _fix_for
 
 pytest.importorskip("IPython")
 from IPython import get_ipython  # noqa: E402

@@ -1,4 +1,4 @@
-"""Guarded replay (compiler/guarded.py, readset.py): later calls check guards on what the code
+"""Guarded replay (compiler/replay/guarded.py, readset.py): later calls check guards on what the code
 read and replay the compiled program; every kind of dependency changed between calls must give
 the plain function's result (never stale), and code whose reads cannot be guarded re-traces."""
 import types

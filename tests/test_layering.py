@@ -233,8 +233,8 @@ def test_the_walker_sees_module_and_function_level_imports():
     """The reader itself: relative imports, imports inside functions, and a name imported from
     a package that is a module of its own."""
     edges = _graph()
-    assert edges.get(("nbaccel.compiler.schedule", "nbaccel.compiler.loops")) == "module"
-    assert ("nbaccel.compiler.kernel_passes", "nbaccel.compiler.codegen.common") in edges
+    assert edges.get(("nbaccel.compiler.schedule.schedule", "nbaccel.compiler.schedule.loops")) == "module"
+    assert ("nbaccel.compiler.codegen.kernel_passes", "nbaccel.compiler.codegen.common") in edges
     assert any(level == "function" for level in edges.values())
     assert circles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [["a", "b", "c"]]
 
@@ -307,3 +307,71 @@ def test_the_import_reader_sees_comments():
             "    from . import b  # why\n    x = 1\n    from nbaccel import c\n    import numpy\n")
     assert [(line, explained) for line, _, explained in _function_level_imports_in(text)] == [
         (6, True), (7, True), (9, False)]
+
+
+# ---- the compiler's rooms (issue 38, item 3) ---------------------------------------------------
+# The compiler is one layer made of rooms: each subpackage of nbaccel/compiler/ is a room whose
+# __init__ docstring says its job and, on one "May import:" line, the other rooms its modules may
+# import (the layers below the compiler are open to all of them). ``config`` is the settings
+# module (layer 4); the rest of the compiler's top level (``api``, ``call_values``, ``foreign``,
+# the package itself) is the api room, which may import every room. docs/architecture.md draws it.
+
+COMPILER = ROOT / "nbaccel" / "compiler"
+NO_ROOM = "nothing of the compiler"
+
+
+def declared_rooms():
+    """{room: the rooms it may import}, read from each room's ``May import:`` line."""
+    out = {}
+    for init in sorted(COMPILER.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        said = [line for line in doc.splitlines() if line.startswith("May import:")]
+        assert len(said) == 1, (f"{init.relative_to(ROOT)}: the docstring names what the room may "
+                                "import on one 'May import:' line")
+        names = said[0].partition(":")[2].strip()
+        out[init.parent.name] = set() if names == NO_ROOM else {n.strip() for n in names.split(",")}
+    return out
+
+
+def room_of(module):
+    """The compiler room ``module`` is in ('config', 'api', a subpackage), None outside it."""
+    parts = module.split(".")
+    if parts[:2] != ["nbaccel", "compiler"]:
+        return None
+    if len(parts) > 2 and parts[2] == "config":
+        return "config"
+    if len(parts) > 2 and (COMPILER / parts[2]).is_dir():
+        return parts[2]
+    return "api"
+
+
+def _room_arrows():
+    """{(room, room): an import that makes the arrow} between different rooms of the compiler."""
+    out = {}
+    for a, b in sorted(_graph()):
+        ra, rb = room_of(a), room_of(b)
+        if ra is not None and rb is not None and ra != rb:
+            out.setdefault((ra, rb), f"{a} -> {b}")
+    return out
+
+
+def test_each_room_imports_only_the_rooms_it_declares():
+    declared = declared_rooms()
+    bad = [f"{example}   (room {a} may import: {', '.join(sorted(declared[a])) or NO_ROOM})"
+           for (a, b), example in _room_arrows().items() if a in declared and b not in declared[a]]
+    assert not bad, ("imports between the compiler's rooms that the importing room's docstring "
+                     "does not allow (move the module, or say why on the 'May import:' line):\n"
+                     + "\n".join(bad))
+
+
+def test_the_rooms_declare_what_they_use_and_no_circle():
+    declared = declared_rooms()
+    unknown = {a: sorted(d - set(declared) - {"config"}) for a, d in declared.items()
+               if d - set(declared) - {"config"}}
+    assert not unknown, f"'May import:' names rooms that do not exist: {unknown}"
+    used = set(_room_arrows())
+    unused = sorted(f"{a} -> {b}" for a, d in declared.items() for b in d if (a, b) not in used)
+    assert not unused, ("declared arrows between rooms that no import makes (take them off the "
+                        "'May import:' line):\n" + "\n".join(unused))
+    assert not circles([(a, b) for a, d in declared.items() for b in d])
+    assert {"api", "config"}.isdisjoint(declared), "api and config are not subpackages"

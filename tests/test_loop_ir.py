@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import nbaccel as nb
-from nbaccel.compiler.loops import Layout
+from nbaccel.compiler.schedule.loops import Layout
 
 BACKENDS = ["numpy", "numba", "triton"]
 rng = np.random.default_rng(0)
@@ -111,8 +111,8 @@ def test_kernel_passes_plan_the_reductions():
     """The reduction plan is a property of the kernel (kernel_passes.py), not of a renderer:
     equal reductions are one pass, softmax over axis 0 pairs its max with its sum of exp, the
     centred sum of squares pairs with the sum it is centred on."""
-    from nbaccel.compiler import kernel_passes as kp
-    from nbaccel.compiler.schedule import schedule
+    from nbaccel.compiler.codegen import kernel_passes as kp
+    from nbaccel.compiler.schedule.schedule import schedule
 
     def kernel(fn, *args):
         cf = nb.compile(fn, backend="numpy")

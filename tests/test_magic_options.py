@@ -8,7 +8,7 @@ from IPython import get_ipython  # noqa: E402
 from IPython.core.error import UsageError  # noqa: E402
 from IPython.testing.globalipapp import start_ipython  # noqa: E402
 
-from nbaccel.compiler import cache  # noqa: E402
+from nbaccel.compiler.cache import cache  # noqa: E402
 from nbaccel.compiler.config import config as nb_config  # noqa: E402
 from nbaccel.magics import extension  # noqa: E402
 
@@ -17,7 +17,7 @@ CELL = "y = x * 2.0 + 1.0\n"
 
 @pytest.fixture
 def ip(tmp_path, monkeypatch):
-    from nbaccel.compiler import runtime
+    from nbaccel.compiler.runtime import runtime
     drain = lambda: runtime._COMPILER.submit(lambda: None).result(120)   # noqa: E731
     drain()          # background numba compiles of earlier tests write where the env points
     monkeypatch.setitem(nb_config, "cache_dir", str(tmp_path / "cache"))

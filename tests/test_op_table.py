@@ -108,9 +108,9 @@ def test_groups_are_derived_from_the_table():
 # literal collections of op names that may stay outside ops/: only renderer syntax tables
 # (codegen/*_syntax.py and the NumPy tier's UFUNC) and these, each with why
 OP_NAME_LITERALS_ALLOWED = {
-    "compiler/cheap_path.py": "HEAVY_OPS: the cheap path's cost classes (the lead's call path; "
+    "compiler/replay/cheap_path.py": "HEAVY_OPS: the cheap path's cost classes (the lead's call path; "
                               "to become an op-table declaration)",
-    "compiler/views.py": "the views a graph break keeps (which ops make views, and their inverses): "
+    "compiler/schedule/views.py": "the views a graph break keeps (which ops make views, and their inverses): "
                          "outside this issue's codegen work; to become op-table declarations",
 }
 
@@ -203,7 +203,7 @@ def _triton_ready():
     import importlib.util
     if importlib.util.find_spec("triton") is None:
         return "Triton is not installed"
-    from nbaccel.compiler.triton_runtime import gpu_present, interpret_requested
+    from nbaccel.compiler.runtime.triton_runtime import gpu_present, interpret_requested
     import sys
     if not (gpu_present()[0] and not interpret_requested()):
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET", "") in ("", "0"):

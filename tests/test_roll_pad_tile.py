@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import nbaccel as nb
-from nbaccel.compiler.loops import Layout
+from nbaccel.compiler.schedule.loops import Layout
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_, np.uint8]
 

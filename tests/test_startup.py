@@ -137,7 +137,7 @@ def test_warm_up_and_a_first_kernel_import_do_not_deadlock():
     imports the fastmath helpers (@njit at import) meanwhile. The warm-up used to take numba's
     compiler lock and then the target context's cached-property lock, the @njit the other way
     round: the two threads waited on each other for ever (regression)."""
-    got = _fresh("import json, threading\nfrom nbaccel.compiler import numba_warmup\n"
+    got = _fresh("import json, threading\nfrom nbaccel.compiler.cache import warmup as numba_warmup\n"
                  "numba_warmup.start()\n"
                  "t = threading.Thread(target=lambda: __import__('nbaccel.compiler.codegen.fastmath'), daemon=True)\n"
                  "t.start()\nt.join(60)\n"
@@ -146,11 +146,11 @@ def test_warm_up_and_a_first_kernel_import_do_not_deadlock():
 
 
 def test_numba_set_up_runs_once_with_the_collector_paused():
-    """compiler/numba_warmup.py: ensure() imports numba and loads its registries on the calling
+    """compiler/cache/warmup.py: ensure() imports numba and loads its registries on the calling
     thread when no warm-up runs, with no garbage collection meanwhile (the collector is on
     again after, as the user had it), once per process; it freezes nothing."""
     got = _fresh("import gc, json, atexit, sys\n"
-                 "from nbaccel.compiler import numba_warmup as w\n"
+                 "from nbaccel.compiler.cache import warmup as w\n"
                  "seen = []\ngc.callbacks.append(lambda phase, info: seen.append(gc.isenabled()) "
                  "if phase == 'start' else None)\n"
                  "before = 'numba' in sys.modules\n"
@@ -166,7 +166,7 @@ def test_numba_set_up_runs_once_with_the_collector_paused():
 
 
 def test_a_user_who_switched_the_collector_off_keeps_it_off():
-    got = _fresh("import gc, json\nfrom nbaccel.compiler import numba_warmup as w\n"
+    got = _fresh("import gc, json\nfrom nbaccel.compiler.cache import warmup as w\n"
                  "gc.disable()\nw.ensure()\nprint(json.dumps(gc.isenabled()))")
     assert got is False
 
@@ -176,7 +176,7 @@ def test_first_use_of_nb_compile_starts_the_warm_up_unless_switched_off():
             "names = lambda: [t.name for t in threading.enumerate()]\n"
             "before = 'nbaccel-numba-warmup' in names()\n"
             "nb.config\nafter_config = 'nbaccel-numba-warmup' in names()\n"
-            "from nbaccel.compiler import numba_warmup as w\n"
+            "from nbaccel.compiler.cache import warmup as w\n"
             "nb.compile\nprint(json.dumps([before, after_config, w._started.is_set(), w.wait(60)]))")
     assert _fresh(code) == [False, False, True, True]
     off = _fresh(code.replace("nb.config\n", "nb.config['numba_warmup'] = False\n"))
@@ -185,7 +185,7 @@ def test_first_use_of_nb_compile_starts_the_warm_up_unless_switched_off():
 
 def test_the_compiler_sets_numba_up_before_its_first_numba_kernel():
     got = _fresh("import json, numpy as np\nimport nbaccel as nb\n"
-                 "from nbaccel.compiler import numba_warmup as w\n"
+                 "from nbaccel.compiler.cache import warmup as w\n"
                  "nb.config['numba_warmup'] = True\n"
                  "from nbaccel.compiler.api import compile as c\n"
                  "f = c(lambda x: x * 2 + 1, backend='numba')\n"

@@ -1,5 +1,5 @@
 """mode="reduce-overhead" on training steps: one traced step replayed as one program
-(nbaccel/compiler/train_step.py). Every test compares against the same step run eagerly."""
+(nbaccel/compiler/replay/train_step.py). Every test compares against the same step run eagerly."""
 import numpy as np
 import pytest
 

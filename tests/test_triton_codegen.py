@@ -16,7 +16,7 @@ import ml_dtypes  # noqa: E402
 
 import nbaccel as nb  # noqa: E402
 from nbaccel.compiler.codegen import triton as tri  # noqa: E402
-from nbaccel.compiler.triton_runtime import gpu_present, interpret_requested  # noqa: E402
+from nbaccel.compiler.runtime.triton_runtime import gpu_present, interpret_requested  # noqa: E402
 
 # on a machine with a GPU (and CuPy) the same tests run the kernels on it
 ON_GPU = gpu_present()[0] and not interpret_requested()
@@ -283,7 +283,7 @@ def test_matmul_runs_as_an_extern_between_triton_kernels():
 
 
 def test_several_shapes_reuse_the_generated_module():
-    from nbaccel.compiler import triton_runtime as tr
+    from nbaccel.compiler.runtime import triton_runtime as tr
     cf = nb.compile(lambda x: (x * 3).sum(axis=-1), backend="triton")
     for n in (5, 6, 7):
         x = rng.standard_normal((3, n)).astype(np.float32)
@@ -312,7 +312,7 @@ def test_without_a_gpu_the_backend_says_what_to_install(monkeypatch):
 
 
 def test_status_probe_is_honest():
-    from nbaccel.compiler.triton_status import triton_status
+    from nbaccel.compiler.report.triton_status import triton_status
     state, reason = triton_status()
     assert state in ("available", "interpreter only", "missing") and reason
     import importlib.util
@@ -350,7 +350,7 @@ def test_nbaccel_status_lists_triton_with_its_state(monkeypatch):
     from IPython.testing.globalipapp import get_ipython, start_ipython
     shell = start_ipython() or get_ipython()
     shell.run_line_magic("load_ext", "nbaccel")
-    from nbaccel.compiler.triton_status import triton_status
+    from nbaccel.compiler.report.triton_status import triton_status
     from nbaccel.magics import get_extension
     state, _ = triton_status()
     monkeypatch.delenv("NBACCEL_STABLE_OUTPUT", raising=False)

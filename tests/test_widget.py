@@ -71,7 +71,7 @@ def test_report_view_bundle():
 
 
 def test_dashboard_bundles():
-    # the saving is the decision's own figure (compiler/decision.py): the front end only shows it
+    # the saving is the decision's own figure (compiler/replay/decision.py): the front end only shows it
     cells = [{"name": "cell In[3]", "speedup": 4.0, "recompiles": 2, "calls": 10, "saved_seconds": 1.2,
               "eager_seconds": 0.2, "compiled_seconds": 0.05, "compile_seconds": 0.3, "tier": "numba"},
              {"name": "cell In[5]", "speedup": 1.5, "recompiles": [{"reason": "r"}], "calls": 1}]

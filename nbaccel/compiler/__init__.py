@@ -8,8 +8,8 @@ half a second, and ``import nbaccel`` must stay fast (docs/startup.md).
 # the settings dict (config.py). Bound here, before anything else: importing the submodule
 # binds ``nbaccel.compiler.config`` to the module, and this rebinds it to the dict
 from .config import config  # noqa: F401
-from .capture import GraphBreakError  # noqa: F401
-from .report import CompileReport  # noqa: F401
+from .capture.capture import GraphBreakError  # noqa: F401
+from .report.report import CompileReport  # noqa: F401
 
 _FROM_API = ("CompiledFunction", "compile", "explain", "mark_dynamic", "reset")
 __all__ = ["GraphBreakError", "CompileReport", "config", *_FROM_API]

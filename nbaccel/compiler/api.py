@@ -19,18 +19,20 @@ import numpy as np
 
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
-from .capture import TooManyGraphBreaks, TraceSession
+from .capture.capture import TooManyGraphBreaks, TraceSession
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
-from .compiled import Compiled, CompiledModule
-from .entries import GraphCache
-from .guarded import GuardedReplays, call_key
-from .read_recorder import ReadRecorder
-from . import cache, cheap_path, foreign, jit_split
-from .report import CompileReport
-from .decision import Decision, output_signature
+from .replay.compiled import Compiled, CompiledModule
+from .replay.entries import GraphCache
+from .replay.guarded import GuardedReplays, call_key
+from .replay.read_recorder import ReadRecorder
+from .cache import cache, jit_split
+from .replay import cheap_path
+from . import foreign
+from .report.report import CompileReport
+from .replay.decision import Decision, output_signature
 from .config import config  # noqa: F401 - the settings dict; nbaccel.config is the same one
-from . import train_step
-from .replay import record, metadata_key, scalar_args
+from .replay import train_step
+from .replay.replay import record, metadata_key, scalar_args
 
 MODES = ("default", "reduce-overhead", "max-autotune")
 BACKENDS = ("auto", "numba", "numpy", "eager", "triton")
@@ -76,7 +78,7 @@ class CompiledFunction(Compiled):
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if backend == "triton":          # a GPU with CuPy, or the interpreter when asked; else say so now
             # lazy: Triton's tier and renderer stay out of %load_ext
-            from .triton_runtime import run_mode
+            from .runtime.triton_runtime import run_mode
             run_mode()
         self.fn = fn
         self.mode = mode

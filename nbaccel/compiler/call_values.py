@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
-from .views import numpy_gives_array
+from .schedule.views import numpy_gives_array
 
 
 def array_leaves(obj, name, out):

@@ -34,7 +34,7 @@ Read elsewhere, on purpose (tests/test_compiler_config.py lists the same excepti
 
 Deprecated spellings still work (with a ``DeprecationWarning``): the keys
 ``raise_compiler_errors`` and ``test_mode`` mean ``strict``, and
-``nbaccel.compiler.cheap_path.SETTINGS[k]`` means ``config["cheap_" + k]``.
+``nbaccel.compiler.replay.cheap_path.SETTINGS[k]`` means ``config["cheap_" + k]``.
 """
 from __future__ import annotations
 

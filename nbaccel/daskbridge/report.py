@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 
-from ..compiler.report import CompileReport
+from ..compiler.report.report import CompileReport
 from .twins import dask_twin
 
 

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from ..compiler.capture import display_filename
+from ..compiler.capture.capture import display_filename
 from ..tensor import Tensor
 from .dims import ExportError, Poly, fit, parse_dynamic_shapes, probe_points, symbols_of
 from .serialize import Ref

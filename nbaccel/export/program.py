@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiler.ir import fmt_param, _SHORT
+from ..compiler.schedule.ir import fmt_param, _SHORT
 from ..devices import cpu
 from ..tensor import Tensor, active_trace, asarray
 from .dims import ExportError, Poly

@@ -14,7 +14,7 @@ from ..autograd import no_grad
 from ..devices import cpu
 from ..ops.registry import OPS
 from ..tensor import Tensor
-from ..compiler.decompose import Recorder, decompose
+from ..compiler.capture.decompose import Recorder, decompose
 from .dims import ExportError, Poly
 from .serialize import Ref
 from . import call_path

@@ -16,8 +16,8 @@ import inspect
 import numpy as np
 
 from ..autograd import no_grad
-from ..compiler.capture import TraceSession, _fix_for, user_frame
-from ..compiler.views import numpy_gives_array
+from ..compiler.capture.capture import TraceSession, _fix_for, user_frame
+from ..compiler.schedule.views import numpy_gives_array
 from ..tensor import Tensor, asarray, set_active_trace
 from .dims import ExportError
 from ..ops import creation

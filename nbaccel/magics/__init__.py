@@ -17,8 +17,8 @@ def load_ipython_extension(ip):
     magics = NbaccelMagics(ip)
     ip.register_magics(magics)
     setattr(ip, _EXT_ATTR, magics)
-    from ..compiler import numba_warmup  # lazy: the compiler's call path stays out of import nbaccel
-    numba_warmup.start()      # numba's first-use set-up while the user types (numba_warmup.py)
+    from ..compiler.cache import warmup as numba_warmup  # lazy: the compiler's call path stays out of import nbaccel
+    numba_warmup.start()      # numba's first-use set-up while the user types (compiler/cache/warmup.py)
 
 
 def unload_ipython_extension(ip):

@@ -10,7 +10,7 @@ def _bytes(n) -> str:
 
 
 def render_info(info: dict) -> str:
-    """``info`` is ``nbaccel.compiler.cache.info()``. Stable output (nbval) leaves out the path,
+    """``info`` is ``nbaccel.compiler.cache.cache.info()``. Stable output (nbval) leaves out the path,
     the sizes and the dates, which differ between machines."""
     import nbaccel_ext
     stable = nbaccel_ext.stable_output()

@@ -1,5 +1,5 @@
 """A cell's time as the user sees it: from IPython's ``pre_run_cell`` event to its
-``post_run_cell``, so that a decision's medians (compiler/decision.py) include IPython's own
+``post_run_cell``, so that a decision's medians (compiler/replay/decision.py) include IPython's own
 work around the cell on both sides, as a stopwatch around ``run_cell`` would.
 
 A compiled run counts whole (the magic's snapshot and write-back are what the user pays) but

@@ -23,9 +23,9 @@ from IPython.core.error import UsageError
 from . import boundary, cellfunc
 from ..compiler import GraphBreakError
 from ..compiler import api as capi
-from ..compiler.capture import TooManyGraphBreaks
+from ..compiler.capture.capture import TooManyGraphBreaks
 from ..tensor import Tensor
-from ..compiler.report import CompileReport
+from ..compiler.report.report import CompileReport
 from .cell_values import _swap_out
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

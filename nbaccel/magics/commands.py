@@ -10,7 +10,8 @@ from IPython.core.error import UsageError
 
 from . import options, cache_text
 from ..devices import cuda_available
-from ..compiler import api as capi, cache
+from ..compiler import api as capi
+from ..compiler.cache import cache
 from ..daskbridge import cluster   # (Dask itself loads with the first cluster command)
 
 MODES = capi.MODES
@@ -75,7 +76,7 @@ class NbaccelCommands:
 
     def _cells(self):
         """One row per compiled cell: its counts, and what its decisions measured
-        (compiler/decision.py): the latest ratio against the plain cell and the time saved,
+        (compiler/replay/decision.py): the latest ratio against the plain cell and the time saved,
         summed over its kinds of input. No ratio or saving is computed here."""
         by_entry: dict = {}
         for d in getattr(self, "decisions", {}).values():
@@ -112,7 +113,7 @@ class NbaccelCommands:
         except Exception:  # pragma: no cover - a broken CuPy must not break status
             pass
         try:                 # available / interpreter only / missing, with the reason
-            from ..compiler.triton_status import triton_status  # lazy: ~50 ms of imports, for %nbaccel status
+            from ..compiler.report.triton_status import triton_status  # lazy: ~50 ms of imports, for %nbaccel status
             import nbaccel_ext
             state, reason = triton_status()
             if state == "available":

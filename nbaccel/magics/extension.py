@@ -30,7 +30,7 @@ from .commands import NbaccelCommands, _in_notebook
 from .. import ndarray_methods, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
-from ..compiler.capture import TooManyGraphBreaks
+from ..compiler.capture.capture import TooManyGraphBreaks
 from ..daskbridge.bridge import DaskFallback
 from ..gpu import placement as gpu_placement
 from ..tensor import Tensor, asarray
@@ -257,7 +257,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                 raise UsageError(f"%%compile: --{key} must be one of {', '.join(allowed)}, got {val!r}")
         if opts.backend == "triton":      # no GPU (and no interpreter asked for): say what to install
             # lazy: Triton's tier and renderer stay out of %load_ext
-            from ..compiler.triton_runtime import run_mode
+            from ..compiler.runtime.triton_runtime import run_mode
             try:
                 run_mode()
             except RuntimeError as e:

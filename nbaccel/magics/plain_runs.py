@@ -1,4 +1,4 @@
-"""A ``%%compile`` cell's plain runs, and the :class:`~nbaccel.compiler.decision.Decision` that
+"""A ``%%compile`` cell's plain runs, and the :class:`~nbaccel.compiler.replay.decision.Decision` that
 chooses between them and compiled runs.
 
 One decision per cell text, options and kind of inputs (:func:`signature`: the type, shape and
@@ -18,8 +18,8 @@ import numpy as np
 from . import cellfunc
 from .cellrun import _from_cell
 from ..compiler.config import config
-from ..compiler.decision import Decision
-from ..compiler.report import CompileReport
+from ..compiler.replay.decision import Decision
+from ..compiler.report.report import CompileReport
 from ..daskbridge import is_dask_array
 from ..tensor import Tensor
 

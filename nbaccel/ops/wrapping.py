@@ -3,7 +3,7 @@ masked index.
 
 Each is one primitive whose eager meaning is NumPy's own function on raw arrays (``impl``),
 and whose ``layout`` function tells the compiler the same thing as index arithmetic
-(``Layout.roll/tile/pad``, ``compiler/index_maps.py``): a fused kernel reads the input at
+(``Layout.roll/tile/pad``, ``compiler/schedule/index_maps.py``): a fused kernel reads the input at
 ``(i - shift) mod n`` instead of concatenating slices, so a Game of Life written with
 ``np.roll`` is one kernel. The fronts normalise NumPy's many spellings into the params.
 """

@@ -327,7 +327,7 @@ function renderProgress(root, message) {
 }
 
 function savedSeconds(c) {
-  return num(c.saved_seconds);   // the decision's own figure (compiler/decision.py): no arithmetic here
+  return num(c.saved_seconds);   // the decision's own figure (compiler/replay/decision.py): no arithmetic here
 }
 
 function renderDashboard(root, st) {

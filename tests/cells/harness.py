@@ -94,7 +94,8 @@ def settle_background():
     thread, which swaps the process's warning filters and ``showwarning`` under whatever the
     main thread is recording: a comparison of warnings must not run beside it (docs/compiler.md,
     "Floating-point warnings", known gaps)."""
-    from nbaccel.compiler import numba_warmup, runtime
+    from nbaccel.compiler.cache import warmup as numba_warmup
+    from nbaccel.compiler.runtime import runtime
     from nbaccel.ops import kernel_modules
     runtime._COMPILER.wait()
     numba_warmup.wait()

@@ -48,7 +48,7 @@ def backend_supported(backend: str) -> bool:
         if importlib.util.find_spec("triton") is None:
             return False
         try:
-            from nbaccel.compiler.triton_runtime import run_mode
+            from nbaccel.compiler.runtime.triton_runtime import run_mode
             run_mode()
         except RuntimeError:
             return False

@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 
 import nbaccel as nb  # noqa: E402
 from nbaccel.compiler.codegen import triton as tri  # noqa: E402
-from nbaccel.compiler.loops import Kernel  # noqa: E402
+from nbaccel.compiler.schedule.loops import Kernel  # noqa: E402
 
 PTR = {"bool": "*u8", "float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64",
        "int8": "*i8", "uint8": "*u8", "int16": "*i16", "uint16": "*u16", "int32": "*i32", "uint32": "*u32",

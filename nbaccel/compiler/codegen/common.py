@@ -15,9 +15,9 @@ import sys
 import numpy as np
 
 from ... import dtypes as D
-from ..ir import Node
-from ..loops import Kernel
-from ..schedule import ExternStep
+from ..schedule.ir import Node
+from ..schedule.loops import Kernel
+from ..schedule.schedule import ExternStep
 
 
 

@@ -33,8 +33,8 @@ Constants are typed module globals (``np.float32(...)``) so float32 code never p
 from __future__ import annotations
 
 from ... import dtypes as D
-from .. import index_maps
-from ..loops import Kernel
+from ..schedule import index_maps
+from ..schedule.loops import Kernel
 from . import fastmath_text
 from .numba_expr import NumbaExpressions
 from .numba_passes import _VECTOR_MAX, SUM_CHUNK, SUM_CHUNK_ROWS, NumbaReductions  # noqa: F401

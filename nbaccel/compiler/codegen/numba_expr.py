@@ -13,7 +13,7 @@ The renderer provides ``lines``, ``consts``, ``recip``, ``pasted``, ``fm_names``
 """
 from __future__ import annotations
 
-from ..loops import Expr
+from ..schedule.loops import Expr
 from . import fastmath_text
 from .common import operand_dtype, weak_dtype
 from .numba_syntax import (BOOL_SCALAR, COMPLEX_SCALAR, SCALAR, _casts_inputs, _float_lit, _is_cast, _np_type,

@@ -24,7 +24,7 @@ The renderer provides ``lines``, ``consts``, ``stashed``, ``recip``, ``k`` (the 
 """
 from __future__ import annotations
 
-from ..kernel_passes import (centred_mean, invariant_along, invariant_roots, reciprocal_divisors,
+from .kernel_passes import (centred_mean, invariant_along, invariant_roots, reciprocal_divisors,
                              reduction_plan, signature)
 from .numba_syntax import VECTOR_SELECT, _np_type
 

@@ -19,9 +19,9 @@ import numpy as np
 
 from ... import dtypes as D
 from ...ops.registry import OPS
-from ..index_maps import gather, source_shape
-from ..kernel_passes import duplicates
-from ..loops import Expr, Kernel
+from ..schedule.index_maps import gather, source_shape
+from .kernel_passes import duplicates
+from ..schedule.loops import Expr, Kernel
 from .common import literal, small_power, strided
 
 UFUNC = {

@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 
 from ... import dtypes as D
-from .. import index_maps
-from ..loops import Expr, Kernel
+from ..schedule import index_maps
+from ..schedule.loops import Expr, Kernel
 from . import triton_syntax as S
 from .common import is_cast as _is_cast, operand_dtype, small_power, weak_dtype
-from ..kernel_passes import duplicates, merge_dims, phases
+from .kernel_passes import duplicates, merge_dims, phases
 from .triton_check import TritonUnsupported, input_dtype, spelling_table, unsupported_reason
 from .triton_launch import (  # noqa: F401 - some re-exported: they lived here
     BLOCK_R_MAX, COLUMN_BLOCK_R, ELEMS_GPU, ELEMS_INTERP, INT32_LIMIT, RED_ELEMS_GPU, Rendered, triton_cdiv,

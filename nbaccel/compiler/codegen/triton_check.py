@@ -6,7 +6,7 @@ renderer reads the same spelling tables through :func:`spelling_table`.
 """
 from __future__ import annotations
 
-from ..loops import Kernel
+from ..schedule.loops import Kernel
 from . import triton_syntax as S
 from .common import is_cast as _is_cast, small_power
 

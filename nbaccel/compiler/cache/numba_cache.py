@@ -35,9 +35,9 @@ import numba
 from numba.core import caching, serialize
 from numba.core.dispatcher import Dispatcher
 
-from .. import cache_fs
+from ... import cache_fs
 from . import cache
-from .config import config
+from ..config import config
 
 MAGIC = b"NBACCEL-NUMBA-1\n"
 VERSIONS = f"{numba.__version__} {llvmlite.__version__}\n".encode()

@@ -8,9 +8,10 @@ import os
 import re
 import sys
 
-from . import fpflags
+from ..runtime import fpflags
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# nbaccel/: this file is nbaccel/compiler/<room>/<module>.py
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # frames in these files are nbaccel's own machinery, never "the user's line"
 # Frames in nbaccel's own files are machinery, never "the user's line" (the demo is user code).
 _SKIP_PREFIXES = (_PKG_DIR + os.sep, os.path.dirname(os.__file__))

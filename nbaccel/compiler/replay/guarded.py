@@ -2,7 +2,7 @@
 
 A call is keyed by its arguments' structure and metadata (:func:`call_key`: types, shapes,
 dtypes, strides, devices, ``requires_grad``, Python scalar values). The first call with a key
-traces as always, under a :class:`~nbaccel.compiler.readset.ReadRecorder`; if the trace was
+traces as always, under a :class:`~nbaccel.compiler.replay.readset.ReadRecorder`; if the trace was
 one graph with no break, no in-place update of an input, no backward and no random draw, and
 every read of the code could be guarded (:mod:`readset`), the call's program is recorded as a
 :class:`ReplayEntry`. A later call with the same key checks the entry's guards and runs the
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import autograd
-from ..tensor import Tensor
+from ... import autograd
+from ...tensor import Tensor
 from .read_recorder import ReadRecorder
 from .readset import Unguardable, analyse, describe, guard_array_values
 from .entries import compile_for_outputs

@@ -25,7 +25,7 @@ from __future__ import annotations
 from .ir import Graph, Node
 from .loops import Expr, Kernel, Layout, Reduction, Store, const, load
 from .passes import prune
-from ..ops.registry import ELEMENTWISE_KINDS, OPS
+from ...ops.registry import ELEMENTWISE_KINDS, OPS
 
 SHARE_LIMIT = 24        # a value with several consumers is recomputed while this cheap
 INLINE_LIMIT = 400      # an expression larger than this is realised (bounds code size)

@@ -8,8 +8,8 @@ time the concrete output gets a ``grad_fn`` that runs the compiled backward grap
 """
 from __future__ import annotations
 
-from .. import autograd
-from ..tensor import Tensor
+from ... import autograd
+from ...tensor import Tensor
 from .decompose import Recorder
 
 

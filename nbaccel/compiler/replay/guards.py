@@ -11,7 +11,7 @@ Sizes 0 and 1 stay specialised (they change broadcasting and emptiness).
 """
 from __future__ import annotations
 
-from .ir import Graph
+from ..schedule.ir import Graph
 
 SPECIALISED_SIZES = (0, 1)
 

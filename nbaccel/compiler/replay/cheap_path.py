@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from .config import PrefixView, config
-from .runtime import KernelFreeProgram
+from ..config import PrefixView, config
+from ..runtime.runtime import KernelFreeProgram
 
 # NumPy's cost, measured on the dev box (NumPy 2.4, AVX2): ~0.5 us per call, and per byte of
 # the larger of an op's output and inputs ~0.03 ns (float32 add: 0.1 ns an element, float64
@@ -42,7 +42,7 @@ MAC_SECONDS = 0.25e-9
 
 # the settings are config keys ("cheap_enabled", "cheap_graph_seconds", ...: config.py);
 # SETTINGS[k] is the deprecated spelling of config["cheap_" + k]
-SETTINGS = PrefixView("cheap_", "nbaccel.compiler.cheap_path.SETTINGS")
+SETTINGS = PrefixView("cheap_", "nbaccel.compiler.replay.cheap_path.SETTINGS")
 
 
 def _numel(shape) -> int:
@@ -113,7 +113,7 @@ def report_path(events):
 
 class CheapProgram(KernelFreeProgram):
     """One captured graph as a single generated NumPy function (the cheap graph path). Same
-    interface as :class:`~nbaccel.compiler.runtime.Program`."""
+    interface as :class:`~nbaccel.compiler.runtime.runtime.Program`."""
 
     def __init__(self, graph, estimate: float, why: str):
         t0 = time.perf_counter()

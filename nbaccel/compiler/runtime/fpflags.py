@@ -38,12 +38,13 @@ import warnings
 
 import numpy as np
 
-from .codegen import common
-from .views import numpy_gives_array
+from ..codegen import common
+from ..schedule.views import numpy_gives_array
 
 _CATS = ("divide", "over", "under", "invalid")
 _FP_MESSAGE = re.compile(r"^(divide by zero|overflow|underflow|invalid value) encountered in ")
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# nbaccel/: this file is nbaccel/compiler/<room>/<module>.py
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 try:                                        # NumPy 2: errstate lives in a context variable
     from numpy._core._ufunc_config import _extobj_contextvar as _EXTOBJ
 except ImportError:                          # pragma: no cover - older NumPy

@@ -4,7 +4,7 @@ Re-tracing on every call is never stale, but a Python tracer costs tens of µs p
 compiled function was slower than plain NumPy below ~256². TorchDynamo's answer is guards on
 what the code read. nbaccel gets the same from two sources, both cheap:
 
-* **which code ran** — :class:`~nbaccel.compiler.read_recorder.ReadRecorder` watches the first trace with ``sys.setprofile``:
+* **which code ran** — :class:`~nbaccel.compiler.replay.read_recorder.ReadRecorder` watches the first trace with ``sys.setprofile``:
   every Python code object that ran, every C function a user frame called, and every draw
   from a random generator anywhere (nbaccel's own random ops draw at trace time, so a graph
   that drew is never replayed);
@@ -31,11 +31,11 @@ import types
 
 import numpy as np
 
-from ..tensor import Tensor
+from ...tensor import Tensor
 from .read_recorder import ReadRecorder, _draws_random, _is_user
 from .compiled import Compiled
-from ..optim import Optimizer
-from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
+from ...optim import Optimizer
+from ...parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
 
 _IMMUTABLE_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(...), slice, range, np.generic)
 

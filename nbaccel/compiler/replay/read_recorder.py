@@ -16,9 +16,10 @@ import types
 
 import numpy as np
 
-from ..ops import creation
+from ...ops import creation
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# nbaccel/: this file is nbaccel/compiler/<room>/<module>.py
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
 _LIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in
                    (sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib"))

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor
-from . import fpflags
-from .views import numpy_gives_array
+from ...tensor import Tensor
+from ..runtime import fpflags
+from ..schedule.views import numpy_gives_array
 
 
 def metadata_key(leaves, scalars):

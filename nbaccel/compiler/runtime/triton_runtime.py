@@ -24,11 +24,11 @@ import time
 
 import numpy as np
 
-from . import cache
-from .codegen.common import array_module, inputs_array_module
-from .codegen.triton import TritonUnsupported, render_kernel  # noqa: F401 - re-exported
-from .loops import Kernel
-from .config import config
+from ..cache import cache
+from ..codegen.common import array_module, inputs_array_module
+from ..codegen.triton import TritonUnsupported, render_kernel  # noqa: F401 - re-exported
+from ..schedule.loops import Kernel
+from ..config import config
 from .runtime import Program, empty_reduction_error
 
 INSTALL_HINT = "pip install 'nbaccel[gpu]'"
@@ -92,7 +92,7 @@ def _gpu_launch_args():
     """Make Triton launch through CuPy (the gpu package's driver; idempotent) and return how
     a CuPy array becomes a launch argument."""
     try:
-        from ..gpu import triton_driver  # optional: not in every build (the except below)
+        from ...gpu import triton_driver  # optional: not in every build (the except below)
     except ImportError:          # not in this build: Triton's own CUDA driver launches
         return DeviceBuffer
     triton_driver.activate()
@@ -253,7 +253,7 @@ class TritonSlot:
         trials call this slot again, so it is switched off first)."""
         self.autotune = False
         try:
-            from ..gpu import autotune  # optional: not in every build (the except below)
+            from ...gpu import autotune  # optional: not in every build (the except below)
             best = autotune.tune(self, *arrays, cache_dir=cache.autotune_dir())
             self.tune_note = f"autotuned: {best}"
         except ImportError:
@@ -264,7 +264,7 @@ class TritonSlot:
 
 
 class TritonTier:
-    """The Triton tier of a :class:`~nbaccel.compiler.runtime.Program`: every fused kernel a
+    """The Triton tier of a :class:`~nbaccel.compiler.runtime.runtime.Program`: every fused kernel a
     Triton kernel, on a GPU through CuPy or on the CPU through Triton's interpreter."""
 
     label = "triton"

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import weakref
 
-from ..ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
-from ..tensor import NP_ARRAY_0D, Tensor, _eager, set_active_trace
-from . import fpflags
-from .views import ViewTracking, numpy_gives_array
-from .ir import Graph
-from ..devices import cpu
-from ..ops.registry import OPS
+from ...ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
+from ...tensor import NP_ARRAY_0D, Tensor, _eager, set_active_trace
+from ..runtime import fpflags
+from ..schedule.views import ViewTracking, numpy_gives_array
+from ..schedule.ir import Graph
+from ...devices import cpu
+from ...ops.registry import OPS
 from .user_code import (GraphBreakError, TooManyGraphBreaks, _fix_for, _is_internal,  # noqa: F401
                         display_filename, user_frame, user_line)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from .config import config
+from ..config import config
 
 
 @dataclass

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 
-from .codegen.common import small_power
-from .loops import Kernel
+from .common import small_power
+from ..schedule.loops import Kernel
 
 
 # -- the reduction plan -------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import gc
 import sys
 import threading
 
-from .config import config
+from ..config import config
 
 _started = threading.Event()
 _done = threading.Event()

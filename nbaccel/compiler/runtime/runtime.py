@@ -20,10 +20,10 @@ import warnings
 
 import numpy as np
 
-from . import cache, jit_split, numba_warmup
-from .codegen import common, numba as nb_codegen, numba_launch, numpy as np_codegen
-from .loops import Kernel
-from .schedule import ExternStep, schedule
+from ..cache import cache, jit_split, warmup as numba_warmup
+from ..codegen import common, numba as nb_codegen, numba_launch, numpy as np_codegen
+from ..schedule.loops import Kernel
+from ..schedule.schedule import ExternStep, schedule
 
 class _CompileThread:
     """The background numba compiler: one daemon thread that runs submitted compiles in order

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 
-from .triton_runtime import gpu_present, interpret_requested
+from ..runtime.triton_runtime import gpu_present, interpret_requested
 
 
 def _version(dist):

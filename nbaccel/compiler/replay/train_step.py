@@ -35,15 +35,15 @@ import types
 
 import numpy as np
 
-from .. import autograd
-from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
-from ..optim import BRANCH_KEYS, HYPER, LIFTED_KEYS, Optimizer
-from ..tensor import Tensor
+from ... import autograd
+from ...parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
+from ...optim import BRANCH_KEYS, HYPER, LIFTED_KEYS, Optimizer
+from ...tensor import Tensor
 from .replay import output_tree
-from .decompose import decompose
-from .runtime import Program
-from .loops import Kernel, Layout
-from .config import config
+from ..capture.decompose import decompose
+from ..runtime.runtime import Program
+from ..schedule.loops import Kernel, Layout
+from ..config import config
 
 _DEPTH = 3          # how deep plain functions named by the step are searched for modules
 

@@ -6,10 +6,10 @@ then only needs renderings for primitives.
 """
 from __future__ import annotations
 
-from ..autograd import no_grad
-from ..tensor import Tensor
-from .ir import Graph, Node
-from ..devices import cpu
+from ...autograd import no_grad
+from ...tensor import Tensor
+from ..schedule.ir import Graph, Node
+from ...devices import cpu
 
 
 class Recorder(Graph):

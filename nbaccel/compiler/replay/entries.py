@@ -6,23 +6,24 @@ import warnings
 
 import numpy as np
 
-from .. import autograd
-from .. import dtypes as D
-from ..tensor import Tensor
-from . import cheap_path, fpflags
-from .aot import derive_backward
-from .decompose import decompose
+from ... import autograd
+from ... import dtypes as D
+from ...tensor import Tensor
+from . import cheap_path
+from ..runtime import fpflags
+from ..capture.aot import derive_backward
+from ..capture.decompose import decompose
 from .guards import all_dims, dynamic_spec, explain_miss, shape_only_diff, similarity
-from .runtime import EagerProgram, Program, interpret
-from .config import config
-from .capture import user_frame
-from ..gpu.placement import graph_device, label_kernels
+from ..runtime.runtime import EagerProgram, Program, interpret
+from ..config import config
+from ..capture.capture import user_frame
+from ...gpu.placement import graph_device, label_kernels
 
 
 def _program_class(backend):
     if backend == "triton":
         # lazy: Triton's tier and renderer stay out of %load_ext
-        from .triton_runtime import TritonProgram
+        from ..runtime.triton_runtime import TritonProgram
         return TritonProgram
     return Program
 

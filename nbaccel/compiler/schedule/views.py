@@ -9,8 +9,8 @@ its root changed is derived again from the root's new value. NumPy's scalar copi
 """
 from __future__ import annotations
 
-from ..tensor import Tensor
-from ..ops.registry import OPS
+from ...tensor import Tensor
+from ...ops.registry import OPS
 
 _ARRAY_OPS = {"astype", "clone", "copy", "detach", "real", "imag"}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .. import dtypes as D
+from ... import dtypes as D
 
 
 class Node:
