@@ -13,7 +13,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from ._openblas import single_threaded_blas
+from ._openblas import single_threaded, single_threaded_blas
 
 _POOL = None
 _POOL_LOCK = threading.Lock()
@@ -59,8 +59,7 @@ def run_tasks(tasks, work, threads=None):
     it = iter(tasks)            # next() on a shared list iterator is atomic under the GIL
     lock = threading.Lock()
 
-    def worker():
-        single_threaded_blas()
+    def take():
         state = {}
         while True:
             with lock:
@@ -69,5 +68,18 @@ def run_tasks(tasks, work, threads=None):
                 return
             work(t, state)
 
-    for f in [_pool(threads).submit(worker) for _ in range(threads)]:
-        f.result()
+    def worker():
+        single_threaded_blas()
+        take()
+
+    # the calling thread takes tasks too, beside threads - 1 workers: it would only wait
+    # otherwise, and a worker slow to wake (another process holds its core) then costs the
+    # tasks it has not taken, not a stall (the CNN step's shifted convolutions: measured in
+    # docs/eager.md)
+    futures = [_pool(threads - 1).submit(worker) for _ in range(threads - 1)]
+    try:
+        with single_threaded():
+            take()
+    finally:
+        for f in futures:
+            f.result()
