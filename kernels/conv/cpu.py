@@ -19,10 +19,9 @@ array([[4., 4.],
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
+from .. import _tasks
 from . import _loops, shifted
 from .geometry import Conv2dGeometry
 
@@ -34,10 +33,9 @@ SHIFTED_FROM = 16          # C//groups from this, stride 1: shifted GEMMs beat i
 # pay that overhead 9 * N times: 5-10 ms where im2col and one batched GEMM take 0.4-1.7 ms
 # (64x16x4x4 -> 32 and 64x16x8x8 -> 32 forward; at 14x14 shifted is 2x faster)
 SHIFTED_MIN_PIXELS = 150
-# the direct loops run on one thread below this many multiply-adds: waking numba's OpenMP
-# workers for a small loop cost more than the loop (notebook 11's first convolution, 64x1x8x8
-# -> 16: 0.64 ms on one thread, 7.8 ms on two beside another process's load)
-DIRECT_SERIAL_BELOW = 4_000_000
+# the direct loops split over the kernels' threads from this many multiply-adds (below it,
+# handing work to a thread costs more than the loop: 0.6 ms for notebook 11's first convolution)
+DIRECT_SPLIT_FROM = 4_000_000
 
 
 def _check_dtypes(*arrays):
@@ -66,20 +64,31 @@ def _loop_args(g):
     return (g.sh, g.sw, g.pt, g.pl, g.dh, g.dw)
 
 
-@contextlib.contextmanager
-def _loop_threads(g):
-    """The direct loops' thread count: one for small convolutions (DIRECT_SERIAL_BELOW), else
-    numba's (its setting is per launching thread, restored afterwards)."""
-    if g.n * g.o * g.oh * g.ow * g.cg * g.kh * g.kw >= DIRECT_SERIAL_BELOW:
-        yield
-        return
-    import numba
-    old = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(old)
+def _direct_run(kernel, g, x, w, y, per_image=True):
+    """``kernel(x, w, y, ...)`` over the images, split over the kernels' threads when large.
+    ``per_image``: y has one plane per image (forward, input gradient); otherwise y is the
+    weight gradient, a sum over the images: each share sums its own images into a buffer."""
+    args = (g.cg, g.og) + _loop_args(g)
+    parts = 1
+    if g.n >= 2 and g.n * g.o * g.oh * g.ow * g.cg * g.kh * g.kw >= DIRECT_SPLIT_FROM:
+        parts = min(_tasks.num_threads(), g.n)
+    if parts == 1:
+        kernel(x, w, y, *args)
+        return y
+    bounds = [g.n * i // parts for i in range(parts + 1)]
+    sums = [y] + [np.empty_like(y) for _ in range(parts - 1)] if not per_image else None
+
+    def share(i, state):
+        lo, hi = bounds[i], bounds[i + 1]
+        if per_image:
+            kernel(x[lo:hi], w, y[lo:hi], *args)
+        else:
+            kernel(x[lo:hi], w[lo:hi], sums[i], *args)
+    _tasks.run_tasks(range(parts), share, parts)
+    if not per_image:
+        for part in sums[1:]:
+            y += part
+    return y
 
 
 def _chunks(g, itemsize):
@@ -153,9 +162,7 @@ def conv2d_forward(x, w, stride, padding, dilation, groups, out=None):
         y[...] = 0
         return y
     if _direct(g):
-        with _loop_threads(g):
-            _loops.direct_forward(x, w, y, g.cg, g.og, *_loop_args(g))
-        return y
+        return _direct_run(_loops.direct_forward, g, x, w, y)
     if _shifted(g):
         return shifted.forward(x, w, g, y)
     w2 = w.reshape(g.o, -1)
@@ -184,9 +191,7 @@ def conv2d_backward_input(gy, w, input_hw, stride, padding, dilation, groups):
     if gx.size == 0 or gy.size == 0 or w.size == 0:
         return gx
     if _direct(g):
-        with _loop_threads(g):
-            _loops.direct_backward_input(gy, w, gx, g.cg, g.og, *_loop_args(g))
-        return gx
+        return _direct_run(_loops.direct_backward_input, g, gy, w, gx)
     if _shifted(g) and shifted.backward_input(gy, w, g, gx):
         return gx
     w2 = w.reshape(g.o, -1)
@@ -217,9 +222,8 @@ def conv2d_backward_weight(x, gy, kernel_hw, stride, padding, dilation, groups):
     if gw.size == 0 or gy.size == 0 or x.size == 0:
         return gw
     if _direct(g):
-        with _loop_threads(g):
-            _loops.direct_backward_weight(x, gy, gw, g.cg, g.og, *_loop_args(g))
-        return gw
+        # (the weight gradient's "w" argument is gy: both inputs are split by images)
+        return _direct_run(_loops.direct_backward_weight, g, x, gy, gw, per_image=False)
     if _shifted(g):
         return shifted.backward_weight(x, gy, g, gw)
     gw2 = gw.reshape(g.o, -1)
