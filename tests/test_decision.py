@@ -2,8 +2,8 @@
 user's own code, and the verdict's arithmetic. Times are given, not measured."""
 import pytest
 
-from nbaccel.compiler.replay.decision import (COMPILE_ESTIMATE, PROBES, RESOLUTION_SECONDS, Decision,
-                                       fmt_ratio)
+from nbaccel.compiler.replay.decision import (COMPILE_ESTIMATE, PLAIN_WINDOW, PROBES,
+                                              RESOLUTION_SECONDS, Decision, fmt_ratio)
 
 
 def run(d, plain, compiled, compile_seconds=0.02, n=20):
@@ -64,6 +64,24 @@ def test_a_compiled_choice_times_the_plain_side_again_ever_more_rarely():
     kept = Decision(first="compiled")
     kept.keep_compiled("the plain function returns other types")
     assert set(run(kept, plain=0.010, compiled=0.002, n=40)) == {"compiled"}
+
+
+def test_the_plain_median_leaves_the_probes_behind_as_retimed_runs_arrive():
+    """The probes, made right after a compile, can be slow (a 2048² cell: 330-370 ms, then 230
+    ms a few runs later); the plain median is of the last PLAIN_WINDOW plain runs, so the
+    retimed runs replace them and the headline follows the plain cell as it runs now."""
+    d = Decision(first="compiled")
+    plain_times = iter([0.37, 0.33, 0.24] + [0.23] * 10)
+    for _ in range(40):
+        if d.next_path() == "plain":
+            d.record("plain", next(plain_times))
+        else:
+            c = 0.5 if not d.has_compiled else 0.0
+            d.record("compiled", 0.015 + c, compile_seconds=c)
+    assert d.choice == "compiled"
+    assert d.verdict().plain_seconds == pytest.approx(0.23)
+    assert d.verdict().ratio == pytest.approx(0.23 / 0.015)
+    assert len(d.plain) == PLAIN_WINDOW
 
 
 def test_slower_compiled_code_runs_plainly_and_says_so():

@@ -18,10 +18,12 @@ real run of the user's code (it runs exactly once), so measuring costs nothing e
 3. **Deciding.** The faster side by median runs from then on. A compiled choice keeps being
    timed; when its recent median falls behind the plain median the decision flips to plain and
    says why. The plain side is timed again now and then (after 8, 16, 32, ... compiled runs:
-   a cost that vanishes as runs accumulate), so the plain median is of recent runs too, not of
-   the first ones only, which a notebook's start makes slow (cold caches, nbaccel's background
-   compiles sharing the CPU). A code's very first plain run is never in the medians: it pays
-   one-time costs the next runs do not (it still counts as rent paid).
+   a cost that vanishes as runs accumulate), and the plain median is of the last
+   :data:`PLAIN_WINDOW` plain runs: the first ones, which a notebook's start and the compile
+   itself make slow (cold caches, a heap reshaped by the compile, nbaccel's background compiles
+   sharing the CPU), leave the median as the retimed runs arrive. A code's very first plain run
+   is never in the medians: it pays one-time costs the next runs do not (it still counts as
+   rent paid).
 
 :meth:`Decision.verdict` is the one record every renderer shows (the text report, the HTML
 fallback, the widget, ``%nbaccel status``): the path and why, plain and compiled medians with
@@ -35,7 +37,12 @@ from collections import deque
 from dataclasses import dataclass, field
 
 PROBES = 3                  # steady runs of each side before the decision
-WINDOW = 9                  # recent runs of each side kept for the medians
+WINDOW = 9                  # recent steady compiled runs kept for the compiled median
+# recent plain runs kept for the plain median: once compiled wins, the plain side runs only
+# when it is timed again (after 8, 16, 32, ... compiled runs), so a longer window would keep
+# the probes, made right after the compile, for hundreds of runs (a 2048² cell's probes ran
+# 330-370 ms against 230-245 ms a few runs later: the heap's first rounds after a compile)
+PLAIN_WINDOW = PROBES
 RESOLUTION_SECONDS = 20e-6  # below this on both sides a ratio is not resolved ("too short to measure")
 # what a first compile is expected to cost until one was measured: a cell's first compile with
 # a cold disk cache cost 0.3-1 s here (trace and codegen on the cell's thread, numba's machine
@@ -109,7 +116,7 @@ class Decision:
         self.first = first
         self.what = what                              # "cell" | "function" | "step": for the words
         self.compile_estimate = COMPILE_ESTIMATE if compile_estimate is None else compile_estimate
-        self.plain: deque = deque(maxlen=WINDOW)      # recent plain run times
+        self.plain: deque = deque(maxlen=PLAIN_WINDOW)  # recent plain run times
         self.compiled: deque = deque(maxlen=WINDOW)   # recent steady compiled run times
         self.plain_total = 0.0                        # all plain time so far (the rent paid)
         self.plain_runs = 0
