@@ -29,7 +29,7 @@ LAYERS = [
     ("nbaccel_kernels", 0),              # hand-written kernels on raw arrays
     ("nbaccel.dtypes", 1), ("nbaccel.devices", 1),
     ("nbaccel", 2),                      # the engine: tensor, ops, autograd, dispatch, NumPy API
-    ("nbaccel.nn", 3), ("nbaccel.optim", 3), ("nbaccel.optim_adaptive", 3), ("nbaccel.lr_scheduler", 3),
+    ("nbaccel.nn", 3), ("nbaccel.optim", 3),
     ("nbaccel.func", 3), ("nbaccel.quant", 3), ("nbaccel.sparse", 3), ("nbaccel.amp", 3),
     ("nbaccel.torch_compat", 3), ("nbaccel.utils", 3),
     ("nbaccel.gpu", 3),                  # the GPU runtime pieces the compiler launches through

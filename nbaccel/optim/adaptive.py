@@ -1,6 +1,6 @@
 """Adadelta, RMSprop and Adagrad: PyTorch's update rules, state names and state_dict format.
 
-Like SGD and Adam (``optim.py``) the updates are nbaccel ops under ``no_grad`` writing into
+Like SGD and Adam (``optimizer.py``) the updates are nbaccel ops under ``no_grad`` writing into
 each parameter in place, and every hyper-parameter they read goes through ``s(name)``
 (``optim.HYPER``): a Python number eagerly, a 0-d graph input inside a traced step, so a
 replayed compiled step (``mode="reduce-overhead"``) sees a changed ``lr`` without re-tracing.
@@ -8,8 +8,8 @@ The step count is a 0-d float32 tensor, as in PyTorch.
 """
 from __future__ import annotations
 
-from . import autograd, ops
-from .optim import Optimizer, _check
+from .. import autograd, ops
+from .optimizer import Optimizer, _check
 
 __all__ = ["Adadelta", "RMSprop", "Adagrad"]
 

@@ -1,4 +1,4 @@
-"""Optimisers: SGD, Adam, AdamW (PyTorch's update rules and state_dict format).
+"""The optimiser base class and SGD, Adam, AdamW (PyTorch's update rules and state_dict format).
 
 Updates run under ``no_grad`` and write into each Parameter in place (so references held by
 modules stay valid), using nbaccel ops only, so a traced training step captures them too.
@@ -19,10 +19,10 @@ import copy
 
 import numpy as np
 
-from . import autograd, ops
-from .devices import array_module
-from .ops import kernel_modules
-from .tensor import Tensor, active_trace
+from .. import autograd, ops
+from ..devices import array_module
+from ..ops import kernel_modules
+from ..tensor import Tensor, active_trace
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "RMSprop", "Adagrad", "lr_scheduler"]
 
@@ -42,7 +42,7 @@ HYPER = {
     "1-beta2": lambda g: 1 - g["betas"][1],
     "eps": lambda g: g["eps"],
     "1-lr*weight_decay": lambda g: 1 - g["lr"] * g["weight_decay"],
-    # Adadelta, RMSprop, Adagrad (optim_adaptive.py)
+    # Adadelta, RMSprop, Adagrad (adaptive.py)
     "rho": lambda g: g["rho"],
     "1-rho": lambda g: 1 - g["rho"],
     "alpha": lambda g: g["alpha"],
@@ -448,11 +448,3 @@ class AdamW(Adam):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
-
-
-# more optimizers and the learning-rate schedulers live beside this module (each file one job);
-# ``nbaccel.optim.lr_scheduler`` is importable by its PyTorch name
-from .optim_adaptive import Adadelta, Adagrad, RMSprop  # noqa: E402,F401
-from . import lr_scheduler  # noqa: E402,F401
-import sys as _sys  # noqa: E402
-_sys.modules.setdefault(__name__ + ".lr_scheduler", lr_scheduler)
