@@ -24,6 +24,7 @@ import numpy as np
 from .tensor import Tensor, asarray
 # NumPyOnly is defined in numpy_api (its fallback for memory queries raises it too)
 from .numpy_api import NumPyOnly, _wrap_result, settle_pending_readers  # noqa: F401
+from .ops.meta import numpy_scalar
 from .ops.registry import NUMPY_FUNCS
 from . import numpy_api
 
@@ -235,8 +236,39 @@ def _either(name, numpy_fn, tensor_fn):
     return method
 
 
+def _power_operator(current):
+    """``t ** 2``: ndarray's operator squares for a Python int 2 (NumPy's fast scalar power
+    calls np.square), which differs from np.power only for bool: int8, not the int64 of bool
+    with a weak int. A NumPy scalar's operator has no such path."""
+    def __pow__(self, other, *args):
+        if (type(other) is int and other == 2 and self._np and self.dtype.kind == "b"
+                and not numpy_scalar(self)):
+            return NUMPY_FUNCS["square"](self)
+        return current(self, other, *args)
+    __pow__.__doc__ = (current.__doc__ or "") + (
+        "\n\nOn a NumPy-flavoured bool tensor, ``t ** 2`` is np.square (int8), as ndarray's "
+        "operator: from nbaccel/ndarray_methods.py (``install``).")
+    __pow__.__nbaccel_either__ = True
+    return __pow__
+
+
+def _item_assignment(current):
+    """``t[i] = v``: a traced value that NumPy holds as a NumPy scalar (a reduction's) has no
+    items to assign, as NumPy says (a TypeError, not an IndexError for a 0-d index)."""
+    def __setitem__(self, index, value):
+        if self._np and self._node is not None and numpy_scalar(self):
+            raise TypeError(f"'numpy.{self.dtype.np.name}' object does not support item assignment")
+        current(self, index, value)
+    __setitem__.__doc__ = current.__doc__
+    __setitem__.__nbaccel_either__ = True
+    return __setitem__
+
+
 def install(tensor_cls):
     """NumPy's meaning for NumPy-flavoured tensors (after the op table's methods are installed)."""
+    for name, wrap in (("__pow__", _power_operator), ("__setitem__", _item_assignment)):
+        if not getattr(tensor_cls.__dict__[name], "__nbaccel_either__", False):
+            setattr(tensor_cls, name, wrap(tensor_cls.__dict__[name]))
     for name, fn in _NUMPY_MEANING.items():
         current = tensor_cls.__dict__.get(name)
         if getattr(current, "__nbaccel_either__", False):

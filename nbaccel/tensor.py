@@ -234,10 +234,15 @@ class Tensor(TensorMetadata, TensorValues):
         """Write ``new`` (a Tensor result) into self: the one place in-place semantics live."""
         if not isinstance(new, Tensor):
             new = asarray(new, dtype=self.dtype, device=self.device)
-        if D._promote(self.dtype, new.dtype) is not self.dtype and not (
-                self.dtype.kind in "fc" and new.dtype.kind in "f" + self.dtype.kind):
-            # NumPy's same_kind casting: a wider float (or complex) result may be written into
-            # a narrower float (or complex) tensor, a complex one never into a real one
+        read_only = getattr(self._node.graph, "read_only", None) if self._node is not None else None
+        if (read_only(self) if read_only is not None else
+                isinstance(self._data, np.ndarray) and not self._data.flags.writeable):
+            raise ValueError("output array is read-only")   # (NumPy checks it before the dtypes)
+        if D._promote(self.dtype, new.dtype) is not self.dtype and \
+                "buifc".index(new.dtype.kind) > "buifc".index(self.dtype.kind):
+            # NumPy's (and PyTorch's) same_kind casting: a wider result of the same kind (or an
+            # earlier one of bool < uint < int < float < complex) may be written, int64 into
+            # int32, float64 into float32; float into int or complex into real never
             raise _inplace_cast_error(new.dtype, self.dtype, what)
         if tuple(new.shape) != tuple(self.shape):
             if broadcast_shapes(new.shape, self.shape) != tuple(self.shape):
@@ -330,6 +335,8 @@ class Tensor(TensorMetadata, TensorValues):
             target = out[0] if isinstance(out, tuple) else out
             if isinstance(target, Tensor):
                 return target._assign(res)
+            if not np.can_cast(res.dtype.np, target.dtype, "same_kind"):
+                raise _inplace_cast_error(res.dtype, D.dtype(target.dtype), "in-place operation")
             np.copyto(target, np.asarray(res), casting="same_kind")
             return target
         return res

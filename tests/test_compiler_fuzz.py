@@ -30,14 +30,7 @@ WRAP_PROGRAMS = 90
 WRAP_EVERY = {"numpy": 1, "numba": 3, "triton": 9}
 # Known differences from NumPy outside the compiler, each a strict xfail (it fails the run as
 # soon as it is fixed, so the list stays true). Everything else must pass.
-KNOWN = {
-    111: "np.broadcast_to(x, x.shape) of a 0-d value returns the same tracer, so it keeps the "
-         "value's scalar type; NumPy returns a 0-d array",
-    169: "clip of a bool array with an np.int32 bound: nbaccel promotes to int64, NumPy gives int32",
-    208: "bool_array ** 2: NumPy's fast path squares (int8); nbaccel's power gives int64",
-    298: "item assignment into a value NumPy made a scalar: NumPy raises TypeError, nbaccel "
-         "IndexError",
-}
+KNOWN: dict = {}    # (111, 169, 208 and 298 were fixed with tests/test_fuzz_regressions.py)
 
 
 def _cases(seeds, every):
@@ -67,10 +60,7 @@ def test_program(backend, seed):
     _run(backend, seed, CI_ENABLED)
 
 
-KNOWN_WRAP = {
-    500028: "x.std(axis=0) of a 0-d array: the compiler raises IndexError (under strict mode), "
-            "NumPy AxisError",
-}
+KNOWN_WRAP: dict = {}     # (500028, std(axis=0) of a 0-d array, raises AxisError now)
 
 
 @pytest.mark.parametrize("backend, seed", _cases(range(500_000, 500_000 + WRAP_PROGRAMS), WRAP_EVERY))

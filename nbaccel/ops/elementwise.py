@@ -13,8 +13,8 @@ complex expm1's special cases, sigmoid, integer reciprocal, quiet integer divisi
 Result dtypes follow NumPy 2 (dtype rules in :mod:`.meta`): float functions of integer
 input give the smallest float that holds it on NumPy-flavoured tensors (int8 -> float16) and
 nbaccel's default float32 otherwise; ops with no bool loop in NumPy (power, floor_divide,
-remainder, square) compute bool as int8; negative/positive/sign/round of bool, subtraction
-of bools and bitwise ops on floats raise TypeError.
+remainder, square) compute bool as int8; negative of bool, subtraction of bools and bitwise
+ops on floats raise TypeError, positive and sign of bool NumPy's UFuncTypeError (a subclass).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import numpy as np
 from .. import dtypes as D, ops
 from ..tensor_meta import is_tensor
 from .fronts import _tensor as _tensor_module, apply, as_tensor, as_tensor_arg
-from .meta import (real_only, broadcast_shapes, default_float, shape_of, default_infer,
+from .meta import (real_only, no_bool_loop, broadcast_shapes, default_float, shape_of, default_infer,
     apply_dtype_rule)
 from .registry import OPS, defop
 from .elementwise_xp import (_TWO_OVER_SQRT_PI, _expm1_standard, _quiet_ufunc, _recip_impl, _sigmoid_impl,
@@ -222,6 +222,7 @@ neg = defop("negative", kind="unary", impl=_ufunc("negative"),
 positive = defop("positive", kind="unary", impl=_ufunc("positive"),
                  grad=lambda g, out, x: (g,), 
                  methods=("positive", "__pos__"), numpy="positive", dtype_rule="nobool")
+no_bool_loop(positive, "positive")     # NumPy's UFuncTypeError (negative has its own TypeError)
 
 abs_ = defop("abs", kind="unary", impl=_ufunc("abs"), dtype_rule="real",
              grad=lambda g, out, x: (g * ops.sign(x),), 
@@ -247,6 +248,7 @@ for _name in ("isfinite", "isinf", "isnan"):
 # piecewise constant: integer dtypes pass through (NumPy, PyTorch); zero gradient
 sign = defop("sign", kind="unary", impl=_ufunc("sign"), grad=_zero_grad, dtype_rule="nobool",
              methods="sign", numpy="sign", inplace=True)
+no_bool_loop(sign, "sign")
 for _name, _methods in [("floor", ()), ("ceil", ()), ("trunc", ("fix",))]:
     defop(_name, kind="unary", impl=_ufunc(_name), grad=_zero_grad, dtype_rule="same",
           methods=(_name,) + _methods,

@@ -13,12 +13,25 @@ from .registry import defalias
 from .elementwise import _float_of
 
 
-def _bound(v, x):
-    """A clip bound as an operand. A Python int outside an integer tensor's range clips
-    nothing (NumPy 2), so it is pulled into the range instead of overflowing."""
-    if isinstance(v, int) and not isinstance(v, bool) and x.dtype.kind in "iu":
-        info = np.iinfo(x.dtype.np)
-        v = builtins.min(builtins.max(v, int(info.min)), int(info.max))
+def _result_dtype(x, lo, hi):
+    """NumPy's clip is one ufunc of three operands: its dtype is theirs together, Python
+    scalars weak (bool with 1.5 and a float32 bound gives float32, not the float64 of bool
+    with 1.5 alone)."""
+    bounds = [as_tensor_arg(v) for v in (lo, hi) if v is not None]
+    return D.result_type(x, *bounds, default_float=D.float64 if x._np else D.float32)
+
+
+def _bound(v, x, dt, lower):
+    """A clip bound as an operand of the result dtype ``dt``. A Python int out of ``dt``'s
+    range raises OverflowError (NumPy 2), except that for an integer x one beyond the range on
+    the side it does not clip (a min below it, a max above it) clips nothing and is taken."""
+    if isinstance(v, int) and not isinstance(v, bool) and dt.kind in "iu":
+        info = np.iinfo(dt.np)
+        lo, hi = int(info.min), int(info.max)
+        clips_nothing = x.dtype.kind in "iu" and (v < lo if lower else v > hi)
+        if not (lo <= v <= hi or clips_nothing):
+            raise OverflowError(f"Python integer {v} out of bounds for {dt.np}")
+        v = builtins.min(builtins.max(v, lo), hi)
     return as_tensor_arg(v)
 
 
@@ -28,9 +41,9 @@ def clip(x, min=None, max=None, out=None, *, a_min=None, a_max=None):
     The Array API's (and PyTorch's) ``min``/``max``, positional or by name; NumPy's names
     ``a_min``/``a_max`` work too (NumPy 2 takes both spellings, one of each pair at most).
     NumPy values and promotion (min > max gives max; NaN in x or in a tensor bound gives
-    NaN; the result keeps x's dtype for Python scalar bounds); PyTorch's gradient (1 inside
-    [min, max] including the bounds, else 0; a tensor bound gets the gradient where it is
-    selected)."""
+    NaN; the result dtype is that of x and both bounds together, Python scalars weak);
+    PyTorch's gradient (1 inside [min, max] including the bounds, else 0; a tensor bound gets
+    the gradient where it is selected)."""
     x = as_tensor(x)
     if out is not None:
         raise TypeError("clip: out= is not supported")
@@ -40,16 +53,17 @@ def clip(x, min=None, max=None, out=None, *, a_min=None, a_max=None):
     hi = a_max if max is None else max
     if lo is None and hi is None:
         return x.clone()
-    r = x
-    for bound, cmp in ((lo, ops.less), (hi, ops.greater)):
+    dt = _result_dtype(x, lo, hi)
+    r = x if x.dtype is dt else x.astype(dt)
+    for bound, cmp, lower in ((lo, ops.less, True), (hi, ops.greater, False)):
         if bound is None:
             continue
-        bound = _bound(bound, x)
+        bound = _bound(bound, x, dt, lower)
         take = cmp(r, bound)
         if is_tensor(bound) and bound.dtype.kind == "f":
             take = ops.logical_or(take, ops.isnan(bound))
         r = ops.where(take, bound, r)
-    return r
+    return r if r.dtype is dt else r.astype(dt)
 
 
 def _clip_(self, *args, **kwargs):

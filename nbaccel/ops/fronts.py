@@ -65,17 +65,36 @@ def as_tensor(x, like=None):
     return asarray(x)
 
 
-def reduce_params(x, axis=None, keepdims=False, dim=None, keepdim=None, dtype=None):
+def reduce_params(x, axis=None, keepdims=False, dim=None, keepdim=None, dtype=None, *,
+                  counts=False):
+    """A reduction's params. ``counts``: the reduction counts the elements along its axes
+    (mean, var, std), which changes what a 0-d NumPy array accepts (``_reduce_axis``)."""
     if dim is not None:
         if axis is not None:
             raise TypeError("give axis or dim, not both")
         axis = dim
     if keepdim is not None:
         keepdims = keepdim
-    params = {"axis": normalize_axis(axis, x.ndim), "keepdims": bool(keepdims)}
+    params = {"axis": _reduce_axis(x, axis, counts), "keepdims": bool(keepdims)}
     if dtype is not None:
         params["dtype"] = D.dtype(dtype)
     return params
+
+
+def _reduce_axis(x, axis, counts):
+    """The normalised axes of a reduction. A 0-d array has none, yet NumPy's ufunc reductions
+    (sum, prod, max, argmax, any, ...) take a bare axis 0 or -1 there and reduce nothing (a
+    legacy rule), while a tuple of axes, or mean/var/std (``counts``: they count the elements
+    along the axes first), raise AxisError; PyTorch takes dim 0, -1 and (0,) alike. Where it is
+    taken, a 0-d reduction is over all (no) axes: None."""
+    if x.ndim or axis is None:
+        return normalize_axis(axis, x.ndim)
+    bare = hasattr(axis, "__index__")
+    axes = (axis,) if bare else tuple(axis)
+    if axes and x._np and (counts or not bare):
+        raise np.exceptions.AxisError(int(axes[0]), 0)
+    normalize_axis(axis, 0)                  # (range and duplicate checks)
+    return None if axes else ()
 
 
 def default_front(op):

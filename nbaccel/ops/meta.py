@@ -25,6 +25,13 @@ class ShapeError(ValueError, RuntimeError):
     its text is NumPy's for NumPy-flavoured inputs and PyTorch's otherwise (``shape_error``)."""
 
 
+def numpy_scalar(t) -> bool:
+    """Whether NumPy holds this traced 0-d value as a NumPy scalar (a reduction's or a ufunc's
+    result), not a 0-d array: the trace's graph knows (a concrete tensor is an array)."""
+    node = t._node
+    return not t.shape and node is not None and getattr(node.graph, "numpy_scalar", lambda _: False)(t)
+
+
 def numpy_flavoured(args) -> bool:
     """Whether any input came from NumPy code (a NumPy-flavoured tensor): errors then read as
     NumPy's."""
@@ -145,6 +152,44 @@ def apply_dtype_rule(rule: str, dt: D.DType, args) -> D.DType:
     raise ValueError(f"unknown dtype rule {rule!r}")
 
 
+def check_weak_ints(args, dt: D.DType):
+    """NumPy 2 (NEP 50): a Python int operand of an arithmetic ufunc with an integer result is
+    converted to that dtype, and one outside its range raises OverflowError whatever the data
+    (``int32_array * 2**40``). Comparisons and ``where`` take any int and are not checked."""
+    info = None
+    for a in args:
+        if type(a) is int:
+            info = info or np.iinfo(dt.np)
+            if not info.min <= a <= info.max:
+                raise OverflowError(f"Python integer {a} out of bounds for {dt.np}")
+
+
+def _no_loop_error(ufunc, dtypes) -> TypeError:
+    """NumPy's own error for a ufunc without a loop for these dtypes (a UFuncTypeError; the
+    class is private to NumPy, so a plain TypeError where it is missing)."""
+    cls = getattr(getattr(getattr(np, "_core", None), "_exceptions", None), "_UFuncNoLoopError", None)
+    if cls is None:
+        return TypeError(f"ufunc {ufunc.__name__!r} did not contain a loop with signature "
+                         f"matching types {dtypes}")
+    return cls(ufunc, tuple(np.dtype(d) for d in dtypes))
+
+
+def no_bool_loop(op, ufunc_name: str):
+    """Make ``op`` refuse bool operands as NumPy's ufunc ``ufunc_name`` does: it has no bool loop
+    and no message of its own (positive, sign), so the error is NumPy's UFuncTypeError. Wraps the
+    op's dtype rule (eager calls and tracing refuse alike). Returns the op."""
+    inner = op.infer
+    ufunc = getattr(np, ufunc_name)
+
+    def infer(args, params):
+        for a in args:
+            if isinstance(a, _Tensor) and a.dtype.kind == "b":
+                raise _no_loop_error(ufunc, [a.dtype.np for a in args if isinstance(a, _Tensor)])
+        return inner(args, params)
+    op.infer = infer
+    return op
+
+
 def real_only(op):
     """Make ``op`` refuse complex operands with NumPy's TypeError (floor, remainder, atan2,
     ...: NumPy has no complex loop for them). Wraps the op's dtype rule, so eager calls and
@@ -165,6 +210,12 @@ _MEMO: dict = {}
 _MEMO_KINDS = ("unary", "binary", "ternary", "reduce")
 
 
+def _int_class(v: int) -> tuple:
+    """A Python int's part of a memo key: its sign and bit length, which decide which integer
+    dtypes hold it (``check_weak_ints`` raises for some values of the same type)."""
+    return (int, v < 0, (v if v >= 0 else ~v).bit_length())
+
+
 def infer(op, args, params):
     """``op.infer`` memoised on the argument *metadata* for the elementwise and reduction kinds
     (their rules read only shapes, dtypes, flavours and scalar types). Tracing calls this for
@@ -172,7 +223,8 @@ def infer(op, args, params):
     if op.kind not in _MEMO_KINDS:
         return op.infer(args, params)
     try:
-        key = (op.name, tuple((a.shape, a.dtype, a._np) if isinstance(a, _Tensor) else type(a)
+        key = (op.name, tuple((a.shape, a.dtype, a._np) if isinstance(a, _Tensor) else
+                              _int_class(a) if type(a) is int else type(a)
                               for a in args), tuple(params.items()) if params else ())
         hit = _MEMO.get(key)
     except TypeError:                      # an unhashable param: no memo
@@ -193,9 +245,12 @@ def default_infer(kind: str, rule: str):
     elif kind in ("binary", "ternary"):
         def infer(args, params):
             vals = args[1:] if kind == "ternary" else args  # where(cond, a, b): cond does not promote
-            shape = broadcast_args(args, [shape_of(a) for a in args])
-            dt = D.result_type(*vals, default_float=default_float(args))
-            return shape, apply_dtype_rule(rule, dt, args)
+            # NumPy picks the loop (a TypeError for operands it has none for) before it
+            # broadcasts, so the dtype rule runs first
+            dt = apply_dtype_rule(rule, D.result_type(*vals, default_float=default_float(args)), args)
+            if kind == "binary" and dt.kind in "iu":
+                check_weak_ints(args, dt)
+            return broadcast_args(args, [shape_of(a) for a in args]), dt
     elif kind == "reduce":
         def infer(args, params):
             x = args[0]

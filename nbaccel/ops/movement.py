@@ -141,8 +141,8 @@ def _broadcast_front(x, shape=None, *more, **named):
         raise shape_error((x,), lambda: "operands could not be broadcast together with remapped "
                           f"shapes [original->remapped]: {np_shape(x.shape)}  and requested shape "
                           f"{np_shape(shape)}", lambda: _expand_message(x.shape, shape))
-    if shape == tuple(x.shape):
-        return x
+    if shape == tuple(x.shape) and not x._np:
+        return x          # (NumPy's broadcast_to always gives a new read-only array, never x)
     return apply(broadcast_to, (x,), {"shape": shape})
 
 

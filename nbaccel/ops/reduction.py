@@ -231,7 +231,16 @@ def _mean(x, axis=None, keepdims=False, dtype=None):
     return s / n if n else s * float("nan")
 
 
-mean = defop("mean", kind="reduce", decomp=_mean, dtype_rule="float",
+def _mean_front(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None, out=None):
+    """The mean over axes (None: all). NumPy counts the elements along the axes first, so a
+    0-d array takes no axis (``reduce_params(counts=True)``)."""
+    x = as_tensor(x)
+    if out is not None:
+        raise TypeError("mean: out= is not supported")
+    return apply(mean, (x,), reduce_params(x, axis, keepdims, dim, keepdim, dtype, counts=True))
+
+
+mean = defop("mean", kind="reduce", decomp=_mean, dtype_rule="float", front=_mean_front,
              impl=lambda xp, x, axis, keepdims, dtype=None: x.mean(
                  axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype)),
              grad=lambda g, out, x, axis, keepdims, dtype=None: (
@@ -313,7 +322,7 @@ def _spread_front(op, x, axis=None, *args, dtype=None, out=None, ddof=None, keep
         corr = 0.0 if x._np else 1.0
     if dtype is not None:
         x = x.astype(dtype)
-    params = reduce_params(x, axis, keepdims, dim, keepdim)
+    params = reduce_params(x, axis, keepdims, dim, keepdim, counts=True)
     params["correction"] = corr
     return apply(op, (x,), params)
 
