@@ -21,7 +21,7 @@ import weakref
 from ...ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
 from ...tensor import NP_ARRAY_0D, Tensor, _eager, set_active_trace
 from ..runtime import fpflags
-from ..schedule.views import ViewTracking, numpy_gives_array
+from ..schedule.views import COPY, ViewTracking, numpy_gives_array
 from ..schedule.ir import Graph
 from ...devices import cpu
 from ...ops.registry import OPS
@@ -55,6 +55,12 @@ class TracedGraph(Graph):
         """Whether NumPy's value of this 0-d tracer is a scalar (a ufunc's or reduction's
         result), which has no in-place operators (the engine asks, for ``s **= 2``)."""
         return not tensor.shape and not numpy_gives_array(tensor._node)
+
+    def read_only(self, tensor) -> bool:
+        """Whether NumPy's array of this tracer is read-only (a broadcast view): a write into it
+        raises ValueError before NumPy looks at the dtypes (the engine asks, in ``_assign``)."""
+        info = self.session.view_of.get(id(tensor))
+        return info is not None and any(op.name == "broadcast_to" for op, _, _ in info[1])
 
     def track(self, tensor):
         self.session.track(tensor)
@@ -201,9 +207,9 @@ class TraceSession(ViewTracking):
         node.fp = fpflags.trace_state(self.graph)
         t = Tensor._tracer(node, dtype, dev, npflag)
         if op.view and args and isinstance(args[0], Tensor):
-            self.view_base[id(t)] = self.view_base.get(id(args[0]), args[0])
             self._keep.append(t)
-            self._note_view(t, op, params, args)
+            if self._note_view(t, op, params, args) is not COPY:     # (a reshape NumPy copies)
+                self.view_base[id(t)] = self.view_base.get(id(args[0]), args[0])
         self.live.append(weakref.ref(t))
         return t
 

@@ -2,23 +2,29 @@
 scalars, and views.
 
 NumPy views share memory; the graph does not. A view made by basic indexing, ``strided_slice``,
-``reshape``, ``permute`` or ``detach`` remembers its root and the view ops from it. A write
+``reshape`` (where NumPy's strides allow a view: ``np.ravel(a.T)`` is a copy), ``permute`` or
+``detach`` remembers its root and the view ops from it. A write
 through it becomes a scatter into the root (a new version of the root), and a view read after
 its root changed is derived again from the root's new value. NumPy's scalar copies (``a[()]``,
 ``v[0]``, a scalar's ``.T``) are not views. A broadcast view is re-derived but read-only.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ...tensor import Tensor
 from ...ops.registry import OPS
 
-_ARRAY_OPS = {"astype", "clone", "copy", "detach", "real", "imag"}
+_ARRAY_OPS = {"clone", "copy"}
+# a view, cast or part of a 0-d value has its type: a NumPy scalar's .T, .reshape(()),
+# .astype(...) and .real are scalars, a 0-d array's are arrays
+_SAME_TYPE_OPS = {"reshape", "permute", "detach", "astype", "real", "imag"}
 
 
 def numpy_gives_array(node) -> bool:
-    """Whether NumPy's result of the op that made a 0-d value is a 0-d array (views, copies,
-    creation, astype, where, ``a[...]``) rather than a NumPy scalar (ufuncs, reductions,
-    ``a[()]``, ``v[0]``, ``v @ v``)."""
+    """Whether NumPy's result of the op that made a 0-d value is a 0-d array (copies,
+    creation, where, ``a[...]``, a view or cast of an array) rather than a NumPy scalar (ufuncs,
+    reductions, ``a[()]``, ``v[0]``, ``v @ v``, a view or cast of a scalar)."""
     if node is None or node.op is None:
         return True                       # an input returned as it came
     if node.array_result:                 # np.where, np.copy, ...
@@ -26,13 +32,58 @@ def numpy_gives_array(node) -> bool:
     op = node.op
     if op.name == "getitem":              # a[()], v[0]: a scalar; a[...], a[None]: an array
         return any(e[0] != "i" for e in node.params.get("index", ()))
-    if op.name in ("reshape", "permute", "detach"):
-        # a view of a 0-d value has its type: a NumPy scalar's .T / .reshape(()) is a scalar
+    if op.name in _SAME_TYPE_OPS:
         src = node.args[0] if node.args else None
         if hasattr(src, "shape") and tuple(src.shape) == ():
             return numpy_gives_array(src)
         return True
     return op.kind in ("creation", "random", "movement") or op.view or op.name in _ARRAY_OPS
+
+
+COPY = "copy"    # what _note_view says of a view op whose result NumPy copies (no view base)
+
+
+def _numpy_layout(root):
+    """An array with the strides of NumPy's array for ``root`` (an input's own, a computed
+    value's C order; a ufunc of a transposed input, which NumPy lays out transposed, is taken
+    as C order too). Only its strides are read: it is a view of one element's memory."""
+    data = root._data if root._node is None or root._node.is_placeholder else None
+    one = np.zeros(1, root.dtype.np)
+    if isinstance(data, np.ndarray):
+        return np.lib.stride_tricks.as_strided(one, data.shape, data.strides)
+    shape = tuple(root.shape)
+    strides, step = [], one.itemsize
+    for n in reversed(shape):
+        strides.insert(0, step)
+        step *= max(n, 1)
+    return np.lib.stride_tricks.as_strided(one, shape, tuple(strides))
+
+
+def _no_copy_reshape(a, shape):
+    """``a`` reshaped without a copy (ValueError where NumPy's reshape would copy)."""
+    try:
+        return np.reshape(a, shape, copy=False)
+    except TypeError:                                   # NumPy 2.0: no copy= yet
+        v = a.view()
+        try:
+            v.shape = shape
+        except AttributeError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+
+def _reshape_is_view(root, chain, shape) -> bool:
+    """Whether NumPy's reshape of the view ``chain`` of ``root`` is a view: it copies when the
+    strides do not allow one (``np.ravel(a.T)``), and a write into the copy leaves ``a`` alone."""
+    a = _numpy_layout(root)
+    try:
+        for op, params, extra in chain:
+            a = (_no_copy_reshape(a, params["shape"]) if op.name == "reshape"
+                 else op.impl(np, a, *extra, **params))
+        _no_copy_reshape(a, shape)
+    except ValueError:
+        return False
+    return True
 
 
 class ViewTracking:
@@ -62,6 +113,8 @@ class ViewTracking:
                 return                              # NumPy copies a broadcast view it reshapes
         else:
             root, chain = base, []
+        if op.name == "reshape" and not _reshape_is_view(root, chain, params["shape"]):
+            return COPY                             # NumPy copies: the strides allow no view
         self.view_of[id(t)] = (root, chain + [(op, dict(params), extra)], self.version.get(id(root), 0))
         self.view_tensors[id(t)] = t
         self._keep.append(root)
