@@ -69,6 +69,7 @@ class _Renderer(NumbaExpressions, NumbaReductions):
         self.lines: list[str] = []
         self.stashed: dict = {}
         self.recip: dict = {}             # divisor key -> its hoisted reciprocal (column blocks)
+        self.hoisted: dict = {}           # key -> a column block's hoisted value (hoist_block)
         self.width = BLOCK                # this kernel's column block (STASH_BLOCK: see body)
         self.p_index = self.nd
         self.params: list[int] = list(k.domain)   # the P vector, in declaration order
@@ -219,7 +220,10 @@ class _Renderer(NumbaExpressions, NumbaReductions):
         ``chunk`` (a name): the innermost reduction loop is split into chunks, and a line
         ``{chunk}_pad`` indentation is remembered in ``self.chunk_pad`` for the caller to
         close each chunk with (float32 partial sums, see ``sum_pass``)."""
-        memo = dict(self.stashed)
+        # a value a column block hoisted in an earlier pass is read again, not recomputed: the
+        # fast-math flags may round a recomputation fused with its new neighbours differently
+        # (reassociated), so x - mean(x) over one row would not be 0 (var/std's 0/0 gave inf)
+        memo = {**self.hoisted, **self.stashed} if block else dict(self.stashed)
         if not block:
             self.hoist(exprs, var, memo, pad, accs)
         else:

@@ -275,7 +275,7 @@ class NumbaReductions:
             self.lines.append(f"{pad}for jj in range(jn):")
             code = self.expr(e, var, dict(memo), pad + "    ", accs)
             self.lines.append(f"{pad}    {name}[jj] = {code}")
-            memo[e.key()] = f"{name}[jj]"
+            memo[e.key()] = self.hoisted[e.key()] = f"{name}[jj]"
         self.hoist_reciprocals(exprs, var, memo, pad, accs)
 
     def hoist_reciprocals(self, exprs, var, memo, pad, accs):
