@@ -1,0 +1,205 @@
+"""Regressions from the differential fuzzer (tests/fuzz/): each test is the shrunk reproducer of
+one failure class, run plainly and under ``nb.compile``. The compiled call must give NumPy's
+result types (NumPy scalar or ndarray), dtypes and values, raise NumPy's exception type where
+NumPy raises (even from a line whose result is never used), and leave the inputs as NumPy
+leaves them.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import nbaccel as nb
+
+
+def _run(fn, arrays):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return fn(*arrays), None
+        except Exception as e:      # noqa: BLE001 - the exception is what is compared
+            return None, e
+
+
+def same_as_numpy(fn, *arrays, backend="numpy"):
+    """Run ``fn`` plainly and compiled (twice: the second call replays the cached entry) on
+    fresh copies of ``arrays`` and assert the contract."""
+    plain = [a.copy() for a in arrays]
+    want, want_exc = _run(fn, plain)
+    compiled = nb.compile(fn, backend=backend)
+    for _ in range(2):
+        inputs = [a.copy() for a in arrays]
+        got, got_exc = _run(compiled, inputs)
+        for after, want_after in zip(inputs, plain):    # written (through a view) as NumPy writes
+            np.testing.assert_array_equal(after, want_after)
+        if want_exc is not None:
+            assert isinstance(got_exc, type(want_exc)), (got_exc, want_exc)
+            continue
+        assert got_exc is None, got_exc
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert isinstance(g, np.generic) == isinstance(w, np.generic), (type(g), type(w))
+            assert type(g) is type(w) or isinstance(w, np.generic), (type(g), type(w))
+            g, w = np.asarray(g), np.asarray(w)
+            assert (g.dtype, g.shape) == (w.dtype, w.shape)
+            np.testing.assert_array_equal(g, w)
+    return want
+
+
+# -- wrong dtype: NumPy 2's rules --------------------------------------------------------------
+
+def test_bool_squared_by_the_operator_is_int8():
+    # ndarray's ** with a Python int 2 is np.square (int8 for bool); np.power gives int64
+    b = np.array([[True, False]])
+    assert same_as_numpy(lambda a: a ** 2, b).dtype == np.int8
+    assert same_as_numpy(lambda a: np.power(a, 2), b).dtype == np.int64
+    assert same_as_numpy(lambda a: (a ** 2)[None], b).dtype == np.int8
+    # a NumPy scalar's ** has no fast path: np.any(a) ** 2 is int64
+    assert same_as_numpy(lambda a: np.any(a) ** 2, b).dtype == np.int64
+
+
+@pytest.mark.parametrize("x, lo, hi", [
+    (np.array([True]), 2, np.array([[1]], np.int32)),                  # int32, not int64
+    (np.array([[True]]), 1.5, np.array([[-2.0]], np.float32)),         # float32, not float64
+    (np.array([1.0], np.float32), 2**40, np.array([1.0], np.float32)),
+    (np.array([1, 5], np.int32), -2**40, 2**40),                       # clips nothing: int32
+    (np.array([1, 5], np.int32), 2**40, None),                         # OverflowError
+    (np.array([1, 5], np.int32), None, -2**40),                        # OverflowError
+    (np.array([True]), 2**40, None),                                   # int64
+    (np.array([True]), -1, np.array([3], np.uint8)),                   # OverflowError
+])
+def test_clip_dtype_is_of_all_three_operands(x, lo, hi):
+    same_as_numpy(lambda a: np.clip(a, lo, hi), x)
+
+
+# -- wrong type: NumPy scalar or 0-d array -----------------------------------------------------
+
+def test_astype_of_a_numpy_scalar_is_a_scalar():
+    a = np.array([[-1.75]], np.float32)
+    assert isinstance(same_as_numpy(lambda a: np.var(a).astype(np.int64), a), np.int64)
+    assert isinstance(same_as_numpy(lambda a: np.asarray(np.var(a), dtype=np.int64), a), np.ndarray)
+    # a 0-d array's astype stays an array
+    assert isinstance(same_as_numpy(lambda a: a.reshape(()).astype(np.int64), a), np.ndarray)
+
+
+def test_broadcast_to_of_a_scalar_is_an_array():
+    assert isinstance(same_as_numpy(lambda a: np.broadcast_to(a.argmin(), ()),
+                                    np.array([-1.75, 2.0])), np.ndarray)
+
+
+# -- dead code that raises still raises ---------------------------------------------------------
+
+def test_unused_python_int_overflow_raises():
+    def f(a):
+        t = a * 2**40                  # never used: NumPy raises anyway
+        return a + 1
+    same_as_numpy(f, np.array([-1], np.int32))
+    same_as_numpy(lambda a: (a - 300, a)[1], np.array([1], np.int8))
+    same_as_numpy(lambda a: a < 300, np.array([1], np.int8))       # comparisons take any int
+    same_as_numpy(lambda a: a + 2**40, np.array([1], np.int64))    # fits int64
+
+
+def test_reductions_of_0d_arrays_take_axis_0_as_numpy_does():
+    a = np.array(3, np.int32)
+    for fn in (lambda a: np.prod(a, axis=0, keepdims=True), lambda a: a.sum(axis=-1),
+               lambda a: np.argmax(a, axis=0), lambda a: np.max(a, axis=0, keepdims=True)):
+        same_as_numpy(fn, a)                    # NumPy's legacy rule: reduces nothing
+
+    def unused_mean(a):
+        np.mean(a, axis=0, keepdims=True)       # AxisError, used or not
+        return a
+    for fn in (unused_mean, lambda a: np.std(a, axis=0), lambda a: np.sum(a, axis=(0,))):
+        with pytest.raises(np.exceptions.AxisError):
+            fn(a)
+        same_as_numpy(fn, a)
+
+
+# -- exception types -----------------------------------------------------------------------------
+
+def test_item_assignment_into_a_numpy_scalar_is_a_type_error():
+    def f(a):
+        t = np.std(a, axis=None)
+        t[..., -1:] = 1.5
+        return t
+    same_as_numpy(f, np.array(True))
+
+
+def test_positive_of_bool_is_numpys_ufunc_type_error():
+    with pytest.raises(np.exceptions.UFuncTypeError if hasattr(np.exceptions, "UFuncTypeError")
+                       else TypeError):
+        nb.compile(lambda a: +a[..., ::-1], backend="numpy")(np.zeros((1, 1, 1), bool))
+    same_as_numpy(lambda a: +a, np.zeros((2,), bool))
+    same_as_numpy(lambda a: np.sign(a), np.zeros((2,), bool))
+    same_as_numpy(lambda a: -a, np.zeros((2,), bool))        # NumPy's own TypeError
+
+
+def test_dtype_check_comes_before_the_broadcast_check():
+    same_as_numpy(lambda a, b: a.flatten() | b, np.array([[-3, 2]], np.int32),
+                  np.array([-1.75, 1.25, 1.25], np.float32))
+
+
+def test_inplace_same_kind_cast_int64_into_int32():
+    def f(a, b):
+        t = +a
+        t[::-1] -= b
+        return t
+    same_as_numpy(f, np.array([[-1]], np.int32), np.array([[2]], np.int64))
+
+
+def test_inplace_write_into_a_broadcast_view_is_read_only_before_any_cast():
+    def f(a, b):
+        t = np.broadcast_to(a, (0, 3, 4))
+        u = np.minimum(t, b)
+        t /= 2                          # NumPy: ValueError (read-only), not the cast error
+        return u
+    same_as_numpy(f, np.zeros((1, 1), bool), np.full((1, 1, 1), -0.5))
+
+
+def test_ufunc_into_an_ndarray_out_raises_numpys_cast_error():
+    def f(a, b):
+        t = np.asarray(a, dtype=np.bool)
+        t[::-1] -= b                    # NumPy: UFuncTypeError (float32 output into bool)
+        return t
+    same_as_numpy(f, np.full((1, 1, 1, 1), 1.5), np.full((1, 1, 1, 1), -1.0, np.float32))
+
+
+# -- inputs written as NumPy writes them ----------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(4, 1, 3), (1, 1, 1), (3, 1, 1)])
+def test_ravel_is_a_view_only_where_numpy_strides_allow(shape):
+    def f(a):
+        t = np.swapaxes(a, 2, -3)
+        r = np.ravel(t)             # a copy for (4, 1, 3), a view of a for (1, 1, 1)
+        r[..., ::2] += 1
+        return t, r
+    same_as_numpy(f, np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+
+
+def test_reshape_views_of_inputs_and_of_computed_values():
+    a = np.arange(12.0).reshape(3, 4)
+    for f in (lambda a: (a.ravel().__setitem__(0, -1), a)[1],            # C order: a view
+              lambda a: (a[:, ::2].reshape(-1).__setitem__(0, -1), a)[1],  # strided: a copy
+              lambda a: (a.T.reshape(-1).__setitem__(0, -1), a)[1]):
+        same_as_numpy(f, a)
+
+    def computed(a):
+        t = a + 1
+        r = t.reshape(-1)           # a view of t (C order): t changes too
+        r[1:] *= 2
+        u = t.T.reshape(-1)         # a copy
+        u[0] = 0
+        return t, r, u
+    same_as_numpy(computed, a)
+
+
+# -- the numba tier ------------------------------------------------------------------------------
+
+def test_numba_std_ddof1_over_one_row_is_nan():
+    # the deviations pass recomputed x fused with `- mean`, and the fast-math flags reassociated
+    # it: x - mean(x) was not 0 over a single row, so var's 0/0 became tiny/0 = inf
+    def f(a):
+        t = np.sqrt(np.abs(a.clip(min=-1)))
+        t += 1
+        return t.std(axis=1, keepdims=True, ddof=1)
+    a = np.array([-2, -2, -1, -2, 2, 1], np.int64).reshape((2, 1, 3))
+    out = same_as_numpy(f, a, backend="numba")
+    assert np.isnan(out).all()
