@@ -12,6 +12,7 @@ import os
 import threading
 
 import numpy as np
+from nbaccel_kernels import _numba_warnings
 
 _CPU: dict = {}
 
@@ -47,6 +48,7 @@ _STARTED: dict = {}
 
 def _load(family):
     try:
+        _numba_warnings.quiet_this_thread()  # numba's typing must not swap the warnings state
         module = importlib.import_module(f"nbaccel_kernels.{family}.cpu")
         module.warm()
     except Exception:            # pragma: no cover - no numba, or a broken cache: NumPy it is

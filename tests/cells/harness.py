@@ -90,10 +90,10 @@ def _user_names(shell):
 
 def settle_background():
     """Wait for nbaccel's background numba work (queued compiles, numba's set-up, the eager
-    kernels' loads). numba's compiler enters ``warnings.catch_warnings(record=True)`` on its
-    thread, which swaps the process's warning filters and ``showwarning`` under whatever the
-    main thread is recording: a comparison of warnings must not run beside it (docs/compiler.md,
-    "Floating-point warnings", known gaps)."""
+    kernels' loads), so that each comparison starts from a settled process: which tier a run
+    takes, and so its time and its report, do not depend on how far the background got. (The
+    warnings no longer do: a compile thread leaves the warnings state alone,
+    nbaccel_kernels/_numba_warnings.py.)"""
     from nbaccel.compiler.cache import warmup as numba_warmup
     from nbaccel.compiler.runtime import runtime
     from nbaccel.ops import kernel_modules

@@ -33,6 +33,8 @@ import gc
 import sys
 import threading
 
+from nbaccel_kernels import _numba_warnings
+
 from ..config import config
 
 _started = threading.Event()
@@ -68,6 +70,11 @@ def _warm():
         _done.set()
 
 
+def _warm_on_thread():
+    _numba_warnings.quiet_this_thread()      # numba's typing must not swap the warnings state
+    _warm()
+
+
 def _claim() -> bool:
     """True for the one caller that runs the set-up (off, or already claimed: False)."""
     if not config.get("numba_warmup", True):
@@ -84,7 +91,7 @@ def start() -> bool:
     started or is off."""
     if not _claim():
         return False
-    threading.Thread(target=_warm, name="nbaccel-numba-warmup", daemon=True).start()
+    threading.Thread(target=_warm_on_thread, name="nbaccel-numba-warmup", daemon=True).start()
     return True
 
 

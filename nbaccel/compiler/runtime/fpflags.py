@@ -229,6 +229,15 @@ def _impl(n, args):
     ufunc = getattr(np, n.op.name, None)
     if isinstance(ufunc, np.ufunc) and not n.params and len(args) == ufunc.nin:
         return lambda xp, *xs: getattr(xp, n.op.name)(*xs)
+    # a monoid reduction (sum, prod, max, any, ...) as NumPy's function of the op's name spells
+    # it (np.sum: its warnings come from fromnumeric.py); an eager impl may call the array's
+    # method instead, a microsecond cheaper, whose warnings NumPy attributes to _methods.py
+    rule = n.op.reduce if n.op.kind == "reduce" else None
+    name = n.op.numpy[0] if rule is not None and not rule.arg and n.op.numpy else None
+    if callable(getattr(np, name or "", None)) and len(args) == 1 and isinstance(args[0], np.ndarray) \
+            and set(n.params) <= {"axis", "keepdims", "dtype"}:
+        return lambda xp, x, **kw: getattr(xp, name)(
+            x, **{k: v.np if k == "dtype" and v is not None else v for k, v in kw.items()})
     return n.op.impl
 
 

@@ -19,6 +19,7 @@ import time
 import warnings
 
 import numpy as np
+from nbaccel_kernels import _numba_warnings
 
 from ..cache import cache, jit_split, warmup as numba_warmup
 from ..codegen import common, numba as nb_codegen, numba_launch, numpy as np_codegen
@@ -56,6 +57,7 @@ class _CompileThread:
         return fut
 
     def _work(self):
+        _numba_warnings.quiet_this_thread()      # numba's typing must not swap the warnings state
         while True:
             fut, fn, args, kwargs = self._queue.get()
             try:
@@ -124,6 +126,7 @@ def _quiet_numba_ir_warnings():
     # the filter with it
     if not any(f[0] == "ignore" and f[2] is NumbaIRAssumptionWarning for f in warnings.filters):
         warnings.filterwarnings("ignore", category=NumbaIRAssumptionWarning)
+    _numba_warnings.ignore_numba_internal_warnings()
 
 
 class NumbaKernel:
