@@ -28,6 +28,8 @@ class CellEntry:
     local_of: dict = field(default_factory=dict)   # input -> its name in the cell function
     last_report: object = None                     # the report of the last compiled run
     maybe: list = field(default_factory=list)      # outputs that start as the namespace's value
+    reads: frozenset = frozenset()                 # names the cell reads before it binds them
+    tree: object = None                            # the analysis's parse (never changed: PlainCode)
     slots: tuple = ()                              # (notebook name, cell-function name) per output
     jit_noted: float = 0.0                         # machine-code compile seconds already counted
     jit_due: bool = False                          # a compile ran since: its machine code's cost to count

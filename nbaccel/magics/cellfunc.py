@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
+import re
 import tokenize
 
 from .cellnames import _Renamer, evaluated_at_definition, local_names, nested_free
@@ -183,16 +184,25 @@ def read_first(tree: ast.Module) -> set:
     return first_read
 
 
+_IPYTHON_PROMPT = re.compile(r"^\s*(>>>|\.\.\.|In \[|Out\[)", re.M)
+
+
+def plain_python(cell: str) -> bool:
+    """Whether IPython's input transforms leave ``cell`` as it is (up to its trailing
+    newline): no magic, shell, help or assignment-from-magic syntax (``%``, ``!``, ``?``
+    anywhere), no pasted prompts (``>>>``, ``...``, ``In [n]:``), no leading blank line or
+    indentation (IPython strips and dedents those)."""
+    return (not any(c in cell for c in "%!?") and cell[:1] not in ("", " ", "\t", "\n", "\r")
+            and _IPYTHON_PROMPT.search(cell) is None)
+
+
 def read_names(entry) -> tuple:
     """Every name a compiled cell (an extension.CellEntry) reads from the namespace: its inputs
-    and the globals it reads (cached on the entry)."""
+    and the globals it reads (the cell's analysis read them first: ``entry.reads``; cached on
+    the entry)."""
     found = getattr(entry, "_read_names", None)
     if found is None:
-        try:
-            reads = read_first(ast.parse(entry.src))
-        except SyntaxError:
-            reads = set()
-        found = tuple(sorted(set(reads) | set(entry.traced) | set(entry.boxed)))
+        found = tuple(sorted(set(entry.reads) | set(entry.traced) | set(entry.boxed)))
         entry._read_names = found
     return found
 
@@ -215,16 +225,17 @@ def needs_plain(tree: ast.Module) -> str | None:
     """Why the cell should run plainly from the start (None: trace it). np.vectorize,
     np.frompyfunc and np.apply_along_axis call a Python function per element or row: tracing
     each call costs far more than the plain cell."""
-    for n in ast.walk(tree):
+    per_element = None
+    for n in ast.walk(tree):                    # (one walk: this runs on every new cell)
         if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
             return (f"`from {n.module} import *` (line {n.lineno}) needs module scope: "
                     "the cell runs plainly")
-    for n in ast.walk(tree):
         name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
-        if name in ("vectorize", "frompyfunc", "apply_along_axis", "apply_over_axes", "piecewise"):
-            return (f"np.{name} calls a Python function per element (line {n.lineno}): "
-                    "the cell runs plainly")
-    return None
+        if per_element is None and name in ("vectorize", "frompyfunc", "apply_along_axis",
+                                            "apply_over_axes", "piecewise"):
+            per_element = (f"np.{name} calls a Python function per element (line {n.lineno}): "
+                           "the cell runs plainly")
+    return per_element
 
 
 class _BoundaryRewriter(ast.NodeTransformer):

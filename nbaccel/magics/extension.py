@@ -287,7 +287,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         if known is None:
             known = self.analysed[src] = self._analyse(src)
         loads, stores, dels, shared = (set(x) for x in known[:4])
-        plain_reason = known[4]
+        plain_reason, analysed_tree = known[4], known[5]
         traced, boxed = [], []
         for n in sorted(loads):
             if n not in ns or n.startswith("__nbaccel") or n in shared:
@@ -333,7 +333,8 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             entry = CellEntry(key, Deferred(make_cf), traced, boxed, outputs, set(dels),
                               cellfunc.ends_quiet(src), filename, shared=shared, src=src, fname=name,
                               qualprefix=f"__nbaccel_make__.<locals>.{name}.<locals>.",
-                              plain_reason=plain_reason, local_of=renamed, maybe=maybe)
+                              plain_reason=plain_reason, local_of=renamed, maybe=maybe,
+                              reads=known[0], tree=analysed_tree)
             self.entries[key] = entry
         return entry, [ns[n] for n in traced]
 
@@ -350,8 +351,10 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
 
     @staticmethod
     def _analyse(src):
-        """(loads, stores, dels, shared, plain_reason) of a cell source (cached by ``_entry``:
-        parsing and walking the tree was a tenth of a millisecond on every run)."""
+        """(loads, stores, dels, shared, plain_reason, tree) of a cell source (cached by
+        ``_entry``: parsing and walking the tree was a tenth of a millisecond on every run). The
+        tree is the plain run's too (plain_runs.PlainCode compiles it and changes nothing; the
+        cell function is built from a parse of its own, which its rewriters change)."""
         try:
             tree = ast.parse(src)
             loads, stores, dels = cellfunc.analyse(tree)
@@ -365,7 +368,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             loads = cellfunc.read_first(tree)
             shared = cellfunc.shared_names(tree, stores)
             plain_reason = cellfunc.needs_plain(tree)
-        return frozenset(loads), frozenset(stores), frozenset(dels), frozenset(shared), plain_reason
+        return frozenset(loads), frozenset(stores), frozenset(dels), frozenset(shared), plain_reason, tree
 
     # devices ---------------------------------------------------------------------------------------
     @staticmethod
@@ -407,11 +410,13 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
 
     def _transformed(self, cell):
         """IPython's transform of the cell text (``!cmd``, ``%magic`` lines): a function of the
-        text alone, remembered, since tokenising it again cost as much as a replayed run."""
+        text alone, remembered, since tokenising it again cost as much as a replayed run. Text
+        with none of IPython's syntax is its own transform (cellfunc.plain_python: a new cell's
+        first run skipped a third of a millisecond of tokenising)."""
         memo = self.__dict__.setdefault("_transform_memo", {})
         src = memo.get(cell)
         if src is None:
-            src = self.shell.transform_cell(cell).rstrip() + "\n"
+            src = (cell if cellfunc.plain_python(cell) else self.shell.transform_cell(cell)).rstrip() + "\n"
             if len(memo) > 256:
                 memo.clear()
             memo[cell] = src

@@ -32,7 +32,7 @@ class PlainCode:
     __slots__ = ("body", "last")
 
     def __init__(self, entry):
-        tree = ast.parse(entry.src)
+        tree = entry.tree if entry.tree is not None else ast.parse(entry.src)
         last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         body = tree.body[:-1] if last is not None else tree.body
         self.body = compile(ast.Module(body, []), entry.filename, "exec", dont_inherit=True)
