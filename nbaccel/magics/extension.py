@@ -309,13 +309,16 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         entry = self.entries.get(key)
         if entry is None:
             filename = self.shell.compile.cache(src, count)
-            tree = self.shell.compile.ast_parse(src, filename, "exec")  # raises SyntaxError
+            if analysed_tree is None:                # IPython's parse says what is wrong
+                self.shell.compile.ast_parse(src, filename, "exec")   # raises SyntaxError
             outputs = set(stores) | set(dels)
             name = f"cell_{count}"
-            renamed = cellnames.local_names(tree, traced + boxed)
+            renamed = cellnames.local_names(analysed_tree, traced + boxed)
 
             def make_cf():
                 if plain_reason is None:
+                    # a parse of its own: the builder's rewriters change the tree they are given
+                    tree = self.shell.compile.ast_parse(src, filename, "exec")
                     mod = cellfunc.build(tree, name, traced, boxed, shared, maybe=maybe, renamed=renamed)
                     code = compile(mod, filename, "exec", dont_inherit=True)
                     scope: dict = {}
