@@ -33,14 +33,14 @@ class _Env:
 _NAMESPACE_MODULES = frozenset({numpy_api.__name__, numpy_routing.__name__})
 
 
-def _numpy_objects():
-    """real NumPy object -> nbaccel.numpy object, for inputs the cell reads."""
-    return {id(np): numpy_api, id(np.linalg): numpy_api.linalg, id(np.fft): numpy_api.fft}
+# real NumPy module -> its nbaccel.numpy counterpart, for inputs the cell reads (the modules
+# live as long as the process, so their ids stay theirs; built once, not on every read)
+_NUMPY_OBJECTS = {id(np): numpy_api, id(np.linalg): numpy_api.linalg, id(np.fft): numpy_api.fft}
 
 
 def _swap_in(value):
     """The value a cell should see for a user-namespace object (NumPy itself -> nbaccel.numpy)."""
-    swapped = _numpy_objects().get(id(value))
+    swapped = _NUMPY_OBJECTS.get(id(value))
     if swapped is not None:
         return swapped
     if isinstance(value, (types.BuiltinFunctionType, types.FunctionType, np.ufunc)):

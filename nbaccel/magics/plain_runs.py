@@ -44,7 +44,7 @@ def _kind(v):
     """What about an input decides the cell's work: enough to tell a bigger input apart."""
     t = type(v)
     if t is np.ndarray or isinstance(v, Tensor):
-        return (t, v.shape, str(v.dtype))
+        return (t, v.shape, v.dtype)                # (a dtype hashes and compares: no str())
     if t is int or t is bool:
         return (t, v)
     if t in (list, tuple, dict, str, bytes, range):
