@@ -319,15 +319,16 @@ def module_file(source: str) -> tuple[str, str]:
     return path, how
 
 
-def _numba_cache():
-    """numba's side of this cache (numba_cache.py), imported on first use: it imports numba,
-    and %load_ext reads this cache without it; it also imports this module (a circle)."""
-    from . import numba_cache  # lazy: see the docstring
-    return numba_cache
+def kernel_files(directory: str, module_name: str) -> list[str]:
+    """The numba cache files of one generated module (``<module>.<function>.<key>.nbc``)."""
+    try:
+        return [os.path.join(directory, f) for f in os.listdir(directory) if f.startswith(module_name + ".")]
+    except OSError:
+        return []
 
 
 def _numba_files(vdir, h):
-    return _numba_cache().files_for(os.path.join(vdir, "numba"), f"nbk_{h}")
+    return kernel_files(os.path.join(vdir, "numba"), f"nbk_{h}")
 
 
 def is_warm(source: str) -> bool:
@@ -347,7 +348,9 @@ def is_warm(source: str) -> bool:
 
 def load_module(path: str):
     """Import a generated module (once per process). What runs is the source nbaccel
-    generated, held in memory, never a file that failed its hash."""
+    generated, held in memory, never a file that failed its hash. Its numba dispatchers get
+    the safe machine-code cache (numba_cache.py), which reads and counts through this module
+    (handed to it as its store: it imports nothing of this one)."""
     with _load_lock:
         mod = _loaded.get(path)
         if mod is not None:
@@ -361,7 +364,7 @@ def load_module(path: str):
                 raise ImportError(f"nbaccel: {path} does not match its content hash; not imported")
             text = data.decode()
         in_memory = path.startswith(_MEMORY_DIR)
-        numba_cache = _numba_cache()
+        from . import numba_cache  # it imports numba: on the first kernel's load, not at %load_ext
         numba_cache.expect(path, h)
         try:
             mod = types.ModuleType(name)
@@ -373,9 +376,9 @@ def load_module(path: str):
             exec(code, mod.__dict__)         # noqa: S102 - our own generated, verified code
             lock = None if in_memory else os.path.join(os.path.dirname(os.path.dirname(path)), "locks",
                                                        f"{name}.lock")
-            numba_cache.guard_module(mod, path, h, lock)
+            numba_cache.guard_module(mod, path, h, lock, store=sys.modules[__name__])
         finally:
-            numba_cache._expected.pop(path, None)
+            numba_cache.forget(path)
         _loaded[path] = mod
         return mod
 

@@ -36,7 +36,6 @@ from numba.core import caching, serialize
 from numba.core.dispatcher import Dispatcher
 
 from ... import cache_fs
-from . import cache
 from ..config import config
 
 MAGIC = b"NBACCEL-NUMBA-1\n"
@@ -121,7 +120,8 @@ def decode(data: bytes, key):
 class KernelDiskCache(caching.FunctionCache):
     """numba's per-function cache, one verified file per key, never raising."""
 
-    def __init__(self, py_func, base: str, stamp: str):
+    def __init__(self, py_func, base: str, stamp: str, store):
+        self._store = store                        # the disk cache (see guard_module)
         self._name = repr(py_func)
         self._py_func = py_func
         self._impl = self._impl_class(py_func)     # reduce / rebuild / check_cachable
@@ -134,7 +134,7 @@ class KernelDiskCache(caching.FunctionCache):
 
     @property
     def cache_path(self):
-        return cache.numba_dir(for_write=False) or ""
+        return self._store.numba_dir(for_write=False) or ""
 
     def flush(self):
         pass
@@ -145,7 +145,7 @@ class KernelDiskCache(caching.FunctionCache):
     def load_overload(self, sig, target_context):
         if not self._enabled:
             return None
-        directory = cache.numba_dir(for_write=False)
+        directory = self._store.numba_dir(for_write=False)
         if directory is None:
             return None
         path = None
@@ -160,7 +160,7 @@ class KernelDiskCache(caching.FunctionCache):
         except Exception as e:          # a damaged or foreign file: recompile, never fail
             if path is not None:
                 cache_fs.remove(path)
-            cache.note_fault("numba-file", f"a numba cache file was unusable ({cache_fs.describe(e)}); "
+            self._store.note_fault("numba-file", f"a numba cache file was unusable ({cache_fs.describe(e)}); "
                                            "it was deleted and the kernel recompiled")
             return None
 
@@ -176,7 +176,7 @@ class KernelDiskCache(caching.FunctionCache):
     def _save(self, sig, data):
         if not self._enabled:
             return
-        directory = cache.numba_dir(for_write=True)
+        directory = self._store.numba_dir(for_write=True)
         if directory is None:
             return
         try:
@@ -185,9 +185,9 @@ class KernelDiskCache(caching.FunctionCache):
             key = (self._stamp, self._index_key(sig, data.codegen))
             blob = encode(key, self._impl.reduce(data))
             cache_fs.atomic_write(self._file(directory, key), blob)
-            cache.note_written(len(blob))
+            self._store.note_written(len(blob))
         except Exception as e:          # a full or read-only disk: the kernel stays uncached
-            cache.note_write_failure(e)
+            self._store.note_write_failure(e)
 
 
 def _locked_compile(disp, compile_fn, lock_path):
@@ -209,9 +209,17 @@ def _lock_timeout():
         return 30.0
 
 
-def guard_module(mod, filename: str, stamp: str, lock_path: str | None):
+def forget(filename: str):
+    """The announced module did not load (or has its cache now): drop the announcement."""
+    _expected.pop(filename, None)
+
+
+def guard_module(mod, filename: str, stamp: str, lock_path: str | None, store):
     """Give every numba dispatcher of a generated module the safe disk cache (``lock_path``
-    given) or no disk cache at all (None), and forget the announcement."""
+    given) or no disk cache at all (None), and forget the announcement. ``store`` is the disk
+    cache (cache.py): where the machine code lives (``numba_dir``) and its counters
+    (``note_written``, ``note_write_failure``, ``note_fault``); handed in, not imported, since
+    it imports this module."""
     try:
         for name, obj in list(vars(mod).items()):
             if isinstance(obj, Dispatcher) and getattr(obj.py_func, "__module__", None) == mod.__name__:
@@ -219,18 +227,10 @@ def guard_module(mod, filename: str, stamp: str, lock_path: str | None):
                     obj._cache = caching.NullCache()
                 else:
                     try:
-                        obj._cache = KernelDiskCache(obj.py_func, f"{mod.__name__}.{name}", stamp)
+                        obj._cache = KernelDiskCache(obj.py_func, f"{mod.__name__}.{name}", stamp, store)
                     except Exception:   # numba internals moved: run uncached rather than fail
                         obj._cache = caching.NullCache()
                         continue
                     obj.compile = _locked_compile(obj, obj.compile, lock_path)
     finally:
         _expected.pop(filename, None)
-
-
-def files_for(directory: str, module_name: str) -> list[str]:
-    """The numba cache files of one generated module."""
-    try:
-        return [os.path.join(directory, f) for f in os.listdir(directory) if f.startswith(module_name + ".")]
-    except OSError:
-        return []
