@@ -244,7 +244,7 @@ def _transpose(x, *args, axes=None, dim0=None, dim1=None):
         args = (dim0, dim1)
     elif axes is not None:
         args = (axes,)
-    if len(args) == 2 and all(isinstance(a, int) for a in args):
+    if len(args) == 2 and isinstance(args[0], int) and isinstance(args[1], int):
         return _swapaxes(x, *args)
     if not args or args == (None,):
         return x.permute(*reversed(range(x.ndim)))
