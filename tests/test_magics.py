@@ -284,10 +284,10 @@ def test_unload_and_reload(ip):
     "In [3]: x = 1\n", "...\n", "  x = 1\n", "\nx = 1\n", "t = '''\n>>> not a prompt\n'''\n"])
 def test_plain_python_cells_are_their_own_transform(ip, cell):
     """The magic skips IPython's tokenising transform for text with none of its syntax
-    (cellfunc.plain_python): that must be exactly the text IPython's transform gives back."""
-    from nbaccel.magics import cellfunc
-    if cellfunc.plain_python(cell):
+    (ipython_calls.plain_python): that must be exactly the text IPython's transform gives back."""
+    from nbaccel.magics.ipython_calls import plain_python
+    if plain_python(cell):
         assert ip.transform_cell(cell).rstrip() + "\n" == cell.rstrip() + "\n"
-    assert cellfunc.plain_python(cell) == (cell in (
+    assert plain_python(cell) == (cell in (
         "x = 1\n", "y = np.exp(x)\nprint(y)\n", "s = 'a string'\n", "def f(a):\n    return a + 1\n",
         "x = [i * 2 for i in range(3)]\n", "z = {'k': 1}['k']\n", "t = (1,\n     2)\n"))

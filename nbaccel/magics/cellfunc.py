@@ -30,7 +30,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
-import re
 import tokenize
 
 from .cellnames import _Renamer, evaluated_at_definition, local_names, nested_free
@@ -182,18 +181,6 @@ def read_first(tree: ast.Module) -> set:
 
     visit(tree)
     return first_read
-
-
-_IPYTHON_PROMPT = re.compile(r"^\s*(>>>|\.\.\.|In \[|Out\[)", re.M)
-
-
-def plain_python(cell: str) -> bool:
-    """Whether IPython's input transforms leave ``cell`` as it is (up to its trailing
-    newline): no magic, shell, help or assignment-from-magic syntax (``%``, ``!``, ``?``
-    anywhere), no pasted prompts (``>>>``, ``...``, ``In [n]:``), no leading blank line or
-    indentation (IPython strips and dedents those)."""
-    return (not any(c in cell for c in "%!?") and cell[:1] not in ("", " ", "\t", "\n", "\r")
-            and _IPYTHON_PROMPT.search(cell) is None)
 
 
 def read_names(entry) -> tuple:

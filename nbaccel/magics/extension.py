@@ -414,12 +414,12 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     def _transformed(self, cell):
         """IPython's transform of the cell text (``!cmd``, ``%magic`` lines): a function of the
         text alone, remembered, since tokenising it again cost as much as a replayed run. Text
-        with none of IPython's syntax is its own transform (cellfunc.plain_python: a new cell's
+        with none of IPython's syntax is its own transform (ipython_calls.plain_python: a new cell's
         first run skipped a third of a millisecond of tokenising)."""
         memo = self.__dict__.setdefault("_transform_memo", {})
         src = memo.get(cell)
         if src is None:
-            src = (cell if cellfunc.plain_python(cell) else self.shell.transform_cell(cell)).rstrip() + "\n"
+            src = (cell if ipython_calls.plain_python(cell) else self.shell.transform_cell(cell)).rstrip() + "\n"
             if len(memo) > 256:
                 memo.clear()
             memo[cell] = src

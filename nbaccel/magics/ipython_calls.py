@@ -1,4 +1,5 @@
-"""``%magic``, ``!cmd`` and ``get_ipython().method(...)`` inside a ``%%compile`` cell.
+"""``%magic``, ``!cmd`` and ``get_ipython().method(...)`` inside a ``%%compile`` cell, and
+whether a cell has any such syntax at all (:func:`plain_python`).
 
 IPython turns ``%timeit f(x)`` into ``get_ipython().run_line_magic('timeit', 'f(x)')`` and
 reads the *caller's frame* for the names the magic sees (``$x`` expansion, ``local_ns``). In
@@ -9,6 +10,8 @@ and names the magic binds there (``%time y = x * 2``) go to the notebook namespa
 plain cell would have put them.
 """
 from __future__ import annotations
+
+import re
 
 from . import boundary
 from .cell_values import _swap_out
@@ -59,3 +62,16 @@ def call(local_vars, method, *args, **kwargs):
         for k, v in ns.items():                     # names the magic bound (%time y = x * 2)
             if k not in before or before[k] is not v:
                 user[k] = v
+
+
+_IPYTHON_PROMPT = re.compile(r"^\s*(>>>|\.\.\.|In \[|Out\[)", re.M)
+
+
+def plain_python(cell: str) -> bool:
+    """Whether IPython's input transforms leave ``cell`` as it is (up to its trailing
+    newline): no magic, shell, help or assignment-from-magic syntax (``%``, ``!``, ``?``
+    anywhere), no pasted prompts (``>>>``, ``...``, ``In [n]:``), no leading blank line or
+    indentation (IPython strips and dedents those). The magic then skips IPython's tokenising
+    transform of the cell's text."""
+    return (not any(c in cell for c in "%!?") and cell[:1] not in ("", " ", "\t", "\n", "\r")
+            and _IPYTHON_PROMPT.search(cell) is None)
