@@ -24,7 +24,6 @@ from ..ops.fronts import as_tensor
 from ..ops.nn import ShapeError, keep_mask
 from ..ops.normalization import batch_norm_stats as _batch_norm_stats
 from ..ops.normalization import batch_norm_train as _batch_norm_train
-from ..tensor import active_trace
 from ..ops.activations import hardtanh as _hardtanh_op
 from ..ops.pooling import pad_constant
 
@@ -58,36 +57,22 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if t is not None and tuple(t.shape) != (c,):
             raise ShapeError(f"batch_norm: {name} of shape {tuple(t.shape)}, expected ({c},) "
                              f"for input {tuple(x.shape)}")
-    # per-channel tensors are reshaped to (1, C, 1, ..) before any arithmetic: a compiled
-    # graph then reads them as views of its inputs, and everything after the input (or a
-    # convolution) is one pointwise kernel
     if training:
-        axes = (0,) + tuple(range(2, x.ndim))
         count = x.numel() // c if c else 0
         if count <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {list(x.shape)}")
-        if active_trace() is None:
-            return _batch_norm_eager(x, running_mean, running_var, weight, bias, momentum, eps,
-                                     count)
-        # traced: primitives, which the compiler fuses itself (conv + BatchNorm + ReLU). The
-        # composite op traced in a GAN's step (Adam, two backward passes) makes the NumPy
-        # renderer load a 0-d value in a chunked kernel (an IndexError in codegen/numpy.py)
-        mean = x.mean(axis=axes, keepdims=True)
-        xc = x - mean
-        var = (xc * xc).mean(axis=axes, keepdims=True)
-        with autograd.no_grad():
-            if running_mean is not None:
-                running_mean.copy_(running_mean * (1 - momentum) + mean.detach().reshape((c,)) * momentum)
-            if running_var is not None:
-                unbiased = var.detach().reshape((c,)) * (count / (count - 1))
-                running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
-        y = xc / ops.sqrt(var + eps)
-    else:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: running_mean and running_var are needed when not "
-                             "training")
-        y = (x - running_mean.reshape(shape)) / ops.sqrt(running_var.reshape(shape) + eps)
+        # eagerly and traced alike: a compiled step keeps these ops whole and runs their fused
+        # kernels as extern steps, as the eager step does (ops/normalization.py)
+        return _batch_norm_training(x, running_mean, running_var, weight, bias, momentum, eps,
+                                    count)
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm: running_mean and running_var are needed when not "
+                         "training")
+    # eval: per-channel tensors are reshaped to (1, C, 1, ..) before any arithmetic: a compiled
+    # graph then reads them as views of its inputs, and everything after the input (or a
+    # convolution) is one pointwise kernel
+    y = (x - running_mean.reshape(shape)) / ops.sqrt(running_var.reshape(shape) + eps)
     if weight is not None:
         y = y * weight.reshape(shape)
     if bias is not None:
@@ -95,7 +80,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return y
 
 
-def _batch_norm_eager(x, running_mean, running_var, weight, bias, momentum, eps, count):
+def _batch_norm_training(x, running_mean, running_var, weight, bias, momentum, eps, count):
     """Training-mode BatchNorm as two ops: the running statistics' update (one pass for the
     statistics) and the normalisation with its affine (one pass per channel forward and one
     backward, ops/normalization.py)."""

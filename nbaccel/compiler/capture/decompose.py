@@ -3,6 +3,13 @@
 It is one mechanism: re-trace the graph, calling each composite op's ``decomp`` on tracers of
 a :class:`Recorder` (composites met inside a decomposition decompose again). Every backend
 then only needs renderings for primitives.
+
+One exception, declared on the op: a composite that names an ``extern_backend`` (BatchNorm's
+training ops, ops/normalization.py) stays whole, and the schedule runs it as an extern step
+through its ``impl``, the fused kernel eager mode runs. Its ``decomp`` still defines it for
+autograd's double backward; the compiled step just calls the same kernel the eager one does
+instead of a second, generated spelling of it (measured: docs/benchmarks.md, "Compiled
+training steps against eager").
 """
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ class Recorder(Graph):
     # engine tracing protocol -------------------------------------------------------------------
     def record(self, op, args, params):
         args = tuple(self._lift(a) for a in args)
-        if self.decompose and not op.primitive:
+        if self.decompose and not op.primitive and op.extern_backend is None:
             return op.decomp(*args, **params)
         shape, dtype = op.infer(args, params)
         node = self.add(op, tuple(a._node if isinstance(a, Tensor) else a for a in args),

@@ -197,7 +197,12 @@ class _Scheduler:
             return v
         self.place(Store(n, e, Layout.contiguous(n.shape), False))
         v = self.buffer_value(n)
-        if e.kind == "op" and e.size() > 1:
+        # only an expression that reads something: a key is made of ops, params and leaves,
+        # and the leaves' layouts carry the shape. A constants-only expression (Adam's first
+        # step count, 0 + 1) has one key at every shape, so its stored 0-d value stood in for
+        # the same constants inside a (4, 16, 4, 4) kernel: a 0-d load in a 4-d kernel (the
+        # NumPy renderer's IndexError). Constants are recomputed for free anyway.
+        if e.kind == "op" and e.size() > 1 and e.leaves():
             self.stored_exprs[e.key()] = v
         if not keep_lazy:
             self.val[id(n)] = v
