@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import nbaccel as nb
 from nbaccel.ops import OPS
-from nbaccel.ops.indexing import encode_index
+from nbaccel.ops.indexing_plan import encode_index
 from nbaccel.ops.meta import DataDependentShape
 from oracle import check, gradcheck, random_array
 

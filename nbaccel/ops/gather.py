@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .fronts import apply, as_tensor, as_tensor_arg
-from .indexing import _index_tensor, argwhere, index, index_put
+from .indexing import argwhere, index, index_put
+from .indexing_plan import _index_tensor
 from .meta import broadcast_shapes
 from .movement import axis_index
 from .registry import defalias, defmethod
