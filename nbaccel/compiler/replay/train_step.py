@@ -40,6 +40,7 @@ from ...parameter_holder import ParameterHolder   # an nn.Module, known without 
 from ...optim import BRANCH_KEYS, HYPER, LIFTED_KEYS, Optimizer
 from ...tensor import Tensor
 from .replay import output_tree
+from ..schedule.views import numpy_gives_array
 from ..capture.decompose import decompose
 from ..runtime.runtime import Program
 from ..schedule.loops import Kernel, Layout
@@ -255,7 +256,7 @@ class StepReplay:
             else:
                 a = arrays[v]
                 if self.numpy_out or (self.numpy_out is None and meta[2]):
-                    values.append(a[()] if a.ndim == 0 else a)
+                    values.append(a[()] if a.ndim == 0 and not meta[3] else a)
                 else:
                     values.append(Tensor._wrap(a, meta[0], meta[1], False))
         return self.out_tree(iter(values))
@@ -322,7 +323,8 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
             return ("tensor", plan[n.index], None)
         if id(n) in written and not o.requires_grad:
             return ("tensor", written[id(n)], None)     # x += 1 returns x itself
-        return ("out", output(n), (n.dtype, o.device, o._np))
+        # (a 0-d result: a NumPy scalar or a 0-d array, as NumPy's op gives it: views.py)
+        return ("out", output(n), (n.dtype, o.device, o._np, numpy_gives_array(n)))
     tree = output_tree(out, tensor_leaf, outs)
     if tree is None:
         return None
