@@ -23,7 +23,7 @@ from .capture.capture import TooManyGraphBreaks, TraceSession
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
 from .replay.compiled import Compiled, CompiledModule
 from .replay.entries import GraphCache
-from .replay.guarded import GuardedReplays, call_key
+from .replay.guarded import GuardedReplays, call_key, layout_failure, layout_guard
 from .replay.read_recorder import ReadRecorder
 from .cache import cache, jit_split
 from .replay import cheap_path
@@ -184,7 +184,7 @@ class CompiledFunction(Compiled):
             ck = call_key(args[:-1] if env is not None else args, kwargs)   # None: tracers, objects
             if ck is not None:
                 guard_key, gleaves = ck
-                entry = self._guarded.lookup(guard_key, env)
+                entry = self._guarded.lookup(guard_key, env, gleaves)
                 if entry is not None:         # the guards hold: run the program, no tracing
                     self.stats["cache_hits"] += 1
                     self.stats["replays"] = self.stats.get("replays", 0) + 1
@@ -207,9 +207,11 @@ class CompiledFunction(Compiled):
             rp = self._replays.get(replay_key) if replay_key is not None else None
             reads = getattr(rp, "reads", None)         # (training steps keep their own guard)
             failed = reads.failing() if reads is not None else None
-            if failed is not None:      # a pure function's read changed: trace it again
+            # (the key holds no strides: a view-or-copy decision that read them guards them)
+            moved = layout_failure(rp.layouts, leaves) if getattr(rp, "layouts", ()) else None
+            if failed is not None or moved is not None:   # a read or a layout changed: trace again
                 del self._replays[replay_key]
-                self._guarded.last_guard_failure = f"guard failed: `{failed.desc}` changed"
+                self._guarded.last_guard_failure = moved or f"guard failed: `{failed.desc}` changed"
             elif rp is not None:
                 self.stats["cache_hits"] += 1
                 self.stats["replays"] = self.stats.get("replays", 0) + 1
@@ -273,6 +275,7 @@ class CompiledFunction(Compiled):
             else:                # a pure function: guards on its reads where they can be had
                 rp.reads = self._guarded.reads_of(recorder, session)
             if rp is not None:
+                rp.layouts = layout_guard(session, leaf_index)
                 self._replays[replay_key] = rp
         if guard_key is not None:
             self._guarded.record(guard_key, recorder, session, leaf_index, out, numpy_out,

@@ -83,7 +83,8 @@ def check(program, backend: str, calls: int = 2) -> Outcome:
             if call:
                 return _failure(f"call {call + 1} (cached): {outcome.klass}", outcome.detail)
             return outcome
-    return check_guards(program, backend)
+    outcome = check_guards(program, backend)
+    return outcome if not outcome.ok else check_layouts(program, backend)
 
 
 def check_guards(program, backend: str) -> Outcome:
@@ -106,13 +107,67 @@ def check_guards(program, backend: str) -> Outcome:
     return OK
 
 
-def _check_call(program, compiled, want, want_exc, plain) -> Outcome:
+# the layouts of check_layouts' calls, in order: a C trace replayed for F inputs (a transposed
+# array's layout), an F trace replayed, a strided call, then C inputs after the F trace
+LAYOUTS = ("C", "F", "F", "strided", "C")
+# the statements whose result is a view or a copy by the strides: programs without one skip
+# check_layouts (a third of them; the phase's ten calls would double the fuzzer's time)
+_RESHAPES = re.compile(r"reshape|ravel|flatten")
+
+
+def relaid(a, how: str):
+    """``a``'s values with the same shape and dtype in another layout: "F" (as a transposed C
+    array lies), "strided" (every other element of a buffer, along the last axis). A 1-D
+    array's F layout is its C one: it gets the strided one."""
+    if how == "C" or a.ndim == 0:
+        return a
+    if how == "F" and a.ndim >= 2:
+        return np.asfortranarray(a)
+    out = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)[..., ::2]
+    out[...] = a
+    return out
+
+
+def check_layouts(program, backend: str) -> Outcome:
+    """The same program called again with inputs of the same shapes and dtypes laid out
+    otherwise (LAYOUTS), under the default mode and ``mode="reduce-overhead"`` (whose key holds
+    no strides): a reshape is a view or a copy by its operand's strides, so a program traced
+    for one layout must not be replayed for another where NumPy decides otherwise, and a ufunc
+    of a transposed input is laid out transposed (its ravel copies). Every call runs compiled
+    (no plain runs chosen by timing, which would hide a wrong replay)."""
+    import nbaccel as nb
+    from nbaccel.compiler.config import config
+    if not any(i.shape for i in program.inputs) or not _RESHAPES.search(program.source()):
+        return OK       # 0-d inputs only (one layout), or no view-or-copy decision to get wrong
+    fn = program.function()
+    saved = config["decide_functions"]
+    config["decide_functions"] = False
+    try:
+        for mode in ("default", "reduce-overhead"):
+            compiled = nb.compile(fn, backend=backend, mode=mode)
+            for step, how in enumerate(LAYOUTS):
+                def fresh(how=how):
+                    return [relaid(a, how) for a in program.arrays()]
+                plain = fresh()
+                want, want_exc = _call(fn, plain)
+                outcome = _check_call(program, compiled, want, want_exc, plain, fresh)
+                if not outcome.ok:
+                    seq = "/".join(LAYOUTS[:step + 1])
+                    return _failure(f"{how} inputs after {seq} ({mode}): {outcome.klass}", outcome.detail)
+    finally:
+        config["decide_functions"] = saved
+    return OK
+
+
+def _check_call(program, compiled, want, want_exc, plain, fresh=None) -> Outcome:
     """``plain``: the inputs as NumPy's run left them. A program may write into an input
     through a view (``np.ravel`` of an array whose layout allows a view, an in-place update
-    of it): NumPy's writes are the contract, not unchanged inputs."""
-    arrays = program.arrays()
+    of it): NumPy's writes are the contract, not unchanged inputs. ``fresh``: makes the
+    compiled call's inputs (``program.arrays``, or another layout of them)."""
+    fresh = fresh or program.arrays
+    arrays = fresh()
     got, got_exc = _call(compiled, arrays)
-    for inp, before, want_after, after in zip(program.inputs, program.arrays(), plain, arrays):
+    for inp, before, want_after, after in zip(program.inputs, fresh(), plain, arrays):
         if not _same_array(want_after, after):
             how = "changed" if _same_array(before, want_after) else "written otherwise than by NumPy"
             return _failure("mutated an input", f"{inp.name} {how}")

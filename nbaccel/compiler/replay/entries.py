@@ -41,6 +41,7 @@ class Entry:
         self.eager_seconds = None
         self._eager_args = None
         self._timings = None
+        self.layouts: dict = {}     # {input name: layout class} its view decisions read
 
     def program(self, graph):
         sig = tuple(p.shape for p in graph.placeholders)
@@ -232,6 +233,10 @@ class GraphCache:
         limit = cf.recompile_limit or _limit()
         entry, event, reason = self.lookup(graph, slot, getattr(session, "marked", None))
         inputs = [s._data for s in graph.sources]
+        if event != "hit":
+            entry.layouts = _layouts(session)
+            if event == "recompile":
+                reason = _layout_reason(self.by_slot[slot][:-1], entry.layouts, reason)
         if event == "recompile":
             cf.stats["recompiles"] += 1
             self.recompile_log.append({"reason": reason, "dynamic_dims": self.dynamic_dim_names()})
@@ -297,6 +302,22 @@ class GraphCache:
         """Seconds spent turning generated source into machine code (numba, Triton) so far,
         background compiles included: what a compile cost besides tracing and codegen."""
         return sum(p.jit_total() for e in self.entries.values() for p in e.programs.values())
+
+
+def _layouts(session) -> dict:
+    """{input name: layout class} that this trace's view-or-copy decisions read (views.py)."""
+    return {name: cls for name, _, cls in getattr(session, "layout_reads", {}).values()}
+
+
+def _layout_reason(previous, layouts, reason):
+    """A recompile whose input changed layout says so first: the graph differs because a
+    reshape of it became a copy (or a view), which its shapes and dtypes do not show."""
+    for old in reversed(previous):
+        moved = [f"`{n}`'s layout: {old.layouts[n]} → {c}" for n, c in layouts.items()
+                 if old.layouts.get(n, c) != c]
+        if moved:
+            return f"{', '.join(moved)} (NumPy's reshape of it is a view or a copy by its strides); {reason}"
+    return reason
 
 
 def _saved_value(concrete, graph, n):

@@ -22,6 +22,7 @@ from .readset import Unguardable, analyse, describe, guard_array_values
 from .entries import compile_for_outputs
 from .replay import record
 from . import train_step   # Snapshot: the modules and optimizers a step reaches
+from ..schedule.views import layout_class
 
 MAX_ENTRIES = 32        # replay entries kept per function (one per argument signature)
 ATTEMPTS = 3            # traces that may fail to record before the function stops trying
@@ -73,6 +74,34 @@ def call_key(args, kwargs):
     return tuple(parts), leaves
 
 
+def layout_guard(session, leaf_index) -> tuple:
+    """The layouts a trace's view-or-copy decisions read (schedule/views.py: a reshape is a
+    view only where the strides allow one), as ((leaf index, strides, class, name), ...): a
+    replay for other strides of one of these inputs would reuse a decision NumPy makes
+    otherwise, so it traces again. Empty where no decision read a layout (the usual call)."""
+    reads = getattr(session, "layout_reads", None)
+    if not reads:
+        return ()
+    out = []
+    for src_id, (name, strides, cls) in reads.items():
+        i = leaf_index.get(src_id)
+        if i is not None:               # (a global array's strides are guarded by readset)
+            out.append((i, strides, cls, name))
+    return tuple(out)
+
+
+def layout_failure(layouts, leaves):
+    """Why these leaves' layouts are not the ones a decision read, or None (a few tuple
+    compares, only for a program whose decisions read a layout)."""
+    for i, strides, cls, name in layouts:
+        x = leaves[i]
+        a = x if type(x) is np.ndarray else x._data
+        if a.strides != strides:
+            return (f"guard failed: `{name}`'s layout is now {layout_class(a)} (strides {a.strides}, "
+                    f"was {cls} {strides}): NumPy's reshape of it is a view or a copy by its strides")
+    return None
+
+
 class ReplayEntry:
     """One recorded program with its guards, and the plain-or-compiled measurement."""
 
@@ -84,8 +113,13 @@ class ReplayEntry:
         self.snapshot = snapshot
         self.numpy_io = numpy_io                # NumPy in, NumPy out
         self.reported = False                   # the report shows this entry's replay state
+        self.layouts = ()                       # layout_guard: the strides a decision read
 
-    def failing_guard(self, env=None):
+    def failing_guard(self, env=None, leaves=None):
+        if self.layouts and leaves is not None:
+            why = layout_failure(self.layouts, leaves)
+            if why is not None:
+                return why
         g = self.reads.failing(env)
         if g is not None:
             return f"guard failed: `{g.desc}` is now {describe(g.value())}"
@@ -111,13 +145,14 @@ class GuardedReplays:
     def active(self) -> bool:
         return self.failures < ATTEMPTS
 
-    def lookup(self, key, env=None):
+    def lookup(self, key, env=None, leaves=None):
         """The entry to replay for this call, or None (then the call traces). ``env``: a
-        %%compile cell's inputs object (its values are guarded too)."""
+        %%compile cell's inputs object (its values are guarded too); ``leaves``: the call's
+        arrays (a decision that read their strides guards them)."""
         entry = self.entries.get(key)
         if entry is None:
             return entry
-        why = entry.failing_guard(env)
+        why = entry.failing_guard(env, leaves)
         if why is not None:
             del self.entries[key]
             self.last_guard_failure = why
@@ -191,7 +226,8 @@ class GuardedReplays:
         if len(self.entries) >= MAX_ENTRIES:
             self.entries.pop(next(iter(self.entries)))
         # a cell's plain run is the magic's business (plain_runs.py): no plain probes here
-        self.entries[key] = ReplayEntry(rp, reads, snap, numpy_out is True and env is None)
+        entry = self.entries[key] = ReplayEntry(rp, reads, snap, numpy_out is True and env is None)
+        entry.layouts = layout_guard(session, leaf_index)
         self.refusal = None
         self.failures = 0
 

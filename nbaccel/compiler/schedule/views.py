@@ -43,20 +43,37 @@ def numpy_gives_array(node) -> bool:
 COPY = "copy"    # what _note_view says of a view op whose result NumPy copies (no view base)
 
 
-def _numpy_layout(root):
-    """An array with the strides of NumPy's array for ``root`` (an input's own, a computed
-    value's C order; a ufunc of a transposed input, which NumPy lays out transposed, is taken
-    as C order too). Only its strides are read: it is a view of one element's memory."""
-    data = root._data if root._node is None or root._node.is_placeholder else None
-    one = np.zeros(1, root.dtype.np)
-    if isinstance(data, np.ndarray):
-        return np.lib.stride_tricks.as_strided(one, data.shape, data.strides)
-    shape = tuple(root.shape)
-    strides, step = [], one.itemsize
-    for n in reversed(shape):
-        strides.insert(0, step)
-        step *= max(n, 1)
-    return np.lib.stride_tricks.as_strided(one, shape, tuple(strides))
+def layout_class(a) -> str:
+    """What a guard on a layout names: C-contiguous, F-contiguous or strided."""
+    f = a.flags
+    return "C-contiguous" if f.c_contiguous else "F-contiguous" if f.f_contiguous else "strided"
+
+
+# ops whose NumPy result is laid out like their operands (order="K": np.exp(a.T) is F order),
+# found by running the op on small stand-ins; any other op's result is C order (np.matmul, a
+# concatenation, creation), or taken as C order where the stand-ins cannot say (a reshape)
+_LAYOUT_KINDS = ("unary", "binary", "ternary", "reduce")
+_LAYOUT_VIEWS = ("permute", "detach", "getitem", "strided_slice")
+
+
+def _small_shape(shape):
+    return tuple(min(n, 2) for n in shape)
+
+
+def _strided(dtype, shape, strides):
+    """An array with these strides over one element's memory (only its strides are read)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, strides)
+
+
+def _spread(small, shape, itemsize):
+    """Contiguous strides for ``shape`` with the axes in the order of ``small``'s strides: a
+    computed array is contiguous, in the axis order NumPy chose for the small one."""
+    order = sorted(range(len(shape)), key=lambda d: -abs(small.strides[d]))   # ties: C order
+    strides, step = [0] * len(shape), itemsize
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return tuple(strides)
 
 
 def _no_copy_reshape(a, shape):
@@ -70,20 +87,6 @@ def _no_copy_reshape(a, shape):
         except AttributeError as e:
             raise ValueError(str(e)) from None
         return v
-
-
-def _reshape_is_view(root, chain, shape) -> bool:
-    """Whether NumPy's reshape of the view ``chain`` of ``root`` is a view: it copies when the
-    strides do not allow one (``np.ravel(a.T)``), and a write into the copy leaves ``a`` alone."""
-    a = _numpy_layout(root)
-    try:
-        for op, params, extra in chain:
-            a = (_no_copy_reshape(a, params["shape"]) if op.name == "reshape"
-                 else op.impl(np, a, *extra, **params))
-        _no_copy_reshape(a, shape)
-    except ValueError:
-        return False
-    return True
 
 
 class ViewTracking:
@@ -113,11 +116,78 @@ class ViewTracking:
                 return                              # NumPy copies a broadcast view it reshapes
         else:
             root, chain = base, []
-        if op.name == "reshape" and not _reshape_is_view(root, chain, params["shape"]):
+        if op.name == "reshape" and not self._reshape_is_view(root, chain, params["shape"]):
             return COPY                             # NumPy copies: the strides allow no view
         self.view_of[id(t)] = (root, chain + [(op, dict(params), extra)], self.version.get(id(root), 0))
         self.view_tensors[id(t)] = t
         self._keep.append(root)
+
+    # -- NumPy's layout of a value: what a reshape's view-or-copy decision reads ------------------
+
+    def _reshape_is_view(self, root, chain, shape) -> bool:
+        """Whether NumPy's reshape of the view ``chain`` of ``root`` is a view: it copies when the
+        strides do not allow one (``np.ravel(a.T)``, ``np.ravel(np.exp(a.T))``), and a write into
+        the copy leaves ``a`` alone."""
+        a = self._numpy_layout(root)
+        try:
+            for op, params, extra in chain:
+                a = (_no_copy_reshape(a, params["shape"]) if op.name == "reshape"
+                     else op.impl(np, a, *extra, **params))
+            _no_copy_reshape(a, shape)
+        except ValueError:
+            return False
+        return True
+
+    def _numpy_layout(self, root):
+        """An array with the strides of NumPy's array for ``root``: an input's own strides, a
+        computed value's as NumPy lays it out (:meth:`_small`). Every input whose strides this
+        read is noted in ``layout_reads``: a replay for another layout of it must trace again."""
+        node = root._node
+        if node is None or node.is_placeholder:
+            data = root._data
+            if isinstance(data, np.ndarray):
+                if node is not None:
+                    self._read_layout(node, data)
+                return _strided(data.dtype, data.shape, data.strides)
+        dt = root.dtype.np
+        shape = tuple(root.shape)
+        small = self._small(node, {}) if node is not None else np.zeros(_small_shape(shape))
+        return _strided(dt, shape, _spread(small, shape, np.dtype(dt).itemsize))
+
+    def _read_layout(self, node, data):
+        reads = self.__dict__.setdefault("layout_reads", {})
+        src = self.ph_sources[node.index] if node.graph is self.graph else None
+        if src is not None:
+            reads[id(src)] = (node.name, data.strides, layout_class(data))
+
+    def _small(self, node, memo, depth=0):
+        """A small array (each size above 2 made 2) laid out as NumPy lays out ``node``'s value:
+        the op run on its operands' small arrays, an input's first elements with its own
+        strides; C order where that cannot be had (``memo`` holds None while it is made)."""
+        if id(node) in memo:
+            return memo[id(node)]
+        memo[id(node)] = None
+        shape = _small_shape(node.shape)
+        out = None
+        if node.is_placeholder:
+            src = self.ph_sources[node.index] if node.graph is self.graph else None
+            data = getattr(src, "_data", None)
+            if isinstance(data, np.ndarray) and data.ndim:
+                self._read_layout(node, data)
+                out = data[tuple(slice(0, 2) for _ in data.shape)]
+        elif depth < 64 and (node.op.kind in _LAYOUT_KINDS or node.op.name in _LAYOUT_VIEWS):
+            # (64 ops deep is far enough: past it, C order, as Python's stack needs a bound)
+            args = [self._small(a, memo, depth + 1) if hasattr(a, "op") else a for a in node.args]
+            if all(s is not None for a, s in zip(node.args, args) if hasattr(a, "op")):
+                try:
+                    with np.errstate(all="ignore"):
+                        out = node.op.impl(np, *args, **node.params)
+                except Exception:       # noqa: BLE001 (a stand-in it refuses: C order)
+                    out = None
+        if not isinstance(out, np.ndarray) or out.shape != shape:
+            out = np.zeros(shape, getattr(node.dtype, "np", np.float64))     # C order
+        memo[id(node)] = out
+        return out
 
     def _replay(self, root, chain):
         val = root
