@@ -100,16 +100,7 @@ def _short(op, args, params):
     memo = op.infer_memo
     if (memo is True or (memo and len(xs) == 1)
             or (op.kind == "linalg" and len(xs) == 2 and not params)):
-        if params:
-            sig.append(tuple(params.items()))
-        try:
-            key = tuple(sig)
-            hit = _INFER.get(key)
-        except TypeError:            # an unhashable param
-            hit = infer(op, args, params)
-        else:
-            if hit is None:
-                hit = _remember(key, infer(op, args, params))
+        hit = _memoised(op, sig, args, params)
     else:
         hit = infer(op, args, params)
     out = _run_impl(op, args, xs, params, hit[1], dev, npflag)
@@ -204,16 +195,21 @@ def _infer_concrete(op, args, params):
             key += (a._data.shape, id(a.dtype), a._np)
         else:
             key.append(type(a))
+    return _memoised(op, key, args, params)
+
+
+def _memoised(op, key, args, params):
+    """``infer`` under ``key`` (a list: the op, then what a scan of the inputs read), with the
+    params appended: remembered, or worked out and remembered; a call with an unhashable
+    param is worked out each time."""
     if params:
         key.append(tuple(params.items()))
     try:
         key = tuple(key)
         hit = _INFER.get(key)
-    except TypeError:                   # an unhashable param
+    except TypeError:
         return infer(op, args, params)
-    if hit is None:
-        hit = _remember(key, infer(op, args, params))
-    return hit
+    return hit if hit is not None else _remember(key, infer(op, args, params))
 
 
 def _remember(key, hit):
