@@ -171,3 +171,89 @@ def test_a_stored_constant_value_is_not_loaded_at_another_shape(backend):
     step, y = nb.compile(f, backend=backend)(nb.tensor(x))
     assert float(step) == 1.0
     np.testing.assert_allclose(y.numpy(), x * np.float32(1 - 0.9), rtol=1e-6)
+
+
+def _run_both(make, arrays, dt):
+    """``make(*leaves) -> output`` run as a step (forward, backward of sum(out * g)) eagerly and
+    compiled, three calls each; returns (eager, compiled) as (output, grads) and the compiled
+    function."""
+    sides = []
+    for compiled in (False, True):
+        leaves = [nb.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+
+        def step():
+            for t in leaves:
+                t.grad = None
+            y = make(*leaves)
+            g = nb.tensor(np.linspace(-1, 1, y.numel(), dtype=dt).reshape(tuple(y.shape)))
+            (y * g).sum().backward()
+            return y
+        run = nb.compile(step) if compiled else step
+        for _ in range(3):
+            y = run()
+        sides.append((_np(y), [t.grad.numpy().copy() for t in leaves if t.requires_grad], run))
+    return sides
+
+
+def _externs(cf):
+    return {k["ops"][0]: k["backend"] for k in cf.report.kernels if "ranges" not in k}
+
+
+CASES = {
+    "layer_norm": (lambda x, w, b: nb.nn.functional.layer_norm(x, tuple(w.shape), w, b),
+                   {"layer_norm", "layer_norm_backward", "layer_norm_affine_backward"}),
+    "layer_norm_plain": (lambda x, w, b: nb.nn.functional.layer_norm(x, tuple(w.shape)) * w + b,
+                         {"layer_norm", "layer_norm_backward"}),
+    "gelu": (lambda x, w, b: nb.nn.functional.gelu(x * w + b), {"gelu", "gelu_backward"}),
+    "softmax": (lambda x, w, b: nb.nn.functional.softmax(x * w + b, -1), {"softmax_backward"}),
+    "log_softmax": (lambda x, w, b: nb.nn.functional.log_softmax(x * w + b, -1),
+                    {"softmax_backward"}),
+}
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(4, 16), (3, 5, 12), (2, 64)])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fused_ops_compiled_match_eager(path, always_compiled, case, shape, dt):
+    make, want = CASES[case]
+    rng = np.random.default_rng(4)
+    arrays = [(rng.standard_normal(shape) * 2).astype(dt),
+              rng.standard_normal(shape[-1:]).astype(dt), rng.standard_normal(shape[-1:]).astype(dt)]
+    (ye, ge, _), (yc, gc, cf) = _run_both(make, arrays, dt)
+    tol = _tol(dt)
+    np.testing.assert_allclose(yc, ye, **tol)
+    assert yc.dtype == np.dtype(dt)
+    for a, b in zip(gc, ge):
+        np.testing.assert_allclose(a, b, **tol)
+    externs = _externs(cf)
+    assert set(externs) >= want and {externs[n] for n in want} == {"fused"}, externs
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(8, 10), (2, 10, 3)])
+def test_cross_entropy_compiled_matches_eager(path, always_compiled, shape, dt):
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 3).astype(dt)
+    t = rng.integers(0, 10, (shape[0],) + shape[2:])
+    (ye, ge, _), (yc, gc, cf) = _run_both(
+        lambda x, t: nb.nn.functional.cross_entropy(x, t), [x, t], dt)
+    np.testing.assert_allclose(yc, ye, **_tol(dt))
+    np.testing.assert_allclose(gc[0], ge[0], **_tol(dt))
+    externs = _externs(cf)
+    assert {"cross_entropy", "cross_entropy_backward"} <= set(externs), externs
+
+
+def test_forms_without_a_kernel_still_decompose(always_compiled):
+    """GELU's tanh form and cross-entropy with label smoothing have no fused kernel: their
+    extern_backend says None and the compiler decomposes them into its own kernels."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((6, 10)).astype(np.float32)
+    t = rng.integers(0, 10, 6)
+    for make, args, gone in (
+            (lambda x: nb.nn.functional.gelu(x, approximate="tanh"), [x], {"gelu", "gelu_backward"}),
+            (lambda x, t: nb.nn.functional.cross_entropy(x, t, label_smoothing=0.1), [x, t],
+             {"cross_entropy", "cross_entropy_backward"})):
+        (ye, ge, _), (yc, gc, cf) = _run_both(make, args, "float32")
+        np.testing.assert_allclose(yc, ye, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gc[0], ge[0], rtol=1e-5, atol=1e-6)
+        assert not gone & set(_externs(cf)), _externs(cf)

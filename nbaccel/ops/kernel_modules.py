@@ -112,6 +112,15 @@ def fused_for(xp, *arrays):
     return eager_kernels("fused")
 
 
+def fused_extern(params=None):
+    """``extern_backend`` of a composite op whose ``impl`` runs a fused kernel (``fused_for``):
+    the compiler keeps it whole on CPU values and runs that impl as an extern step, as it runs
+    a convolution, instead of decomposing it (compiler/capture/decompose.py). The label is what
+    the report shows; an op whose kernel covers only some params returns None for the others,
+    which then decompose."""
+    return "fused"
+
+
 def rows(a, n):
     """A C-contiguous (rows, n) view (or copy) of ``a``."""
     return np.ascontiguousarray(a).reshape(-1, n)

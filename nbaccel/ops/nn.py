@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from .. import dtypes as D, ops
-from .kernel_modules import fused_for as _fused, rows as _rows
+from .kernel_modules import fused_extern, fused_for as _fused, rows as _rows
 from .batching import leading_dims_rule
 from .fronts import apply, as_tensor, override
 from .meta import ShapeError, broadcast_shapes, default_float, normalize_axis  # noqa: F401
@@ -125,8 +125,15 @@ def _gelu_backward_eager(xp, g, x, approximate="none"):
     return _gelu_backward_impl(xp, g, x, approximate)
 
 
+def _gelu_extern(params):
+    """Compiled graphs keep GELU's erf form whole (its fused kernel); the tanh form has no
+    kernel (NumPy's SIMD tanh) and decomposes into the generated kernels."""
+    return None if params.get("approximate") == "tanh" else fused_extern(params)
+
+
 gelu_backward = defop(
     "gelu_backward", kind="nn", infer=_grad_infer, impl=_gelu_backward_eager,
+    extern_backend=_gelu_extern,
     decomp=lambda g, x, approximate="none": _gelu_backward_impl(_ops(), g, x, approximate, False),
     front=lambda g, x, approximate="none": apply(gelu_backward, (g, x),
                                                  {"approximate": approximate}),
@@ -145,7 +152,7 @@ def _gelu_front(input, approximate="none"):
 
 
 gelu = defop("gelu", kind="unary", dtype_rule="float", decomp=_gelu_decomp, impl=_gelu_impl,
-             grad=_gelu_grad, front=_gelu_front,
+             grad=_gelu_grad, front=_gelu_front, extern_backend=_gelu_extern,
              doc="Gaussian error linear unit: x * Phi(x) (``approximate='tanh'``: the tanh form).")
 
 
@@ -254,6 +261,7 @@ def _softmax_backward_eager(xp, g, y, axis, log):
 
 softmax_backward = defop(
     "softmax_backward", kind="nn", infer=_grad_infer, impl=_softmax_backward_eager,
+    extern_backend=fused_extern,
     decomp=lambda g, y, axis, log: _softmax_backward_impl(_ops(), g, y, axis, log),
     front=lambda g, y, axis, log=False: apply(softmax_backward, (g, y),
                                               {"axis": int(axis), "log": bool(log)}),

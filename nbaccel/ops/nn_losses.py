@@ -13,7 +13,7 @@ import numpy as np
 from .. import dtypes as D, ops
 from .fronts import apply, as_tensor
 from .meta import broadcast_shapes, default_float
-from .kernel_modules import fused_for as _fused
+from .kernel_modules import fused_extern, fused_for as _fused
 from .nn import ShapeError, _grad_infer, log_softmax
 from .registry import defop
 from ..autograd import needs_input_grad as need
@@ -156,8 +156,15 @@ def _ce_backward_front(g, x, t, *w, reduction, ignore_index, label_smoothing, pr
                   "label_smoothing": float(label_smoothing), "probs": bool(probs)})
 
 
+def _ce_extern(params):
+    """Compiled graphs keep cross-entropy whole where its fused kernel applies (class indices,
+    no label smoothing; a weight is an argument and takes the NumPy path inside the same op);
+    probabilities and smoothing decompose into the generated kernels."""
+    return None if params.get("probs") or params.get("label_smoothing") else fused_extern(params)
+
+
 cross_entropy_backward = defop(
-    "cross_entropy_backward", kind="nn", impl=_ce_backward_eager,
+    "cross_entropy_backward", kind="nn", impl=_ce_backward_eager, extern_backend=_ce_extern,
     infer=lambda args, p: (args[1].shape, _grad_infer(args[1:2], p)[1]),
     decomp=lambda g, x, t, *w, **p: _ce_backward_impl(_ops(), g, x, t, *w, **p),
     front=_ce_backward_front,
@@ -233,6 +240,7 @@ def _cross_entropy_front(input, target, weight=None, size_average=None, ignore_i
 
 cross_entropy = defop(
     "cross_entropy", kind="nn", infer=_ce_infer, impl=_ce_impl, decomp=_ce_decomp,
+    extern_backend=_ce_extern,
     grad=_ce_grad, front=_cross_entropy_front,
     doc="Cross entropy between logits (class axis 1) and class indices or probabilities, "
         "with ``weight``, ``ignore_index``, ``label_smoothing`` and ``reduction`` as PyTorch.")

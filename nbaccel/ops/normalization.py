@@ -8,10 +8,11 @@ code has loaded in the background; meanwhile, on CuPy and in other dtypes, the N
 expressions run. ``decomp`` spells every op in primitives for the compiler, which fuses
 them itself; the gradients' own gradients (double backward) go through those decompositions.
 
-BatchNorm's four training ops also declare an ``extern_backend``: a compiled graph keeps them
-whole and calls the same fused kernels (compiler/capture/decompose.py), so both modes run one
-kernel with one rounding, and the compiled step traces about 60 fewer nodes. Measured on the
-CNN step it is as fast as the generated statistics-and-normalise kernels or a little faster
+BatchNorm's four training ops and LayerNorm's three also declare an ``extern_backend``
+(``fused_extern``): a compiled graph on the CPU keeps them whole and calls the same fused
+kernels (compiler/capture/decompose.py), so both modes run one kernel with one rounding, and
+the compiled step traces fewer nodes (the CNN step 60 fewer). Measured: the CNN step as fast
+as with the generated statistics-and-normalise kernels or a little faster, the GPT step 1.16x
 (docs/benchmarks.md, "Compiled training steps against eager").
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from .. import dtypes as D, ops
 from .fronts import apply, as_tensor
-from .kernel_modules import fused_for as _fused, rows as _rows
+from .kernel_modules import fused_extern, fused_for as _fused, rows as _rows
 from .meta import ShapeError, default_float
 from .nn import _float_input, _float_infer, _grad_infer, _split
 from .registry import defop
@@ -134,6 +135,7 @@ def _ln_backward_eager(xp, g, x, *w, ndims, eps):
 
 layer_norm_backward = defop(
     "layer_norm_backward", kind="nn", infer=_grad_infer, impl=_ln_backward_eager,
+    extern_backend=fused_extern,
     decomp=lambda g, x, *w, ndims, eps: _ln_backward_impl(_ops(), g, x, *w, ndims=ndims, eps=eps),
     front=lambda g, x, *w, ndims, eps: apply(layer_norm_backward, (g, x) + tuple(w),
                                              {"ndims": int(ndims), "eps": float(eps)}),
@@ -160,7 +162,7 @@ def _ln_affine_eager(xp, g, x, ndims, eps):
 
 
 layer_norm_affine_backward = defop(
-    "layer_norm_affine_backward", kind="nn", impl=_ln_affine_eager,
+    "layer_norm_affine_backward", kind="nn", impl=_ln_affine_eager, extern_backend=fused_extern,
     infer=lambda args, p: ((2,) + tuple(args[1].shape[args[1].ndim - p["ndims"]:]),
                            _grad_infer(args, p)[1]),
     decomp=lambda g, x, ndims, eps: _ln_affine_impl(_ops(), g, x, ndims, eps, _ops().stack),
@@ -187,6 +189,7 @@ def _layer_norm_grad(g, out, x, *wb, ndims, eps, affine):
 
 layer_norm = defop("layer_norm", kind="nn", infer=_norm_infer, decomp=_layer_norm_decomp,
                    impl=_layer_norm_impl, grad=_layer_norm_grad, front=_layer_norm_front,
+                   extern_backend=fused_extern,
                    doc="(x - mean) / sqrt(var + eps) * weight + bias over the trailing "
                        "``normalized_shape`` dims (biased variance, as PyTorch).")
 
@@ -195,12 +198,6 @@ layer_norm = defop("layer_norm", kind="nn", infer=_norm_infer, decomp=_layer_nor
 # ``nn.functional.batch_norm`` in training mode: (x - mean_c) / sqrt(var_c + eps) * w_c + b_c over
 # channel axis 1 of (N, C, *) input, the statistics over every other axis. Eval mode is plain
 # pointwise arithmetic on the running statistics (the compiler fuses it after a convolution).
-
-def _fused_label(params):
-    """The report's backend for BatchNorm's ops in a compiled graph, where they run whole as
-    extern steps: nbaccel_kernels.fused (its NumPy path while the kernels load)."""
-    return "fused"
-
 
 def _bn_axes(x):
     return (0,) + tuple(range(2, x.ndim))
@@ -234,7 +231,7 @@ def _bn_stats_eager(xp, x):
 
 batch_norm_stats = defop(
     "batch_norm_stats", kind="nn", impl=_bn_stats_eager, differentiable=False,
-    extern_backend=_fused_label,
+    extern_backend=fused_extern,
     infer=lambda args, p: ((2, args[0].shape[1]), _float_infer(args, p)[1]),
     decomp=lambda x: _bn_stats_impl(_ops(), x, _ops().stack),
     front=lambda x: apply(batch_norm_stats, (x,), {}),
@@ -286,7 +283,7 @@ def _bn_backward_eager(xp, g, x, *w, eps):
 
 batch_norm_backward = defop(
     "batch_norm_backward", kind="nn", infer=_grad_infer, impl=_bn_backward_eager,
-    extern_backend=_fused_label,
+    extern_backend=fused_extern,
     decomp=lambda g, x, *w, eps: _bn_backward_impl(_ops(), g, x, *w, eps=eps),
     front=lambda g, x, *w, eps: apply(batch_norm_backward, (g, x) + tuple(w), {"eps": float(eps)}),
     doc="BatchNorm's (training mode) input gradient: one fused pass per channel eagerly; its "
@@ -310,7 +307,7 @@ def _bn_affine_eager(xp, g, x, eps):
 
 
 batch_norm_affine_backward = defop(
-    "batch_norm_affine_backward", kind="nn", extern_backend=_fused_label, impl=_bn_affine_eager,
+    "batch_norm_affine_backward", kind="nn", extern_backend=fused_extern, impl=_bn_affine_eager,
     infer=lambda args, p: ((2, args[1].shape[1]), _grad_infer(args, p)[1]),
     decomp=lambda g, x, eps: _bn_affine_impl(_ops(), g, x, eps, _ops().stack),
     front=lambda g, x, eps: apply(batch_norm_affine_backward, (g, x), {"eps": float(eps)}),
@@ -335,7 +332,7 @@ def _bn_train_grad(g, out, x, *wb, eps, affine):
 
 batch_norm_train = defop(
     "batch_norm_train", kind="nn", infer=_norm_infer, impl=_bn_train_eager,
-    extern_backend=_fused_label,
+    extern_backend=fused_extern,
     decomp=lambda x, *wb, eps, affine: _bn_train_impl(_ops(), x, *wb, eps=eps, affine=affine),
     grad=_bn_train_grad,
     front=lambda x, *wb, eps, affine: apply(batch_norm_train, (x,) + tuple(wb),

@@ -4,12 +4,15 @@ It is one mechanism: re-trace the graph, calling each composite op's ``decomp`` 
 a :class:`Recorder` (composites met inside a decomposition decompose again). Every backend
 then only needs renderings for primitives.
 
-One exception, declared on the op: a composite that names an ``extern_backend`` (BatchNorm's
-training ops, ops/normalization.py) stays whole, and the schedule runs it as an extern step
-through its ``impl``, the fused kernel eager mode runs. Its ``decomp`` still defines it for
-autograd's double backward; the compiled step just calls the same kernel the eager one does
-instead of a second, generated spelling of it (measured: docs/benchmarks.md, "Compiled
-training steps against eager").
+One exception, declared on the op: a composite whose ``extern_backend`` names a backend for
+its params (BatchNorm's training ops, LayerNorm, GELU's erf form, softmax's backward and
+cross-entropy with class indices, forward and backward: ops/normalization.py, nn.py,
+nn_losses.py) stays whole on CPU values, and the schedule runs it as an extern step through
+its ``impl``, the fused kernel eager mode runs. Its ``decomp`` still defines it for autograd's
+double backward and for other devices (those kernels are CPU kernels; on a GPU the
+decomposition fuses into Triton kernels). The compiled step calls the same kernel as the eager
+one instead of a second, generated spelling of it, and traces fewer nodes (measured:
+docs/benchmarks.md, "Compiled training steps against eager").
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ class Recorder(Graph):
     # engine tracing protocol -------------------------------------------------------------------
     def record(self, op, args, params):
         args = tuple(self._lift(a) for a in args)
-        if self.decompose and not op.primitive and op.extern_backend is None:
+        if self.decompose and not op.primitive and not _kept_whole(op, args, params):
             return op.decomp(*args, **params)
         shape, dtype = op.infer(args, params)
         node = self.add(op, tuple(a._node if isinstance(a, Tensor) else a for a in args),
@@ -67,6 +70,15 @@ class Recorder(Graph):
         p = self.placeholder(node.shape, node.dtype, name or node.name)
         p.params = dict(node.params)
         return Tensor._tracer(p, node.dtype, cpu, bool(node.params.get("np")))
+
+
+def _kept_whole(op, args, params) -> bool:
+    """Does composite ``op`` run whole here (an extern step), rather than decompose?"""
+    if op.extern_backend is None:
+        return False
+    if any(isinstance(a, Tensor) and a.device is not cpu for a in args):
+        return False
+    return op.extern_backend(params) is not None
 
 
 def retrace(graph: Graph, decompose=True):

@@ -85,7 +85,10 @@ def graph_choice(cf, graph):
         return False, est, f"compiled: backend={cf.backend}, mode={cf.mode} asked for by name"
     if not (getattr(cf, "_in_cell", False) or config["cheap_functions"]):
         return False, est, "compiled (the cheap path is for %%compile cells)"
-    kernel_op = next((n.op.name for n in graph.nodes if n.op.extern_backend is not None), None)
+    # a primitive with its own kernel; a composite that merely keeps its fused eager kernel
+    # (LayerNorm, BatchNorm, GELU: decompose.py) is no reason to skip the cheap path
+    kernel_op = next((n.op.name for n in graph.nodes
+                      if n.op.extern_backend is not None and n.op.primitive), None)
     if kernel_op is not None:   # flash attention, int8/int4, 2:4: the dedicated kernel is the point
         return False, est, f"compiled: the graph calls {kernel_op}, which has its own kernel"
     limit = config["cheap_graph_seconds"]
