@@ -15,7 +15,9 @@ An :class:`OpDef` holds everything the engine and the compiler need to know:
                ``numba.py: SCALAR``), and a test checks that every table covers its group
 * ``extern_backend``  for an op the compiler runs whole (an extern kernel: attention, quantized
                or sparse matmul): ``extern_backend(params) -> str``, the backend label the
-               report shows for it (``"flash"``, ``"int4"``, ``"sparse24"``)
+               report shows for it (``"flash"``, ``"int4"``, ``"sparse24"``). A composite op
+               may declare it too (its eager impl runs a fused kernel: ``"fused"``); for
+               params its kernel does not cover it returns None, and the op decomposes
 * ``batch_rule``  vmap's rule for a primitive whose kind does not give one
                (``rule(args, batched, params, size) -> result``, see ``ops/batching.py``);
                elementwise and reduction ops get theirs from their kind (``nbaccel/func``)
