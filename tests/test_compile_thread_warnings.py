@@ -78,3 +78,21 @@ def test_numba_typing_on_a_compile_thread_never_swaps_the_warnings_state():
     worker.join(60)
     assert len(compiles) == 6
     assert swaps == 0 and lost == 0
+
+
+def test_an_exiting_process_waits_a_bounded_time_for_queued_compiles():
+    """At exit the queued compiles fill the disk cache for the next session, but for at most
+    config['exit_compile_wait'] seconds: the ones not started by then are dropped (a long
+    session's exit once waited minutes)."""
+    import time
+
+    worker = runtime._CompileThread("test-exit-wait")
+    release = threading.Event()
+    first = worker.submit(release.wait, 5)          # in flight, as a compile would be
+    queued = [worker.submit(time.sleep, 0) for _ in range(3)]
+    t0 = time.monotonic()
+    worker.wait(cache_fills_only=True, timeout=0.2)
+    assert time.monotonic() - t0 < 2
+    assert all(f.cancelled() for f in queued) and not first.cancelled()
+    release.set()
+    assert first.result(5) is True

@@ -139,6 +139,9 @@ config = Settings({
     "cheap_enabled": True,           # False: never take a cheap path (every cell compiles at once)
     "cheap_functions": False,        # also for nb.compile'd functions (default: %%compile cells only)
     "cheap_graph_seconds": 100e-6,   # a graph estimated below this runs as one NumPy function
+    # an exiting process waits at most this long for the numba compiles it queued (they fill
+    # the disk cache for the next session); the rest are dropped (runtime._at_exit)
+    "exit_compile_wait": 10.0,
     # from the environment (the list above):
     # * strict: a failure inside the compiler raises. Otherwise it never reaches the user: a
     #   graph that fails to compile runs eagerly (the report says why), and an internal failure

@@ -23,6 +23,7 @@ from nbaccel_kernels import _numba_warnings
 
 from ..cache import cache, jit_split, warmup as numba_warmup
 from ..codegen import common, numba as nb_codegen, numba_launch, numpy as np_codegen
+from ..config import config
 from ..schedule.loops import Kernel
 from ..schedule.schedule import ExternStep, schedule
 
@@ -80,10 +81,11 @@ class _CompileThread:
         for fut in pending:
             fut.cancel()
 
-    def wait(self, cache_fills_only=False):
+    def wait(self, cache_fills_only=False, timeout=None):
         """Wait for every compile submitted so far (``cache_fills_only``: for those that fill
         the disk cache; the loads from it not yet started are cancelled, one in flight left to
-        the daemon thread)."""
+        the daemon thread). ``timeout``: seconds at most; the compiles not started by then are
+        cancelled, the one in flight left to the daemon thread."""
         with self._lock:
             pending = list(self._pending)
         if cache_fills_only:
@@ -91,7 +93,9 @@ class _CompileThread:
                 if not fut.fills_cache:
                     fut.cancel()
             pending = [f for f in pending if f.fills_cache]
-        concurrent.futures.wait(pending)
+        _, late = concurrent.futures.wait(pending, timeout=timeout)
+        for fut in late:
+            fut.cancel()
 
 
 def _managed_worker_process() -> bool:
@@ -105,7 +109,10 @@ def _at_exit():
     if _managed_worker_process():
         _COMPILER.cancel_pending()
     else:
-        _COMPILER.wait(cache_fills_only=True)     # what the next session will find on disk
+        # what the next session will find on disk, for a bounded time: a long session can
+        # leave minutes of queued compiles (a benchmark's exit waited 13 minutes), and a
+        # process that is asked to end should end; the rest compile when next needed
+        _COMPILER.wait(cache_fills_only=True, timeout=config.get("exit_compile_wait", 10.0))
 
 
 _COMPILER = _CompileThread("nbaccel-numba")
