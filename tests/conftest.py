@@ -62,6 +62,19 @@ def not_strict(monkeypatch):
     monkeypatch.setitem(nbaccel.config, "strict", False)
 
 
+@pytest.fixture(params=["kernel", "numpy"])
+def fused_path(request):
+    """Force one eager path of the fused ops (tests/test_fused_ops.py and their compiled
+    twins): the loaded numba kernels, or none (the NumPy fallback that runs while they load)."""
+    from nbaccel.ops import kernel_modules
+    module = kernel_modules.load_now("fused") if request.param == "kernel" else None
+    if request.param == "kernel" and module is None:
+        pytest.skip("numba kernels unavailable")
+    prev = kernel_modules.set_eager_kernels("fused", module)
+    yield request.param
+    kernel_modules.set_eager_kernels("fused", prev)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     import nbaccel

@@ -14,17 +14,6 @@ BN_OPS = {"batch_norm_stats", "batch_norm_train", "batch_norm_backward",
           "batch_norm_affine_backward"}
 
 
-@pytest.fixture(params=["kernel", "numpy"])
-def path(request):
-    """Force one eager path: the loaded numba kernels, or none (the NumPy fallback)."""
-    module = kernel_modules.load_now("fused") if request.param == "kernel" else None
-    if request.param == "kernel" and module is None:
-        pytest.skip("numba kernels unavailable")
-    prev = kernel_modules.set_eager_kernels("fused", module)
-    yield request.param
-    kernel_modules.set_eager_kernels("fused", prev)
-
-
 @pytest.fixture
 def always_compiled():
     """Every call runs compiled (the plain-or-compiled decision would pick either)."""
@@ -73,7 +62,7 @@ def _grads(m, x):
 @pytest.mark.parametrize("dt", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(6, 4, 5, 5), (8, 3), (3, 5, 7), (2, 16, 9, 4)])
 @pytest.mark.parametrize("affine", [True, False])
-def test_batch_norm_compiled_matches_eager(path, always_compiled, dt, shape, affine):
+def test_batch_norm_compiled_matches_eager(fused_path, always_compiled, dt, shape, affine):
     rng = np.random.default_rng(1)
     xa = (rng.standard_normal(shape) * 2 + 0.5).astype(dt)
     ga = rng.standard_normal(shape).astype(dt)
@@ -127,7 +116,7 @@ def test_compiled_batch_norm_calls_the_eager_kernels(always_compiled):
                            "batch_norm_affine_backward"}
 
 
-def test_a_compiled_cnn_step_with_adam_matches_eager(path, always_compiled):
+def test_a_compiled_cnn_step_with_adam_matches_eager(fused_path, always_compiled):
     """conv, BatchNorm, ReLU, max pooling, linear and Adam's first steps (whose step count is a
     constants-only 0-d value: the schedule's old IndexError) compiled against eager."""
     nn = nb.nn
@@ -214,7 +203,7 @@ CASES = {
 @pytest.mark.parametrize("dt", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(4, 16), (3, 5, 12), (2, 64)])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_fused_ops_compiled_match_eager(path, always_compiled, case, shape, dt):
+def test_fused_ops_compiled_match_eager(fused_path, always_compiled, case, shape, dt):
     make, want = CASES[case]
     rng = np.random.default_rng(4)
     arrays = [(rng.standard_normal(shape) * 2).astype(dt),
@@ -231,7 +220,7 @@ def test_fused_ops_compiled_match_eager(path, always_compiled, case, shape, dt):
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(8, 10), (2, 10, 3)])
-def test_cross_entropy_compiled_matches_eager(path, always_compiled, shape, dt):
+def test_cross_entropy_compiled_matches_eager(fused_path, always_compiled, shape, dt):
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(shape) * 3).astype(dt)
     t = rng.integers(0, 10, (shape[0],) + shape[2:])

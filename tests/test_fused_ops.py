@@ -17,17 +17,6 @@ def _torch():
     return pytest.importorskip("torch")
 
 
-@pytest.fixture(params=["kernel", "numpy"])
-def path(request):
-    """Force one eager path: the loaded numba kernels, or none (the NumPy fallback)."""
-    module = kernel_modules.load_now("fused") if request.param == "kernel" else None
-    if request.param == "kernel" and module is None:
-        pytest.skip("numba kernels unavailable")
-    prev = kernel_modules.set_eager_kernels("fused", module)
-    yield request.param
-    kernel_modules.set_eager_kernels("fused", prev)
-
-
 def _tol(dt):
     return dict(rtol=1e-4, atol=1e-5) if dt == "float32" else dict(rtol=1e-9, atol=1e-11)
 
@@ -50,7 +39,7 @@ def _check_grads(ours, theirs, tol):
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])
 @pytest.mark.parametrize("ns", [(16,), (6, 16)])
-def test_layer_norm(path, dt, ns):
+def test_layer_norm(fused_path, dt, ns):
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((4, 6, 16)) * 2 + 1).astype(dt)
     w, b = (rng.standard_normal(ns).astype(dt) for _ in range(2))
@@ -69,7 +58,7 @@ def test_layer_norm(path, dt, ns):
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("dt", ["float32", "float64"])
-def test_gelu(path, approximate, dt):
+def test_gelu(fused_path, approximate, dt):
     x = (np.random.default_rng(0).standard_normal((8, 33)) * 3).astype(dt)
     (xa,), (xt,) = _pair(x)
     y = F.gelu(xa, approximate=approximate)
@@ -86,7 +75,7 @@ def test_gelu(path, approximate, dt):
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("dim", [-1, 0])
-def test_softmaxes_and_their_backward(path, name, dim):
+def test_softmaxes_and_their_backward(fused_path, name, dim):
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((5, 7, 9)) * 3).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)
@@ -105,7 +94,7 @@ def test_softmaxes_and_their_backward(path, name, dim):
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("dt", ["float32", "float64"])
-def test_cross_entropy(path, reduction, smoothing, dt):
+def test_cross_entropy(fused_path, reduction, smoothing, dt):
     torch = _torch()
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((12, 10)) * 3).astype(dt)
@@ -127,7 +116,7 @@ def test_cross_entropy(path, reduction, smoothing, dt):
     _check_grads((xa,), (xt,), _tol(dt))
 
 
-def test_cross_entropy_with_every_target_ignored_is_nan(path):
+def test_cross_entropy_with_every_target_ignored_is_nan(fused_path):
     x = _leaf(np.ones((3, 4), np.float32))
     loss = F.cross_entropy(x, nb.tensor(np.full(3, -100)))
     assert np.isnan(loss.item())
@@ -135,7 +124,7 @@ def test_cross_entropy_with_every_target_ignored_is_nan(path):
 
 @pytest.mark.parametrize("shape", [(6, 4, 5, 5), (8, 3)])
 @pytest.mark.parametrize("affine", [True, False])
-def test_batch_norm_training(path, shape, affine):
+def test_batch_norm_training(fused_path, shape, affine):
     torch = _torch()
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(shape) * 2 + 0.5).astype(np.float32)
@@ -174,7 +163,7 @@ def test_batch_norm_training(path, shape, affine):
                                        getattr(theirs, name).grad.numpy(), **tol)
 
 
-def test_embedding_backward_adds_repeated_indices(path):
+def test_embedding_backward_adds_repeated_indices(fused_path):
     torch = _torch()
     rng = np.random.default_rng(0)
     w = rng.standard_normal((7, 5)).astype(np.float32)
@@ -253,7 +242,7 @@ def test_the_kernel_path_runs_one_kernel_per_op():
 
 
 @pytest.mark.parametrize("reduction", ["mean", "none"])
-def test_cross_entropy_over_spatial_positions(path, reduction):
+def test_cross_entropy_over_spatial_positions(fused_path, reduction):
     """Class axis 1 of (N, C, H, W) logits: the op sees the classes last, rows per position."""
     torch = _torch()
     rng = np.random.default_rng(0)
@@ -273,7 +262,7 @@ def test_cross_entropy_over_spatial_positions(path, reduction):
                                 dict(kernel_size=(3, 2), stride=(1, 2), dilation=(2, 1)),
                                 dict(kernel_size=2, ceil_mode=True)])
 @pytest.mark.parametrize("dt", ["float32", "float64"])
-def test_max_pool2d_backward(path, kw, dt):
+def test_max_pool2d_backward(fused_path, kw, dt):
     torch = _torch()
     rng = np.random.default_rng(0)
     x = rng.integers(-2, 3, (2, 3, 7, 7)).astype(dt)      # ties everywhere
