@@ -1,7 +1,17 @@
-"""nbaccel_kernels: hand-written kernels the compiler calls as externs (fused attention,
-quantized and 2:4-sparse matmul), each with a NumPy reference, a CPU (numba) version and a
-Triton version. They work on raw arrays (NumPy, CuPy) and import nothing from nbaccel.
+"""nbaccel_kernels: hand-written kernels on raw arrays (NumPy, CuPy), importing nothing from
+nbaccel. Each family has a NumPy reference, a CPU (numba) version and, where a GPU wants one, a
+Triton version:
 
-The kernels arrive in a later milestone; this package is installed now so the layout and
-the import name (``nbaccel_kernels``) are fixed.
+* ``attention``: fused (FlashAttention-style) scaled dot-product attention;
+* ``quant``: int8 / int4 weight-only and int8 dynamic matmuls, with explicit SIMD variants;
+* ``sparse``: 2:4 semi-structured sparse matmuls;
+* ``conv``: convolutions (shifted GEMMs, im2col + BLAS, direct loops);
+* ``rnn``: the LSTM / GRU scans and their backward;
+* ``fused``: the eager engine's composite ops as single passes (LayerNorm, BatchNorm, GELU,
+  softmax backward, cross-entropy, embedding backward, AdamW).
+
+The compiler calls them as extern steps and the eager ops call them directly
+(nbaccel/ops/kernel_modules.py). The modules that start with ``_`` are shared machinery: the
+kernels' thread pool and task runner, NumPy's OpenBLAS, Triton's arguments, and numba compiles
+on background threads that leave the warnings state alone.
 """
