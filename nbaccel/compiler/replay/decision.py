@@ -17,15 +17,14 @@ real run of the user's code (it runs exactly once), so measuring costs nothing e
    apart).
 3. **Deciding.** The faster side by median runs from then on. A compiled choice keeps being
    timed; when its recent median falls behind the plain median the decision flips to plain and
-   says why. The plain side is timed again now and then (after 8, 16, 32, ... compiled runs:
-   a cost that vanishes as runs accumulate: two plain runs, the first of which only warms
-   up, since the first plain run after a streak of compiled runs is cold), and the plain
-   median is of the last
-   :data:`PLAIN_WINDOW` plain runs: the first ones, which a notebook's start and the compile
+   says why. The plain side is timed again now and then, after 8, 16, 32, ... compiled runs
+   (a cost that vanishes as runs accumulate): twice, and only the second run is a sample, since
+   the first plain run after a streak of compiled runs is cold. The plain median is of the last
+   :data:`PLAIN_WINDOW` samples, so the first ones, which a notebook's start and the compile
    itself make slow (cold caches, a heap reshaped by the compile, nbaccel's background compiles
-   sharing the CPU), leave the median as the retimed runs arrive. A code's very first plain run
-   is never in the medians: it pays one-time costs the next runs do not (it still counts as
-   rent paid).
+   sharing the CPU), leave it as the retimed runs arrive. A code's very first plain run is never
+   in the medians either: it pays one-time costs the next runs do not (it still counts as rent
+   paid).
 
 :meth:`Decision.verdict` is the one record every renderer shows (the text report, the HTML
 fallback, the widget, ``%nbaccel status``): the path and why, plain and compiled medians with
