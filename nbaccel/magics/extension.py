@@ -309,8 +309,8 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         entry = self.entries.get(key)
         if entry is None:
             filename = self.shell.compile.cache(src, count)
-            if analysed_tree is None:                # IPython's parse says what is wrong
-                self.shell.compile.ast_parse(src, filename, "exec")   # raises SyntaxError
+            if analysed_tree is None:   # IPython's parse says what is wrong (raises SyntaxError)
+                analysed_tree = self.shell.compile.ast_parse(src, filename, "exec")
             outputs = set(stores) | set(dels)
             name = f"cell_{count}"
             renamed = cellnames.local_names(analysed_tree, traced + boxed)
