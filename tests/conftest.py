@@ -1,4 +1,5 @@
 """Shared test settings: a reusable kernel cache and hypothesis profiles."""
+import contextlib
 import importlib.util
 import os
 import pathlib
@@ -73,6 +74,34 @@ def fused_path(request):
     prev = kernel_modules.set_eager_kernels("fused", module)
     yield request.param
     kernel_modules.set_eager_kernels("fused", prev)
+
+
+@contextlib.contextmanager
+def _fused_kernel_calls():
+    """The names of the fused kernels called inside (the real kernels run, seen through a
+    proxy); skips the test where numba's kernels cannot load."""
+    from nbaccel.ops import kernel_modules
+    real = kernel_modules.load_now("fused")
+    if real is None:
+        pytest.skip("numba kernels unavailable")
+    called = []
+
+    class Spy:
+        def __getattr__(self, name):
+            called.append(name)
+            return getattr(real, name)
+
+    prev = kernel_modules.set_eager_kernels("fused", Spy())
+    try:
+        yield called
+    finally:
+        kernel_modules.set_eager_kernels("fused", prev)
+
+
+@pytest.fixture
+def fused_kernel_calls():
+    """``with fused_kernel_calls() as called:``: which fused kernels the block called."""
+    return _fused_kernel_calls
 
 
 @pytest.fixture(autouse=True)

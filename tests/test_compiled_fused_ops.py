@@ -90,28 +90,17 @@ def test_batch_norm_compiled_matches_eager(fused_path, always_compiled, dt, shap
     assert {externs[n] for n in want} == {"fused"}
 
 
-def test_compiled_batch_norm_calls_the_eager_kernels(always_compiled):
+def test_compiled_batch_norm_calls_the_eager_kernels(always_compiled, fused_kernel_calls):
     """The compiled program's BatchNorm steps call the fused kernels themselves."""
-    real = kernel_modules.load_now("fused")
-    if real is None:
+    if kernel_modules.load_now("fused") is None:
         pytest.skip("numba kernels unavailable")
-    called = []
-
-    class Spy:
-        def __getattr__(self, name):
-            called.append(name)
-            return getattr(real, name)
-
     m = _bn_module((4, 3, 6, 6), True, "float32", 0)
     x = nb.tensor(np.random.default_rng(0).standard_normal((4, 3, 6, 6)).astype(np.float32),
                   requires_grad=True)
     cf = nb.compile(_bn_step(m, x, nb.ones(4, 3, 6, 6)))
     cf()
-    prev = kernel_modules.set_eager_kernels("fused", Spy())
-    try:
+    with fused_kernel_calls() as called:
         cf()
-    finally:
-        kernel_modules.set_eager_kernels("fused", prev)
     assert set(called) >= {"batch_norm_stats", "batch_norm_forward", "batch_norm_backward",
                            "batch_norm_affine_backward"}
 

@@ -205,20 +205,9 @@ def test_adam_paths_give_the_same_bits_and_torchs_values(name, kw, dt):
     np.testing.assert_allclose(finals["kernel"], pt.detach().numpy(), **_tol(dt))
 
 
-def test_the_kernel_path_runs_one_kernel_per_op():
+def test_the_kernel_path_runs_one_kernel_per_op(fused_kernel_calls):
     """With the kernels loaded, each op calls its kernel (and nothing falls back unseen)."""
-    real = kernel_modules.load_now("fused")
-    if real is None:
-        pytest.skip("numba kernels unavailable")
-    called = []
-
-    class Spy:
-        def __getattr__(self, name):
-            called.append(name)
-            return getattr(real, name)
-
-    prev = kernel_modules.set_eager_kernels("fused", Spy())
-    try:
+    with fused_kernel_calls() as called:
         rng = np.random.default_rng(0)
         x = _leaf(rng.standard_normal((4, 8)).astype(np.float32))
         w = _leaf(np.ones(8, np.float32))
@@ -232,8 +221,6 @@ def test_the_kernel_path_runs_one_kernel_per_op():
         p = nb.nn.Parameter(nb.tensor(np.ones(3, np.float32)))
         p.grad = nb.tensor(np.ones(3, np.float32))
         nb.optim.AdamW([p]).step()
-    finally:
-        kernel_modules.set_eager_kernels("fused", prev)
     assert set(called) >= {"layer_norm_forward", "layer_norm_backward",
                            "layer_norm_affine_backward", "gelu_forward", "gelu_backward",
                            "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
