@@ -4,32 +4,23 @@ result types (NumPy scalar or ndarray), dtypes and values, raise NumPy's excepti
 NumPy raises (even from a line whose result is never used), and leave the inputs as NumPy
 leaves them.
 """
-import warnings
 
 import numpy as np
 import pytest
 
 import nbaccel as nb
-
-
-def _run(fn, arrays):
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return fn(*arrays), None
-        except Exception as e:      # noqa: BLE001 - the exception is what is compared
-            return None, e
+from fuzz.check import _call     # (the fuzzer's own call: result or exception, warnings off)
 
 
 def same_as_numpy(fn, *arrays, backend="numpy"):
     """Run ``fn`` plainly and compiled (twice: the second call replays the cached entry) on
     fresh copies of ``arrays`` and assert the contract."""
     plain = [a.copy() for a in arrays]
-    want, want_exc = _run(fn, plain)
+    want, want_exc = _call(fn, plain)
     compiled = nb.compile(fn, backend=backend)
     for _ in range(2):
         inputs = [a.copy() for a in arrays]
-        got, got_exc = _run(compiled, inputs)
+        got, got_exc = _call(compiled, inputs)
         for after, want_after in zip(inputs, plain):    # written (through a view) as NumPy writes
             np.testing.assert_array_equal(after, want_after)
         if want_exc is not None:
