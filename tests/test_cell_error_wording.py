@@ -50,3 +50,38 @@ def test_a_different_plain_exception_keeps_the_compiled_failure_and_names_the_pl
     assert same.startswith("the cell raised ValueError: bad at line 2") and "compiled run failed" not in same
     # a reason that is not a compiled failure (too many graph breaks, ...) stays as it was
     assert cellrun._as_raised("tracing cost more", (compiled, ""), ValueError("x")) == "tracing cost more"
+
+
+TRACEBACK_CELLS = [
+    "x = np.ones(3)\ny = x[5]\n",                        # NumPy raises in the cell's own line
+    "def f(v):\n    return v[9]\nz = f(np.ones(2))\n",    # in a function the cell defines
+    "y = np.exp(a)\nz = y @ b\n",                        # a shape error: detected compiled, raised plainly
+]
+
+
+def _shown(ip, src, capsys):
+    """The traceback IPython prints for ``src`` (the run's cell number written as N)."""
+    capsys.readouterr()
+    res = ip.run_cell(src)
+    assert res.error_in_exec is not None
+    out = capsys.readouterr().out
+    return out.replace(f"In[{res.execution_count}]", "In[N]"), res.execution_count
+
+
+@pytest.mark.parametrize("src", TRACEBACK_CELLS)
+@pytest.mark.parametrize("now", [False, True])
+def test_a_traceback_reads_as_the_plain_cells(ip, src, now, capsys):
+    """The traceback starts at the user's line and names the running cell (In[n] of this run),
+    as the plain cell's does: no ``run_cell_magic`` frame, no hidden-frames line, and not the
+    number of the run that first compiled the cell (its code is reused). Three runs: the first
+    (plain, or compiled with --now) and two more (compiled or decided)."""
+    ip.user_ns.update(np=np, a=np.ones((3, 4)), b=np.ones((5, 4)))
+    ip.run_line_magic("nbaccel", "config report=none")
+    try:
+        plain, _ = _shown(ip, src, capsys)
+        assert "Cell In[N]" in plain and "Traceback" in plain
+        for _ in range(3):
+            shown, count = _shown(ip, ("%%compile --now\n" if now else "%%compile\n") + src, capsys)
+            assert shown == plain, (shown, plain)
+    finally:
+        ip.run_line_magic("nbaccel", "config report=auto")

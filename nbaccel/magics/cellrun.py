@@ -151,7 +151,7 @@ class CellRuns:
                                      dont_inherit=True), ns)
         except Exception as e:
             reason = _as_raised(reason, failed, e)
-            raise _from_cell(e, entry.filename)
+            raise _from_cell(e, entry.filename, self.shell, count)
         finally:
             self._show_plain(entry, count, opts, reason, time.perf_counter() - t0)
         return None if entry.quiet else value
@@ -289,9 +289,11 @@ def _plain_defaults(fn):
             fn.__kwdefaults__ = new
 
 
-def _from_cell(exc, filename):
+def _from_cell(exc, filename, shell=None, count=None):
     """``exc`` with its traceback starting at the cell's first frame and without nbaccel's
-    frames after the user's last one: the traceback looks like the plain cell's."""
+    frames after the user's last one: the traceback looks like the plain cell's. With the
+    ``shell`` and the run's ``count``, IPython shows it as the plain cell's too
+    (:func:`_shown_as_plain`)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
@@ -303,7 +305,43 @@ def _from_cell(exc, filename):
             last_user = cur
         cur = cur.tb_next
     last_user.tb_next = None          # what follows is nbaccel's own frames only
-    return exc.with_traceback(tb)
+    exc = exc.with_traceback(tb)
+    if shell is not None and count is not None:
+        _shown_as_plain(exc, tb, filename, shell, count)
+    return exc
+
+
+def _shown_as_plain(exc, tb, filename, shell, count):
+    """IPython formats a magic's exception from the cell's first line: above the user's frames
+    it shows ``get_ipython().run_cell_magic('compile', ...)`` and "[... skipping hidden 2
+    frame]", and it labels the cell ``Cell In[k]`` with the number the cell had when it was
+    first compiled (its code, and so its file name, is reused). The plain cell's traceback
+    starts at the user's line and names this run's number. IPython asks an exception for
+    ``_render_traceback_`` before formatting it (ipyparallel's hook): the traceback is formatted
+    there, lazily, from the user's frames alone, with the cell's file name mapped to ``count``
+    while it is. The number is the one IPython gave this run's cell (its running result's; the
+    magic's ``count`` counts only stored cells)."""
+    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    count = getattr(running, "execution_count", None) or count
+
+    def render():
+        names = getattr(shell.compile, "_filename_map", None)
+        before = names.get(filename) if names is not None else None
+        if names is not None:
+            names[filename] = count
+        try:
+            return shell.InteractiveTB.structured_traceback(type(exc), exc, tb, tb_offset=0)
+        finally:
+            if names is not None:
+                if before is None:
+                    names.pop(filename, None)
+                else:
+                    names[filename] = before
+
+    try:
+        exc._render_traceback_ = render
+    except (AttributeError, TypeError):  # an exception type without a __dict__: IPython's own way
+        pass
 
 
 def _as_name_error(exc, entry):

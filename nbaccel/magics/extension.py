@@ -142,7 +142,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                 self._write_partial(e, entry, ns)
                 if isinstance(e, GraphBreakError):  # name the cell, not IPython's temporary file
                     e.args = (str(e).replace(entry.filename, ("cell " if count > 0 else "") + cellfunc.cell_label(count, src)),)
-                raise _from_cell(_as_name_error(e, entry), entry.filename)
+                raise _from_cell(_as_name_error(e, entry), entry.filename, self.shell, count)
             if safety_net_disabled():
                 sys.stdout.write(printed.getvalue())
                 raise

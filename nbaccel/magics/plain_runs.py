@@ -124,7 +124,7 @@ def run(ext, entry, opts, decision, count, t_enter=None):
             value = eval(code.last, ns)
         failed = False
     except Exception as e:
-        raise _from_cell(e, entry.filename)
+        raise _from_cell(e, entry.filename, ext.shell, count)
     finally:
         seconds = time.perf_counter() - t0
         if not failed:                  # (a run that raised measures nothing)
