@@ -11,7 +11,9 @@ Cells: a GELU + row-softmax cell at 64², 256² and 2048² float32, and a Game o
 compiled cell runs until its decision is made (it is then steady: the numba tier waited for),
 then plain and compiled runs of the same cell text alternate, each timed around ``run_cell``;
 the outside ratio is the median plain time over the median compiled time. The headline is the
-report's verdict after those runs.
+report's verdict after those runs. A cell whose verdict is "runs plainly" states the compiled
+cell's ratio: the compiled path is then forced for a second set of interleaved rounds, and the
+headline is checked against that.
 """
 from __future__ import annotations
 
@@ -67,20 +69,39 @@ def measure(shell, kind, n, rounds):
         if ext.last and ext.last[1].verdict and ext.last[1].verdict["choice"] != "measuring" \
                 and ext.last[1].verdict["runs"]["compiled"] >= 4:
             break
-    plain, comp = [], []
-    for _ in range(rounds):
-        plain.append(_timed(shell, src))
-        comp.append(_timed(shell, compiled))
+    plain, comp = _interleaved(shell, src, compiled, rounds)
     rep = ext.last[1]
     v = rep.verdict or {}
     kernels = len(rep.kernels) if rep.path != "plain" else None
     outside = statistics.median(plain) / statistics.median(comp)
     head = v.get("ratio")
-    return {"cell": kind, "n": n, "plain_median": statistics.median(plain),
-            "compiled_median": statistics.median(comp), "outside_ratio": outside,
-            "outside_spread": [min(plain) / max(comp), max(plain) / min(comp)],
-            "headline_ratio": head, "headline": v.get("headline"), "choice": v.get("choice"),
-            "agreement": (head / outside) if head else None, "kernels": kernels}
+    res = {"cell": kind, "n": n, "plain_median": statistics.median(plain),
+           "compiled_median": statistics.median(comp), "outside_ratio": outside,
+           "outside_spread": [min(plain) / max(comp), max(plain) / min(comp)],
+           "headline_ratio": head, "headline": v.get("headline"), "choice": v.get("choice"),
+           "agreement": (head / outside) if head else None, "kernels": kernels}
+    if v.get("choice") == "plain" and head:
+        # "0.6x slower than the plain cell · runs plainly": the cell now runs plainly, so the
+        # runs above compare plain with plain (the user's speed: outside_ratio). The headline's
+        # number is a claim about the compiled cell: check it by making the compiled path run
+        # again, from outside, interleaved with the plain cell as above
+        for d in ext.__dict__.get("decisions", {}).values():
+            if d.choice == "plain" and d.has_compiled:
+                # (keep_compiled: no flip back to plain while the rounds run)
+                d.keep_compiled("bench.headline: the compiled side, timed to check the headline")
+        fplain, fcomp = _interleaved(shell, src, compiled, rounds)
+        forced = statistics.median(fplain) / statistics.median(fcomp)
+        res.update(compiled_outside_ratio=forced, agreement=head / forced,
+                   compiled_outside_spread=[min(fplain) / max(fcomp), max(fplain) / min(fcomp)])
+    return res
+
+
+def _interleaved(shell, src, compiled, rounds):
+    plain, comp = [], []
+    for _ in range(rounds):
+        plain.append(_timed(shell, src))
+        comp.append(_timed(shell, compiled))
+    return plain, comp
 
 
 def run(quick: bool = False) -> dict:
@@ -103,6 +124,8 @@ def markdown(res) -> str:
     for c in res["cells"]:
         lo, hi = c["outside_spread"]
         agree = f"{c['agreement']:.2f}" if c["agreement"] else "—"
+        if "compiled_outside_ratio" in c:              # a plain verdict: its claim, checked
+            agree += f" (compiled forced: {c['compiled_outside_ratio']:.2f}× outside)"
         lines.append(f"| {c['cell']} {c['n']}² | {c['plain_median'] * 1e3:.2f} ms | {c['compiled_median'] * 1e3:.2f} ms | "
                      f"{c['outside_ratio']:.2f}× ({lo:.2f}–{hi:.2f}) | {c['headline']} | {agree} | {c['kernels']} |")
     lines += ["", "Targets: headline within 30% of the outside ratio; gelu-softmax >= 5x at 256², >= 10x at "
