@@ -113,6 +113,41 @@ def test_shifted_cases_take_the_shifted_path(case, monkeypatch):
                                reference.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]), atol=1e-10)
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_shifted_blocks_of_images_share_each_taps_gemm(monkeypatch, dtype):
+    """shifted.py runs one GEMM per tap for a block of images (their padded planes side by
+    side), not one per image and tap. Windows that run past an image's last column read the
+    next row or image: outputs there are dropped (forward), and the weight gradient's zeros
+    there would turn an inf of the input into NaN, so cpu takes im2col for a non-finite x."""
+    from nbaccel_kernels.conv import shifted
+    monkeypatch.setattr(shifted, "num_threads", lambda: 1)
+    monkeypatch.setattr(cpu, "SHIFTED_MIN_PIXELS", 0)
+    case = ((5, 16, 6, 7), (4, 16, 3, 3), (1, 1), ((1, 1), (0, 2)), (1, 1), 1)
+    x, w = _data(case, dtype)
+    g = Conv2dGeometry(x.shape, w.shape, *case[2:])
+    assert shifted._blocks(g, x.itemsize) == [(0, 5)] and cpu._shifted(g)
+    calls = []
+    real = shifted.gemm
+    monkeypatch.setattr(shifted, "gemm", lambda *a, **k: calls.append(1) or real(*a, **k))
+    tol = dict(rtol=1e-4, atol=1e-3) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    y = cpu.conv2d_forward(x, w, *case[2:])
+    assert len(calls) == 9
+    np.testing.assert_allclose(y, reference.conv2d_forward(x, w, *case[2:]), **tol)
+    gy = np.random.default_rng(4).standard_normal(y.shape).astype(dtype)
+    gw = cpu.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:])
+    assert len(calls) == 18
+    np.testing.assert_allclose(gw, reference.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]),
+                               **tol)
+    x[1, 3, 0, 0] = np.inf                      # first column of an image (no left padding)
+    np.testing.assert_allclose(cpu.conv2d_forward(x, w, *case[2:]),
+                               reference.conv2d_forward(x, w, *case[2:]), **tol)
+    assert np.isnan(shifted.backward_weight(x, gy, g, np.empty(w.shape, dtype))).any()
+    np.testing.assert_allclose(cpu.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]),
+                               reference.conv2d_backward_weight(x, gy, w.shape[2:], *case[2:]),
+                               **tol)
+
+
 def test_geometry_errors_name_the_problem():
     with pytest.raises(ValueError, match="larger than the padded input"):
         Conv2dGeometry((1, 1, 2, 2), (1, 1, 3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), 1)
@@ -160,7 +195,7 @@ def test_reference_matches_pytorch(case):
 
 def test_small_planes_take_im2col():
     """Below SHIFTED_MIN_PIXELS output pixels per plane (notebook 11's 4x4 and 8x8 planes),
-    im2col and one batched GEMM run instead of shifted.py's per-image, per-tap calls."""
+    im2col and one batched GEMM run instead of shifted.py's GEMMs per tap."""
     small = Conv2dGeometry((64, 16, 8, 8), (32, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
     large = Conv2dGeometry((64, 16, 14, 14), (32, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
     assert not cpu._shifted(small) and cpu._shifted(large)

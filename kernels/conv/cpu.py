@@ -19,6 +19,8 @@ array([[4., 4.],
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _tasks
@@ -32,10 +34,11 @@ COLS_BYTES = 64 << 20      # the im2col buffer of one batch chunk stays under th
 # 0.33 against 6.2 ms), where depthwise backward passes stay 1.5-3x faster as loops
 DIRECT_BELOW = 32
 SHIFTED_FROM = 16          # C//groups from this, stride 1: shifted GEMMs beat im2col (shifted.py)
-# ... and output planes of at least this many pixels: shifted.py makes a few small GEMM calls
-# from Python per image and tap, so small images (notebook 11's 4x4 and 8x8 planes, batch 64)
-# pay that overhead 9 * N times: 5-10 ms where im2col and one batched GEMM take 0.4-1.7 ms
-# (64x16x4x4 -> 32 and 64x16x8x8 -> 32 forward; at 14x14 shifted is 2x faster)
+# ... and output planes of at least this many pixels. Shifted GEMMs once ran per image and tap
+# (5-10 ms where im2col took 0.4-1.7 ms on notebook 11's 4x4 and 8x8 planes, batch 64); by
+# blocks of images they are even with im2col in one thread's CPU time at 8x8 and 14x14, 16 -> 32
+# channels, batch 64 (14x14: forward 2.5 against 2.1 ms, input gradient 3.0 against 3.9, weight
+# gradient 3.9 against 3.7) and 1.5x faster at 56x56, 64 -> 64
 SHIFTED_MIN_PIXELS = 150
 # the direct loops split over the kernels' threads from this many multiply-adds (below it,
 # handing work to a thread costs more than the loop: 0.6 ms for notebook 11's first convolution)
@@ -228,7 +231,9 @@ def conv2d_backward_weight(x, gy, kernel_hw, stride, padding, dilation, groups):
     if _direct(g):
         # (the weight gradient's "w" argument is gy: both inputs are split by images)
         return _direct_run(_loops.direct_backward_weight, g, x, gy, gw, per_image=False)
-    if _shifted(g):
+    if _shifted(g) and math.isfinite(x.sum()):
+        # (shifted.py's GEMMs multiply zeros of gy by inputs outside the windows: an inf or NaN
+        # there would add NaN where im2col's sum has none; a finite sum means none is there)
         return shifted.backward_weight(x, gy, g, gw)
     gw2 = gw.reshape(g.o, -1)
     chunks = _chunks(g, x.itemsize)

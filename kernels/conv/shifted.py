@@ -9,12 +9,16 @@ unused), is a sum of KH*KW GEMMs
 
 whose right-hand side is a strided view into one buffer, accumulated in place by BLAS
 (_openblas.gemm). Against im2col this skips writing and re-reading KH*KW copies of the input
-(measured here: a 3x3, 64->64, 56x56, batch-8 forward goes from 25 ms to 10 ms). Images
-run on the kernels' own threads with single-threaded BLAS, each padded into its thread's
-buffer (in cache for its GEMMs): OpenBLAS splitting each of the small GEMMs over both cores
-was 10 ms back to back but 12-20 ms beside another library's spinning threads. The input
-gradient is the same kernel on the output gradient with the flipped, transposed weight; the
-weight gradient is, per tap, ``gy_wide @ xp_window.T``.
+(measured here: a 3x3, 64->64, 56x56, batch-8 forward goes from 25 ms to 10 ms). Blocks of
+images run on the kernels' own threads with single-threaded BLAS, each block padded into its
+thread's buffer with its images side by side (in cache for its GEMMs), so one GEMM per tap
+covers the block: a window that runs past an image's last row reads the next image, in
+outputs that are dropped. OpenBLAS splitting each of the small GEMMs over both cores was 10 ms
+back to back but 12-20 ms beside another library's spinning threads. The input gradient is
+the same kernel on the output gradient with the flipped, transposed weight; the weight
+gradient is, per tap, ``gy_wide @ xp_window.T`` (gy_wide zero outside the outputs, so an
+inf or NaN in x outside a tap's windows would still add NaN: cpu.py sends a non-finite x to
+im2col).
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import threading
 import numpy as np
 
 from .._openblas import gemm
-from .._tasks import run_tasks
+from .._tasks import num_threads, run_tasks
 from .geometry import Conv2dGeometry
 
 
@@ -31,25 +35,48 @@ def applies(g: Conv2dGeometry) -> bool:
     return g.sh == 1 and g.sw == 1
 
 
-def _padded_image(x, n, g, state):
-    """Image n of ``x``, zero-padded, flattened per channel: (C, Hp*Wp + slack), in this
-    thread's buffer (the slack keeps the last tap's window inside it). Padded image by image,
-    the copy stays in cache for the GEMMs that read it."""
+# a task's block of images: its padded input stays under this (in a core's L2 with the GEMMs'
+# output), and one GEMM per tap covers every image of the block. One image per GEMM made
+# 9 * N small calls from Python: at 14x14, 16 -> 32 channels, batch 64 (the CNN step's second
+# convolution) 580 calls for 6.8 ms forward; by blocks of 16 images, 36 calls
+BLOCK_BYTES = 256 << 10
+
+
+def _blocks(g, itemsize):
+    """The images in blocks [n0, n1): as many as fit BLOCK_BYTES of padded input, and at
+    least as many blocks as the kernels' threads (when there are that many images)."""
+    hp, wp = g.padded_hw
+    per = max(1, g.c * hp * wp * itemsize)
+    size = max(1, min(BLOCK_BYTES // per, -(-g.n // num_threads())))
+    return [(n0, min(g.n, n0 + size)) for n0 in range(0, g.n, size)]
+
+
+def _padded_block(x, n0, n1, g, state):
+    """Images n0:n1 of ``x``, zero-padded, channel-major and flattened per channel:
+    (C, nb*Hp*Wp + slack) in this thread's buffer (the slack keeps the last tap's window of
+    the last image inside it). A window that runs past an image's last valid output reads
+    the next image's rows: those outputs are never kept (forward) or multiply zeros (weight
+    gradient). Buffers are kept per shape, so their padding and slack stay zero."""
     hp, wp = g.padded_hw
     c, h, w = x.shape[1:]
-    size = (c, hp * wp + (g.kw - 1) * g.dw)
-    buf = state.get("xp")
-    if buf is None or buf.shape != size or buf.dtype != x.dtype:
-        buf = state["xp"] = np.zeros(size, x.dtype)      # the padding stays zero
-    planes = buf[:, :hp * wp].reshape(c, hp, wp)
-    planes[:, g.pt:g.pt + h, g.pl:g.pl + w] = x[n]
+    nb = n1 - n0
+    buf = _rows(state, "xp", c, nb * hp * wp + (g.kw - 1) * g.dw, x.dtype)
+    planes = buf[:, :nb * hp * wp].reshape(c, nb, hp, wp)
+    planes[:, :, g.pt:g.pt + h, g.pl:g.pl + w] = x[n0:n1].transpose(1, 0, 2, 3)
     return buf
 
 
-def _scratch(state, name, shape, dtype):
-    buf = state.get(name)
-    if buf is None or buf.shape != shape or buf.dtype != dtype:
-        buf = state[name] = np.empty(shape, dtype)
+def _rows(state, name, rows, length, dtype):
+    """This thread's zeroed (rows, length) buffer ``name`` (made once per shape; what callers
+    leave unwritten stays zero), its rows an odd number of cache lines apart: at a pitch of
+    a power of two (16 images of 16x16 padded planes: 16 KiB) the GEMMs' rows share cache
+    sets, and a block's forward ran 2-4x slower, erratically."""
+    key = (name, rows, length, dtype)
+    buf = state.get(key)
+    if buf is None:
+        line = 64 // np.dtype(dtype).itemsize
+        pitch = -(-length // line) | 1
+        buf = state[key] = np.zeros((rows, pitch * line), dtype)[:, :length]
     return buf
 
 
@@ -58,22 +85,25 @@ def _taps(g, pitch_w):
 
 
 def forward(x, w, g: Conv2dGeometry, y):
-    """y = conv2d(x, w) for a stride-1 geometry ``g``; y is (N, O, OH, OW). Images run on the
-    kernels' threads (_tasks.run_tasks), each with single-threaded BLAS."""
-    wp = g.padded_hw[1]
+    """y = conv2d(x, w) for a stride-1 geometry ``g``; y is (N, O, OH, OW). Blocks of images
+    run on the kernels' threads (_tasks.run_tasks), each with single-threaded BLAS."""
+    hp, wp = g.padded_hw
     wt = np.ascontiguousarray(w.transpose(2, 3, 0, 1))          # (KH, KW, O, Cg)
-    length = g.oh * wp
     taps = _taps(g, wp)
 
-    def image(n, state):
-        xp = _padded_image(x, n, g, state)
-        wide = _scratch(state, "wide", (g.o, length), y.dtype)
+    def block(bounds, state):
+        n0, n1 = bounds
+        nb = n1 - n0
+        length = (nb - 1) * hp * wp + g.oh * wp
+        xp = _padded_block(x, n0, n1, g, state)
+        wide = _rows(state, "wide", g.o, nb * hp * wp, y.dtype)
         for k in range(g.groups):
             cs, os_ = slice(k * g.cg, (k + 1) * g.cg), slice(k * g.og, (k + 1) * g.og)
             for t, (i, j, shift) in enumerate(taps):
-                gemm(wt[i, j, os_], xp[cs, shift:shift + length], wide[os_], accumulate=t > 0)
-        y[n] = wide.reshape(g.o, g.oh, wp)[:, :, :g.ow]
-    run_tasks(range(g.n), image)
+                gemm(wt[i, j, os_], xp[cs, shift:shift + length], wide[os_, :length],
+                     accumulate=t > 0)
+        y[n0:n1] = wide.reshape(g.o, nb, hp, wp)[:, :, :g.oh, :g.ow].transpose(1, 0, 2, 3)
+    run_tasks(_blocks(g, x.itemsize), block)
     return y
 
 
@@ -94,30 +124,32 @@ def backward_input(gy, w, g: Conv2dGeometry, gx):
 
 
 def backward_weight(x, gy, g: Conv2dGeometry, gw):
-    """gw[:, :, i, j] = sum over images of gy_wide @ xp_window(i, j).T (gy on the padded
-    width, zeros in the unused columns); each thread sums its images, then the threads' sums
-    are added."""
-    wp = g.padded_hw[1]
-    length = g.oh * wp
+    """gw[:, :, i, j] = sum over image blocks of gy_wide @ xp_window(i, j).T (gy laid out
+    as the padded input, zeros outside the outputs); each thread sums its blocks, then the
+    threads' sums are added."""
+    hp, wp = g.padded_hw
     taps = _taps(g, wp)
     sums, lock = [], threading.Lock()
 
-    def image(n, state):
-        xp = _padded_image(x, n, g, state)
-        if "wide" not in state:
-            state["wide"] = np.zeros((g.o, g.oh, wp), gy.dtype)   # unused columns stay zero
+    def block(bounds, state):
+        n0, n1 = bounds
+        nb = n1 - n0
+        length = (nb - 1) * hp * wp + g.oh * wp
+        xp = _padded_block(x, n0, n1, g, state)
+        if "acc" not in state:
             state["acc"] = np.zeros((g.kh, g.kw, g.o, g.cg), gw.dtype)
             with lock:
                 sums.append(state["acc"])
-        wide, acc = state["wide"], state["acc"]
-        wide[:, :, :g.ow] = gy[n]
-        flat = wide.reshape(g.o, length)
+        acc = state["acc"]
+        wide = _rows(state, "wide", g.o, nb * hp * wp, gy.dtype)    # unused places stay zero
+        wide.reshape(g.o, nb, hp, wp)[:, :, :g.oh, :g.ow] = gy[n0:n1].transpose(1, 0, 2, 3)
+        flat = wide[:, :length]
         for k in range(g.groups):
             cs, os_ = slice(k * g.cg, (k + 1) * g.cg), slice(k * g.og, (k + 1) * g.og)
             for i, j, shift in taps:
                 gemm(flat[os_], xp[cs, shift:shift + length], acc[i, j, os_], accumulate=True,
                      trans_b=True)
-    run_tasks(range(g.n), image)
+    run_tasks(_blocks(g, x.itemsize), block)
     total = sums[0]
     for more in sums[1:]:
         total += more
