@@ -49,6 +49,27 @@ def test_single_threaded_sets_and_restores_this_threads_blas():
     assert fn(outside) == outside       # restored
 
 
+
+def test_single_threaded_sets_only_a_count_not_in_effect(monkeypatch):
+    """Setting OpenBLAS's count can wait for its server's lock (ms): the kernels' threads and
+    the caller set 1 around every task run, so a count already in effect is not set again."""
+    state = {"count": 1}
+    sets = []
+
+    def fake_set(n):
+        sets.append(n)
+        before, state["count"] = state["count"], n
+        return before
+    monkeypatch.setattr(_openblas, "_SET_LOCAL", fake_set)
+    monkeypatch.setattr(_openblas, "_GET", lambda: state["count"])
+    with _openblas.single_threaded():
+        assert _openblas.single_threaded_blas()
+    assert sets == []
+    state["count"] = 2
+    with _openblas.single_threaded():
+        assert state["count"] == 1
+    assert sets == [1, 2] and state["count"] == 2
+
 @pytest.mark.parametrize("single_is_faster", [True, False])
 def test_step_threads_keeps_the_faster_mode(single_is_faster, monkeypatch):
     import contextlib
