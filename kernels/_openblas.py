@@ -126,15 +126,24 @@ def gemm(a, b, c, accumulate=False, trans_b=False):
 _SET_LOCAL = None
 
 
+def _holding_the_gil(name, restype, *argtypes):
+    """The library's function ``name`` called without releasing the GIL (ctypes.PYFUNCTYPE),
+    or None. For the thread-count calls, which take a microsecond: a CDLL call releases the
+    GIL and must take it back, and while the kernels' threads hold it (Python between their
+    GEMMs) that waited up to a switch interval (5 ms): the CNN step's 36 such calls a step cost
+    it 4.8 ms in the calling thread, up to 11 ms for one."""
+    lib = library()
+    if lib is None or getattr(lib, name, None) is None:
+        return None
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, lib))
+
+
 def _set_local():
     """OpenBLAS's per-thread thread count setter (OpenBLAS >= 0.3.27), or None."""
     global _SET_LOCAL
     if _SET_LOCAL is None:
-        lib = library()
-        fn = getattr(lib, "openblas_set_num_threads_local", None) if lib is not None else None
-        if fn is not None:
-            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
-        _SET_LOCAL = fn or False
+        _SET_LOCAL = (_holding_the_gil("openblas_set_num_threads_local", ctypes.c_int, ctypes.c_int)
+                      or False)
     return _SET_LOCAL or None
 
 
@@ -146,17 +155,14 @@ def _in_effect():
     global _GET
     if _GET is None:
         fn, _ = _symbol("openblas_get_num_threads")
-        if fn is not None:
-            fn.argtypes, fn.restype = [], ctypes.c_int
-        _GET = fn or False
+        _GET = (fn is not None and _holding_the_gil(fn.__name__, ctypes.c_int)) or False
     return _GET() if _GET else None
 
 
 def _set(fn, n):
-    """``fn(n)`` unless n is already in effect; the count that was. NumPy's OpenBLAS (0.3.31)
-    keeps the "local" count in one process-wide variable, and setting it can wait for the
-    BLAS server's lock: the CNN step's 36 sets a step, each to the count already in effect,
-    cost 4.8 ms a step (up to 11 ms for one); reading it costs nothing."""
+    """``fn(n)`` unless n is already in effect; the count that was. (NumPy's OpenBLAS 0.3.31
+    keeps the "local" count in one process-wide variable: once a worker set 1, nearly every
+    later set is to the count in effect.)"""
     now = _in_effect()
     if now == n:
         return now
