@@ -148,6 +148,26 @@ def test_shifted_blocks_of_images_share_each_taps_gemm(monkeypatch, dtype):
                                **tol)
 
 
+
+def test_shifted_buffers_are_kept_per_layout(monkeypatch):
+    """shifted.py keeps each thread's padded buffers between calls (made per call they cost
+    an mmap each), but only for the same layout: a convolution whose padded planes have the
+    same size with the padding elsewhere must not read the last one's data as padding."""
+    from nbaccel_kernels.conv import shifted
+    monkeypatch.setattr(shifted, "num_threads", lambda: 1)
+    monkeypatch.setattr(cpu, "SHIFTED_MIN_PIXELS", 0)
+    x, w = _data(((3, 16, 6, 6), (4, 16, 3, 3)), np.float64)
+    first, second = ((1, 1), (1, 1)), ((2, 0), (0, 2))       # both 8x8 padded planes
+    for pads in (first, second, first):
+        y = cpu.conv2d_forward(x, w, (1, 1), pads, (1, 1), 1)
+        np.testing.assert_allclose(y, reference.conv2d_forward(x, w, (1, 1), pads, (1, 1), 1),
+                                   rtol=1e-10, atol=1e-10)
+    made = []
+    real = np.zeros
+    monkeypatch.setattr(shifted.np, "zeros", lambda *a, **k: made.append(a) or real(*a, **k))
+    cpu.conv2d_forward(x, w, (1, 1), first, (1, 1), 1)
+    assert made == []
+
 def test_geometry_errors_name_the_problem():
     with pytest.raises(ValueError, match="larger than the padded input"):
         Conv2dGeometry((1, 1, 2, 2), (1, 1, 3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), 1)
