@@ -72,6 +72,26 @@ def test_astype_of_a_numpy_scalar_is_a_scalar():
     assert isinstance(same_as_numpy(lambda a: a.reshape(()).astype(np.int64), a), np.ndarray)
 
 
+def test_copy_of_a_numpy_scalar_is_a_scalar():
+    # ndarray.copy of a NumPy scalar is a scalar; np.copy of one is a 0-d array
+    a = np.array([[0.25, -1.5]], np.float32)
+    assert isinstance(same_as_numpy(lambda a: a.all().copy(), a), np.bool_)
+    assert isinstance(same_as_numpy(lambda a: np.sum(a, axis=(0,)) @ np.ones(2, np.int32), a), np.float64)
+    assert isinstance(same_as_numpy(lambda a: (np.sum(a, axis=(0,)) @ np.ones(2, np.int32)).copy(), a),
+                      np.float64)
+    assert isinstance(same_as_numpy(lambda a: np.copy(a.std()), a), np.ndarray)
+    assert isinstance(same_as_numpy(lambda a: a[0, :1].reshape(()).copy(), a), np.ndarray)
+
+
+def test_a_scalar_stays_a_scalar_past_a_graph_break():
+    def f(a0, a1):
+        t1 = np.where(a0, a1, a0) >= 0        # a ufunc of a 0-d array: a NumPy scalar
+        np.asarray(t1, dtype=np.float32)      # a graph break (np.asarray wants the array)
+        return t1.transpose(()), t1.copy(), t1
+    for r in same_as_numpy(f, np.array(False), np.array(-1.0, np.float32)):
+        assert isinstance(r, np.bool_)
+
+
 def test_broadcast_to_of_a_scalar_is_an_array():
     assert isinstance(same_as_numpy(lambda a: np.broadcast_to(a.argmin(), ()),
                                     np.array([-1.75, 2.0])), np.ndarray)

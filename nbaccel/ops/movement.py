@@ -14,7 +14,7 @@ from .. import dtypes as D, ops
 from ..devices import device as _device
 from .batching import pad_batched
 from .fronts import apply, as_tensor
-from .meta import normalize_axis, broadcast_shapes, np_shape, shape_error
+from .meta import normalize_axis, broadcast_shapes, np_shape, numpy_scalar, shape_error
 from .registry import NUMPY_FUNCS, defalias, defmethod, defop
 from ..tensor import asarray
 from ..tensor_meta import is_tensor
@@ -204,8 +204,22 @@ def _clone_front(x, *, memory_format=None):
 
 clone = defop(
     "clone", kind="unary", impl=lambda xp, x: xp.array(x, copy=True, order="C"),
-    grad=lambda g, out, x: (g,), 
-    front=_clone_front, methods=("clone", "copy"), numpy="copy")
+    grad=lambda g, out, x: (g,),
+    front=_clone_front, methods="clone", numpy="copy")
+
+
+def _copy_method(x, order="K"):
+    """ndarray.copy (C order: ndarray_methods runs NumPy's own for another order). A NumPy
+    scalar's copy is a scalar, where a clone is an array (np.copy's 0-d result): it is recorded
+    as a reshape to (), an op whose result has its operand's type, and which a scalar never
+    shares (views.py)."""
+    x = as_tensor(x)
+    if numpy_scalar(x):
+        return apply(reshape, (x,), {"shape": ()})
+    return apply(clone, (x,), {})
+
+
+defmethod("copy", _copy_method)
 
 
 def axis_index(axis, ndim: int, name: str = "axis") -> int:

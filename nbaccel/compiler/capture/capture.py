@@ -169,6 +169,8 @@ class TraceSession(ViewTracking):
             if id(a) in self.materialized:          # realized at an earlier graph break
                 ph = self._placeholder(self.materialized[id(a)][1])
                 self.realized_as[id(ph)] = a
+                if not a.shape and not numpy_gives_array(node):
+                    ph._node.params["scalar"] = True  # NumPy's value is still a scalar (its .T too)
                 return ph
             if id(a) in self.sources:               # an input of an earlier segment
                 return self._placeholder(self.sources[id(a)])

@@ -25,8 +25,8 @@ def numpy_gives_array(node) -> bool:
     """Whether NumPy's result of the op that made a 0-d value is a 0-d array (copies,
     creation, where, ``a[...]``, a view or cast of an array) rather than a NumPy scalar (ufuncs,
     reductions, ``a[()]``, ``v[0]``, ``v @ v``, a view or cast of a scalar)."""
-    if node is None or node.op is None:
-        return True                       # an input returned as it came
+    if node is None or node.op is None:   # an input returned as it came, or a scalar
+        return node is None or not node.params.get("scalar")   # realized at a graph break
     if node.array_result:                 # np.where, np.copy, ...
         return True
     op = node.op
