@@ -109,6 +109,20 @@ def test_unused_python_int_overflow_raises():
     same_as_numpy(lambda a: a + 2**40, np.array([1], np.int64))    # fits int64
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_where_converts_a_python_int_as_numpy_casts_it(backend):
+    # np.where takes any Python int in int64 (or uint64) and casts it to the result dtype,
+    # keeping the low bits; the constant 2**40 made the kernel raise OverflowError (the first
+    # call then ran eagerly, the replayed second call raised)
+    c = np.array([[-1.5, 2.5]])
+    for a in (np.array([[3, 4]], np.int32), np.array([[3, 4]], np.uint8), np.array([[3, 4]], np.int64)):
+        same_as_numpy(lambda c, a: np.where(c > 2, 2**40 + 5, a), c, a, backend=backend)
+        same_as_numpy(lambda c, a: np.where(c > 2, a, -2**40 - 7), c, a, backend=backend)
+        same_as_numpy(lambda c, a: np.where(c > 2, 2**63 + 1, a), c, a, backend=backend)
+    same_as_numpy(lambda c, a: np.where(c > 2, 2**64, a), c, np.array([[3, 4]], np.int32))   # OverflowError
+    same_as_numpy(lambda c, a: np.where(c > 2, 2**70, a), c, np.array([[3, 4]], np.float32))  # any int
+
+
 def test_reductions_of_0d_arrays_take_axis_0_as_numpy_does():
     a = np.array(3, np.int32)
     for fn in (lambda a: np.prod(a, axis=0, keepdims=True), lambda a: a.sum(axis=-1),

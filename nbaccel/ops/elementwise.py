@@ -26,7 +26,7 @@ from .. import dtypes as D, ops
 from ..tensor_meta import is_tensor
 from .fronts import _tensor as _tensor_module, apply, as_tensor, as_tensor_arg
 from .meta import (real_only, no_bool_loop, broadcast_shapes, default_float, shape_of, default_infer,
-    apply_dtype_rule)
+    apply_dtype_rule, cast_weak_int)
 from .registry import OPS, defop
 from .elementwise_xp import (_TWO_OVER_SQRT_PI, _expm1_standard, _quiet_ufunc, _recip_impl, _sigmoid_impl,
                              _ufunc, erf_xp)
@@ -209,9 +209,20 @@ for _name, _uf, _methods, _np_names, _rule in [
     defop(_name, kind="binary", impl=_ufunc(_uf), differentiable=False, dtype_rule=_rule,
           methods=(_name,) + _methods, numpy=(_name,) + _np_names, inplace=True)
 
+
+def _where_front(condition, x, y):
+    args = [as_tensor_arg(v) for v in (condition, x, y)]
+    if not any(is_tensor(v) for v in args):
+        args[0] = as_tensor(args[0])
+    if type(args[1]) is int or type(args[2]) is int:    # (every renderer then spells a
+        dt = D.result_type(*args[1:], default_float=default_float(args))   # constant its dtype holds)
+        args[1:] = [cast_weak_int(v, dt) if type(v) is int else v for v in args[1:]]
+    return apply(where, tuple(args), {})
+
+
 where = defop("where", kind="ternary", impl=lambda xp, c, a, b: xp.where(c, a, b),
               grad=lambda g, out, c, a, b: (None, ops.where(c, g, 0), ops.where(c, 0, g)),
-              methods="where", numpy="where")
+              front=_where_front, methods="where", numpy="where")
 
 # ---- unary primitives ------------------------------------------------------------------------
 

@@ -164,6 +164,17 @@ def check_weak_ints(args, dt: D.DType):
                 raise OverflowError(f"Python integer {a} out of bounds for {dt.np}")
 
 
+def cast_weak_int(v: int, dt: D.DType) -> int:
+    """A Python int operand of ``where`` as NumPy converts it to the result dtype ``dt``: to
+    int64 (uint64 where only that holds it), then cast, keeping the low bits for an integer
+    dtype (``np.where(c, 2**40, int32_array)`` picks 0, where ``int32_array + 2**40`` raises)."""
+    if dt.kind not in "iu" or np.iinfo(dt.np).min <= v <= np.iinfo(dt.np).max:
+        return v                                       # (a float takes any int)
+    if not -2**63 <= v < 2**64:
+        raise OverflowError("Python int too large to convert to C long")
+    return int(np.array(v).astype(dt.np))
+
+
 def _no_loop_error(ufunc, dtypes) -> TypeError:
     """NumPy's own error for a ufunc without a loop for these dtypes (a UFuncTypeError; the
     class is private to NumPy, so a plain TypeError where it is missing)."""
