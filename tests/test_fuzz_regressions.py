@@ -62,6 +62,15 @@ def test_clip_dtype_is_of_all_three_operands(x, lo, hi):
     same_as_numpy(lambda a: np.clip(a, lo, hi), x)
 
 
+def test_mean_of_a_padded_empty_int_array_is_float64():
+    # the pad of an empty array is a `full` (creation: no operand to take NumPy's flavour
+    # from), which must still be NumPy-flavoured: the mean of ints is float64
+    a = np.zeros((1, 0, 1, 1), np.int32)
+    assert same_as_numpy(lambda a: np.mean(np.pad(a, (1, 2), mode="constant"), keepdims=True), a).dtype \
+        == np.float64
+    same_as_numpy(lambda a: np.pad(a, 1).sum() / 2, a)
+
+
 # -- wrong type: NumPy scalar or 0-d array -----------------------------------------------------
 
 def test_astype_of_a_numpy_scalar_is_a_scalar():

@@ -45,6 +45,16 @@ def _tensor():
 _TENSOR_MODULE = None
 
 
+def numpy_made(t):
+    """Mark ``t``, made by a creation op (no array argument to take the flavour from) for a
+    NumPy-flavoured operand, NumPy-flavoured: its node too, so that the compiler's re-trace
+    (capture/decompose.py) records it with NumPy's promotion again (float64 means of ints)."""
+    t._np = True
+    if t._node is not None:
+        t._node.np_flavour = True
+    return t
+
+
 def as_tensor_arg(x):
     """Tensors pass; Python scalars stay (weakly typed); anything array-like becomes a Tensor."""
     T = _TENSOR_MODULE or _tensor()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fronts import apply, as_tensor
+from .fronts import apply, as_tensor, numpy_made
 from .meta import normalize_axis
 from .registry import ALIASES, OPS, defmethod, defop
 
@@ -194,7 +194,8 @@ def _pad_front(array, pad_width, mode="constant", **kwargs):
         w = tuple(tuple(p) for p in w)
         if x.size == 0:     # nothing to read: every element is the fill
             shape = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, w))
-            x = _fn("full")(shape, v, dtype=x.dtype)
+            full = _fn("full")(shape, v, dtype=x.dtype)
+            x = numpy_made(full) if x._np else full
         else:
             x = apply(pad, (x,), {"widths": w, "mode": "constant", "value": v})
     return x
