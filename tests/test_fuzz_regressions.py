@@ -188,6 +188,28 @@ def test_inplace_write_into_a_broadcast_view_is_read_only_before_any_cast():
     same_as_numpy(f, np.zeros((1, 1), bool), np.full((1, 1, 1), -0.5))
 
 
+def test_a_view_of_a_broadcast_view_is_read_only_too():
+    def through_a_slice(a, b):
+        t = np.broadcast_to(a[:, None] * b[None, :], (1, 2, 3, 4))
+        t[..., ::2] += 1                # NumPy: ValueError (read-only), not the bool cast error
+        return a
+    same_as_numpy(through_a_slice, np.zeros((1, 1), bool), np.zeros((1, 1), bool))
+
+    def named_view(a):
+        v = np.broadcast_to(a, (2, 3)).T[1:]
+        v += 1.0                        # NumPy: ValueError; it passed silently
+        return v
+    same_as_numpy(named_view, np.arange(3.0))
+
+    def reshaped(a):
+        r = np.broadcast_to(a, (2, 3)).reshape(-1)     # a copy (zero strides): writeable
+        r += 1
+        s = np.broadcast_to(a, (1, 2, 3)).reshape(2, 3)   # a view: read-only
+        return r, s
+    same_as_numpy(reshaped, np.arange(3.0))
+    same_as_numpy(lambda a: np.broadcast_to(a, (1, 2, 3)).reshape(2, 3).__iadd__(1), np.arange(3.0))
+
+
 def test_ufunc_into_an_ndarray_out_raises_numpys_cast_error():
     def f(a, b):
         t = np.asarray(a, dtype=np.bool)
@@ -223,6 +245,32 @@ def test_reshape_views_of_inputs_and_of_computed_values():
         u[0] = 0
         return t, r, u
     same_as_numpy(computed, a)
+
+
+def test_an_integer_index_of_a_matrix_is_a_view():
+    # a[0] of a 2-d array is a row view (only a 0-d result of integer indexing is a scalar
+    # copy): a write to the array shows in the row, a write to the row in the array
+    def read_after_write(x):
+        a = x.reshape(2, 3).copy()
+        c = a[0]
+        a += 1
+        return c
+
+    def write_through(x):
+        a = x.reshape(2, 3).copy()
+        c = a[0]
+        c += 1
+        return a
+    for f in (read_after_write, write_through):
+        same_as_numpy(f, np.arange(6.0))
+
+    def broadcast_row(x):
+        a = x.copy()
+        b = np.broadcast_to(a, (2, 3))
+        c, d = b[0], b.T[1:]
+        a += 1
+        return c, d
+    same_as_numpy(broadcast_row, np.arange(3.0))
 
 
 # -- the numba tier ------------------------------------------------------------------------------

@@ -106,14 +106,16 @@ class ViewTracking:
         src = args[0]._node
         if tuple(args[0].shape) == () and src is not None and not numpy_gives_array(src):
             return                                  # NumPy holds a scalar there: its .T is a new scalar
-        if not numpy_gives_array(t._node):
+        if not t.shape and not numpy_gives_array(t._node):
             return                                  # a[()], v[0]: NumPy gives a scalar copy
         base = self.realized_as.get(id(args[0]), args[0])   # past a graph break: the user's tensor
         parent = self.view_of.get(id(base))
         if parent is not None:
             root, chain, ver = parent
-            if self.version.get(id(root), 0) != ver or chain[-1][0].name == "broadcast_to":
-                return                              # NumPy copies a broadcast view it reshapes
+            if self.version.get(id(root), 0) != ver:
+                return
+            # (a view of a broadcast view is one too, read-only as NumPy's; a reshape of it is
+            # a copy where the zero strides allow no view: _reshape_is_view below)
         else:
             root, chain = base, []
         if op.name == "reshape" and not self._reshape_is_view(root, chain, params["shape"]):
