@@ -285,3 +285,20 @@ def test_numba_std_ddof1_over_one_row_is_nan():
     a = np.array([-2, -2, -1, -2, 2, 1], np.int64).reshape((2, 1, 3))
     out = same_as_numpy(f, a, backend="numba")
     assert np.isnan(out).all()
+
+
+def test_numba_float_to_int_cast_of_nan_inf_and_large_values_is_numpys():
+    # numba's np.int32(x) is LLVM's fptosi, undefined for NaN, inf and values out of range: a
+    # kernel that knew its value was x / 0 folded the cast to 0, where NumPy gives INT_MIN (x86)
+    def f(a):
+        t = a / 0
+        return (t.astype(np.int32), t.astype(np.int64), t.astype(np.int8), t.astype(np.uint16),
+                (a * 1e10).astype(np.int32), (a * 1e20).astype(np.int64), (a * 300).astype(np.uint8))
+    same_as_numpy(f, np.array([0.0, 1.0, -1.0, 2.5]), backend="numba")
+    same_as_numpy(lambda a: (a / 0).astype(np.uint32), np.array([0.0, 1.0, -1.0]), backend="numba")
+
+    def program(a0, a1):                # the fuzzer's seed 1004648
+        t1 = np.where(np.expand_dims(a0, 0) != 1.5, np.expand_dims(a0, 0), -2.25)
+        t4 = (t1[:, None] * a1[None, :]) ** 2 / 0
+        return t4[0, -3].astype(np.int32)
+    same_as_numpy(program, np.array(2, np.int32), np.zeros(3, bool), backend="numba")

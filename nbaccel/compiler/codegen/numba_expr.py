@@ -17,7 +17,7 @@ from ..schedule.loops import Expr
 from . import fastmath_text
 from .common import operand_dtype, weak_dtype
 from .numba_syntax import (BOOL_SCALAR, COMPLEX_SCALAR, SCALAR, _casts_inputs, _float_lit, _is_cast, _np_type,
-                           _product_power)
+                           _product_power, float_to_int)
 
 
 class NumbaExpressions:
@@ -87,9 +87,11 @@ class NumbaExpressions:
         if _is_cast(e):
             if e.dtype.kind == "b":
                 return f"({args[0]} != 0)"
-            if e.dtype.kind != "c" and e.args[0].dtype is not None and e.args[0].dtype.kind == "c":
-                return f"{_np_type(e.dtype)}({args[0]}.real)"     # NumPy drops the imaginary part
-            return f"{_np_type(e.dtype)}({args[0]})"
+            src = e.args[0].dtype
+            x = f"({args[0]}).real" if e.dtype.kind != "c" and src is not None and src.kind == "c" else args[0]
+            if e.dtype.kind in "iu" and src is not None and src.kind in "fc":   # (NumPy drops an
+                return float_to_int(x, e.dtype.name)                      # imaginary part)
+            return f"{_np_type(e.dtype)}({x})"
         if e.dtype.kind == "b" and name in BOOL_SCALAR:
             return BOOL_SCALAR[name].format(*args)
         if _casts_inputs(e):

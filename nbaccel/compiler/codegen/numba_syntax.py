@@ -5,6 +5,8 @@ operand classes through ``common.py``. ``unsupported_reason`` says what numba ca
 kernel then stays on the NumPy tier). ``numba.py`` builds the loop nests with these."""
 from __future__ import annotations
 
+import numpy as np
+
 from .common import is_cast as _is_cast, small_power
 
 SCALAR = {
@@ -76,6 +78,39 @@ def _float_lit(v):
     return repr(float(v)) if v == v and abs(v) != float("inf") else f"float('{v}')"
 
 
+# NumPy converts a float out of an integer dtype's range (NaN, infinities, 1e20) as the
+# machine's C conversion does: x86 gives the "integer indefinite" INT_MIN for all of them. numba's
+# np.int32(x) is LLVM's fptosi, undefined there: a kernel that knows its value is NaN (x / 0.0)
+# folds it to anything. A cast is spelled with a range test instead, and the values outside the
+# range are NumPy's own on this machine. C converts to a narrower integer through int32 and keeps
+# the low bits; its unsigned 32 and 64 bit conversions differ by the value's range and the
+# instructions the compiler chose, so a kernel with one stays on the NumPy tier.
+_NATIVE_BITS = {"int32": 32, "int64": 64}
+_THROUGH_INT32 = {"int8", "uint8", "int16", "uint16"}
+
+
+def _outside(name):
+    """NumPy's (NaN, +inf, -inf) cast to the integer dtype ``name``."""
+    with np.errstate(invalid="ignore"):
+        return tuple(np.array([np.nan, np.inf, -np.inf]).astype(name).tolist())
+
+
+def float_to_int(x, name):
+    """numba code for NumPy's cast of the float value ``x`` (a name or literal) to ``name``."""
+    if name in _THROUGH_INT32:
+        return f"np.{name}({float_to_int(x, 'int32')})"
+    bits, (nan, pos, neg) = _NATIVE_BITS[name], _outside(name)
+    t = f"np.{name}"
+    out = (f"{t}({nan})" if nan == pos == neg
+           else f"({t}({nan}) if {x} != {x} else {t}({pos}) if {x} > 0 else {t}({neg}))")
+    return f"({t}({x}) if {-2.0 ** (bits - 1) - 1!r} < {x} < {2.0 ** (bits - 1)!r} else {out})"
+
+
+def _float_to_unsigned(e):
+    return (_is_cast(e) and e.dtype.name in ("uint32", "uint64") and e.args[0].dtype is not None
+            and e.args[0].dtype.kind in "fc")
+
+
 def unsupported_reason(k):
     """Why numba cannot run this kernel (it then stays on the NumPy tier), or None."""
     for b in k.inputs + k.outputs:
@@ -89,6 +124,8 @@ def unsupported_reason(k):
             return f"{name} differs in numba for large shift counts"
         if name not in SCALAR and not _is_cast(e):
             return f"{name} has no numba rendering"
+        if _float_to_unsigned(e):
+            return f"NumPy's float to {e.dtype.name} cast depends on the machine code"
         if e.params and not _is_cast(e):
             return f"{name} with parameters has no numba rendering"
         if any(a.dtype is not None and a.dtype.kind == "c" for a in e.args) or e.dtype.kind == "c":
