@@ -271,3 +271,57 @@ def test_functions_stay_compiled_by_default():
     cf = nb.compile(lambda a: a * 2 + 1)
     cf(np.ones(4))
     assert cf.report.path == "compiled" and cf.report.tier != "cheap"
+
+
+# -- a trace that costs more than several plain runs gives up (decision.trace_budget) -----------
+
+LOOP_CELL = "acc = x.copy()\nfor i in range(150):\n    acc = acc * 0.5 + x[i % 8]\ntotal = acc.sum()\n"
+
+
+def test_a_trace_past_its_budget_runs_the_cell_plainly_with_the_reason(shell, monkeypatch):
+    """The compile the decision chose on its own is given a budget from the plain runs; a trace
+    past it stops, the cell runs plainly (its values as plainly), and so do its later runs."""
+    from nbaccel.compiler.replay import decision
+    monkeypatch.setitem(nb.config, "cell_first_run", "plain")
+    monkeypatch.setattr(decision, "TRACE_BUDGET_MIN", 0.0)
+    monkeypatch.setattr(decision, "TRACE_BUDGET_RATIO", 1e-6)    # any trace is past it (300 ops)
+    shell.run_line_magic("nbaccel", "reset")
+    x = np.linspace(0, 1, 8)
+    want = x.copy()
+    for i in range(150):
+        want = want * 0.5 + x[i % 8]
+    first = _cell(shell, LOOP_CELL, x=x)
+    assert first.path == "plain"
+    d = _decision(shell)
+    assert d.trace_budget() == pytest.approx(1e-6 * d.plain_total / d.plain_runs)
+    d.record("plain", d.compile_estimate)                # its runs have cost a compile: it compiles
+    for _ in range(2):
+        rep = _cell(shell, LOOP_CELL, x=x)
+        assert rep.graphs == 0 and "tracing would cost more than its budget" in (rep.fallback or ""), rep.fallback
+        np.testing.assert_array_equal(shell.user_ns["acc"], want)
+        assert shell.user_ns["total"] == want.sum()
+
+
+def test_a_compile_the_user_asked_for_has_no_trace_budget(shell, monkeypatch):
+    from nbaccel.compiler.replay import decision
+    monkeypatch.setattr(decision, "TRACE_BUDGET_MIN", 0.0)
+    monkeypatch.setattr(decision, "TRACE_BUDGET_RATIO", 1e-6)
+    shell.run_line_magic("nbaccel", "reset")
+    shell.user_ns.update(np=np, x=np.linspace(0, 1, 8))
+    res = shell.run_cell("%%compile --now -o rep\n" + LOOP_CELL)
+    res.raise_error()
+    assert shell.user_ns["rep"].graphs >= 1 and shell.user_ns["rep"].fallback is None
+    assert decision.Decision(first="compiled").trace_budget() is None
+
+
+def test_a_function_past_its_trace_budget_runs_plainly_and_warns():
+    def f(x):
+        for _ in range(600):
+            x = x * 0.5 + 1.0
+        return x
+    cf = nb.compile(f)
+    cf.trace_budget = 1e-9                              # set by the caller that timed the plain code
+    x = np.arange(4.0)
+    with pytest.warns(RuntimeWarning, match="tracing would cost more than its budget"):
+        out = cf(x)
+    np.testing.assert_array_equal(np.asarray(out), f(x))

@@ -188,3 +188,52 @@ def test_the_report_display_is_not_part_of_a_compiled_runs_time():
     clock.shown(0.5)                                # a slow widget display
     clock.post()
     assert d.compiled[-1] < 0.1
+
+
+def _unsettled(d, plain, compiled, n, compile_seconds=0.5, recompiles=True):
+    """Drive ``d`` where no compiled run is a sample: each re-traces (``recompiles``: compiles
+    again) or its machine code is still compiling in the background (not steady)."""
+    paths = []
+    for _ in range(n):
+        path = d.next_path()
+        paths.append(path)
+        if path == "plain":
+            d.record("plain", plain)
+        else:
+            c = compile_seconds if recompiles or not d.has_compiled else 0.0
+            d.record("compiled", compiled + c, compile_seconds=c, steady=False)
+    return paths
+
+
+def test_a_compiled_side_that_never_settles_and_costs_more_than_a_compile_is_given_up():
+    # a cell that reads the clock re-traces every run: 70 s compiled against 1 s plainly
+    d = Decision(first="plain", compile_estimate=0.5)
+    paths = _unsettled(d, plain=1.0, compiled=70.0, n=8)
+    first = paths.index("compiled")
+    assert paths[first + 1:] == ["plain"] * (len(paths) - first - 1)   # one compiled run, then plain
+    v = d.verdict()
+    assert v.choice == "plain" and "did not settle" in v.why and "runs plainly" in v.why
+    assert d.unsettled_excess == pytest.approx(69.0)
+
+
+def test_unsettled_runs_that_cost_less_than_a_compile_keep_measuring():
+    # the first runs while the machine code compiles in the background: a little slower than
+    # plain, by less than the compile cost in all: the compiled side is still measured
+    d = Decision(first="plain", compile_estimate=0.5)
+    paths = _unsettled(d, plain=0.10, compiled=0.12, n=12, compile_seconds=0.6, recompiles=False)
+    assert d.choice is None and paths[-1] == "compiled"
+    assert d.unsettled_excess < 0.6
+
+
+def test_a_compiled_side_that_recompiles_every_run_pays_its_recompiles():
+    # every run compiles again (0.4 s) and runs at 0.05 s against 0.1 s plainly: faster, but
+    # the recompiles are what the compiled side costs; after two of them it runs plainly
+    d = Decision(first="plain", compile_estimate=0.5)
+    paths = _unsettled(d, plain=0.10, compiled=0.05, n=12, compile_seconds=0.4)
+    assert d.choice == "plain" and paths.count("compiled") == 3 and paths[-1] == "plain"
+
+
+def test_unsettled_runs_faster_than_plain_cost_nothing():
+    d = Decision(first="plain", compile_estimate=0.1)
+    _unsettled(d, plain=1.0, compiled=0.2, n=30)
+    assert d.unsettled_excess == 0.0 and d.choice != "plain"

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
-from .capture.capture import TooManyGraphBreaks, TraceSession
+from .capture.capture import TraceSession, TraceTooCostly
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
 from .replay.compiled import Compiled, CompiledModule
 from .replay.entries import GraphCache
@@ -69,6 +69,10 @@ class Stats(dict):
 
 class CompiledFunction(Compiled):
     """What ``nbaccel.compile(fn)`` returns: call it like ``fn``; see ``.report`` and ``.stats``."""
+
+    # seconds a trace may take before it gives up and the call runs plainly (TraceOverBudget);
+    # None: no limit. A %%compile cell sets it from its decision (magics/extension.py)
+    trace_budget: float | None = None
 
     def __init__(self, fn, *, mode="default", backend="auto", dynamic=None, fullgraph=False,
                  name=None, param_names=None):
@@ -221,6 +225,8 @@ class CompiledFunction(Compiled):
         session = TraceSession(self, self.fullgraph)
         session.max_breaks = None if self.fullgraph else config["max_graph_breaks"]
         session.t_start = t0
+        # (set by the caller that knows what the plain code costs: a %%compile cell's decision)
+        session.deadline = t0 + self.trace_budget if self.trace_budget else None
         self.last_undo = None
         session.events = []
         names = self._arg_names(args, kwargs)
@@ -257,7 +263,7 @@ class CompiledFunction(Compiled):
             set_active_trace(prev)
             self.last_undo = session.undo
             self._settle_failed(session, exc)
-            if isinstance(exc, TooManyGraphBreaks) and not self._in_cell:
+            if isinstance(exc, TraceTooCostly) and not self._in_cell:
                 session.undo()
                 self.eager_only = True
                 warnings.warn(f"nbaccel: {self.name}: {exc}", RuntimeWarning, stacklevel=2)
@@ -299,7 +305,7 @@ class CompiledFunction(Compiled):
     def _settle_failed(session, exc):
         """The call raised: the values computed so far still happen (as in the plain function:
         in-place updates done before the error stay done, names bound before it hold values)."""
-        if isinstance(exc, (TooManyGraphBreaks, KeyboardInterrupt)):
+        if isinstance(exc, (TraceTooCostly, KeyboardInterrupt)):
             return
         try:
             session.flush()

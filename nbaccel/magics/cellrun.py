@@ -23,7 +23,7 @@ from IPython.core.error import UsageError
 from . import boundary, cellfunc
 from ..compiler import GraphBreakError
 from ..compiler import api as capi
-from ..compiler.capture.capture import TooManyGraphBreaks
+from ..compiler.capture.capture import TraceTooCostly
 from ..tensor import Tensor
 from ..compiler.report.report import CompileReport
 from .cell_values import _swap_out
@@ -106,7 +106,7 @@ class CellRuns:
     def _internal_failure(self, exc, entry):
         """Why ``exc`` is nbaccel's failure rather than the user's (None: the user's code raised
         it, as it would plainly): it was raised inside nbaccel, or it is a tracer's TypeError."""
-        if isinstance(exc, TooManyGraphBreaks):
+        if isinstance(exc, TraceTooCostly):
             return str(exc)
         if isinstance(exc, (UsageError, GraphBreakError)):
             return None

@@ -30,7 +30,7 @@ from .commands import NbaccelCommands, _in_notebook
 from .. import ndarray_methods, numpy_api
 from ..compiler import api as capi
 from ..compiler import GraphBreakError
-from ..compiler.capture.capture import TooManyGraphBreaks
+from ..compiler.capture.capture import TraceTooCostly
 from ..daskbridge.bridge import DaskFallback
 from ..gpu import placement as gpu_placement
 from ..tensor import Tensor, asarray
@@ -115,6 +115,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             return plain_runs.run(self, entry, opts, decision, count, t_enter)
         env = self._env(entry, ns)
         entry.cf.name = cellfunc.cell_label(count, src)
+        entry.cf.trace_budget = decision.trace_budget()   # a trace that costs more runs plainly
         args, t_in = gpu_placement.timed_sync(lambda: [self._to_device(v, place.device) for v in traced_vals],
                                               sync=place.device == "cuda")
         progress = self._progress(entry, opts, count)
@@ -143,14 +144,14 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                 if isinstance(e, GraphBreakError):  # name the cell, not IPython's temporary file
                     e.args = (str(e).replace(entry.filename, ("cell " if count > 0 else "") + cellfunc.cell_label(count, src)),)
                 raise _from_cell(_as_name_error(e, entry), entry.filename, self.shell, count)
-            if safety_net_disabled():
+            if safety_net_disabled() and not isinstance(e, TraceTooCostly):   # (a decision, not a failure)
                 sys.stdout.write(printed.getvalue())
                 raise
             before.restore()                         # random state, options, containers, figures
             undo = getattr(entry.cf, "last_undo", None)
             if undo:
                 undo()                               # inputs as they were before the attempt
-            if isinstance(e, TooManyGraphBreaks):
+            if isinstance(e, TraceTooCostly):
                 entry.plain_reason = reason          # later runs of this cell go plain too
             self.last_fallback = failure = reason
         if failure is not None:                      # (outside the handler: no chained traceback)

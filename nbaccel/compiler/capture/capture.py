@@ -16,6 +16,7 @@ tracer tensors (``tracer._node.graph.session``), never through a global.
 """
 from __future__ import annotations
 
+import time
 import weakref
 
 from ...ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
@@ -25,7 +26,8 @@ from ..schedule.views import COPY, ViewTracking, numpy_gives_array
 from ..schedule.ir import Graph
 from ...devices import cpu
 from ...ops.registry import OPS
-from .user_code import (GraphBreakError, TooManyGraphBreaks, _fix_for, _is_internal,  # noqa: F401
+from .user_code import (GraphBreakError, TooManyGraphBreaks, TraceOverBudget, TraceTooCostly,  # noqa: F401
+                        _fix_for, _is_internal,
                         display_filename, user_frame, user_line)
 
 
@@ -85,6 +87,12 @@ class _SessionProxy:
         return self.session.graph.lift_args(args)
 
 
+_BUDGET_EVERY = 256     # ops between two looks at the clock (a look costs ~0.1 µs per op)
+# what compiling a graph is expected to cost per node, for the deadline's look before a flush:
+# a 34,000-op graph (256 unrolled grads) took 16 s to schedule and build, ~0.5 ms a node
+_COMPILE_SECONDS_PER_NODE = 0.25e-3
+
+
 class TraceSession(ViewTracking):
     """Traces one call. ``runner.run_segment(session, graph, live)`` compiles and runs a segment
     and returns one array per graph output."""
@@ -115,6 +123,10 @@ class TraceSession(ViewTracking):
         self._keep: list = []                     # strong refs so ids stay unique
         self.placeholders_made: list[tuple] = []
         self.max_breaks = None                    # None: no limit
+        # a perf_counter time past which the trace gives up (TraceOverBudget), checked every
+        # _BUDGET_EVERY ops; None: no limit
+        self.deadline: float | None = None
+        self._recorded = 0
         self._undo: dict[int, tuple] = {}         # id(buffer) -> (buffer, copy before the call)
         self.writes: list[tuple] = []             # (output node, real tensor written in place)
         self.grad_writes: list[tuple] = []        # (tensor, output node its .grad now holds)
@@ -190,6 +202,9 @@ class TraceSession(ViewTracking):
     def record(self, op, args, params):
         if self.redirect is not None:               # deriving a backward graph
             return self.redirect.record(op, args, params)
+        self._recorded += 1
+        if self.deadline is not None and not self._recorded % _BUDGET_EVERY:
+            self._check_deadline()
         args = tuple(self.lift(a) for a in args)
         try:
             shape, dtype = infer(op, args, params)
@@ -287,6 +302,18 @@ class TraceSession(ViewTracking):
                 f"too many graph breaks: more than {self.max_breaks}, {lines[worst]} at line {worst} "
                 f"({why}); it runs plainly")
 
+    def _check_deadline(self, compiling=0):
+        """Past the deadline (or, before a flush, expected past it once the ``compiling`` nodes
+        have compiled): give up."""
+        now = time.perf_counter()
+        if now + compiling * _COMPILE_SECONDS_PER_NODE > self.deadline:
+            start = getattr(self, "t_start", now)
+            todo = f", {compiling:,} graph nodes to compile" if compiling else ""
+            raise TraceOverBudget(
+                f"tracing would cost more than its budget of {self.deadline - start:.3g} s, several "
+                f"plain runs ({now - start:.3g} s so far: {self._recorded:,} ops traced{todo}); a "
+                f"Python loop unrolls into a long trace, so it runs plainly")
+
     def realize(self, t: Tensor, reason):
         node = t._node
         if node is None:
@@ -330,6 +357,8 @@ class TraceSession(ViewTracking):
                 outs.append(n)
         g.outputs = outs
         g.sources = list(self.ph_sources)
+        if self.deadline is not None and outs:
+            self._check_deadline(compiling=len(g.nodes))
         prev = set_active_trace(None)      # compiling and running are not part of the trace
         try:
             arrays = self.runner.run_segment(self, g, live) if outs else []
@@ -337,8 +366,11 @@ class TraceSession(ViewTracking):
             set_active_trace(prev)
         arrays = _unshared(arrays)
         concrete = {}
+        holding: dict[int, list] = {}                # output node -> the live tensors it feeds
+        for t in live:                               # (one pass: a search per output was
+            holding.setdefault(id(t._node), []).append(t)   # quadratic in a long graph)
         for n, a in zip(outs, arrays):
-            holders = [t for t in live if t._node is n]
+            holders = holding.get(id(n), ())
             npflag = any(t._np for t in holders)
             dev = holders[0].device if holders else g.sources[0].device if g.sources else None
             concrete[id(n)] = Tensor._wrap(a, n.dtype, dev or cpu, npflag)

@@ -33,9 +33,19 @@ class GraphBreakError(RuntimeError):
     """Raised instead of a graph break when ``fullgraph=True``."""
 
 
-class TooManyGraphBreaks(RuntimeError):
-    """A call passed the graph-break limit (``config["max_graph_breaks"]``): tracing it costs
-    more than running it plainly. The caller runs the function plainly instead."""
+class TraceTooCostly(RuntimeError):
+    """Tracing this call costs more than running it plainly: the caller runs it plainly
+    instead (and its later calls too)."""
+
+
+class TooManyGraphBreaks(TraceTooCostly):
+    """A call passed the graph-break limit (``config["max_graph_breaks"]``)."""
+
+
+class TraceOverBudget(TraceTooCostly):
+    """A trace ran past its deadline (``TraceSession.deadline``, set from the plain code's
+    measured time): its Python loops unroll into a graph that costs more to trace and compile
+    than the plain code costs to run."""
 
 
 # What to do about each kind of graph break: (pattern over the reason, fix). The first match

@@ -25,6 +25,14 @@ real run of the user's code (it runs exactly once), so measuring costs nothing e
    sharing the CPU), leave it as the retimed runs arrive. A code's very first plain run is never
    in the medians either: it pays one-time costs the next runs do not (it still counts as rent
    paid).
+4. **Giving up on a compiled side that never settles.** A compiled run that re-traces or still
+   waits for its machine code is not a median sample, so a cell whose every run re-traces (it
+   reads the clock, say) or whose kernels keep compiling would run compiled forever, unmeasured.
+   What such runs cost beyond the plain median (a recompile included: only the first compile
+   was the bet) is summed; once that sum exceeds what the first compile cost (at least the
+   expected compile), the code runs plainly and the verdict says why: compiling was a bet
+   worth one compile, never more. (A notebook's cell that looped ``grad`` 256 times and timed
+   it ran 77 s compiled against 1 s plainly, every run.)
 
 :meth:`Decision.verdict` is the one record every renderer shows (the text report, the HTML
 fallback, the widget, ``%nbaccel status``): the path and why, plain and compiled medians with
@@ -50,6 +58,12 @@ RESOLUTION_SECONDS = 20e-6  # below this on both sides a ratio is not resolved (
 # code in the background, on the same 2 cores and GIL); the session's measured compiles replace it
 COMPILE_ESTIMATE = 0.5
 FLIP_MARGIN = 1.10          # a compiled choice flips to plain when 10% slower than plain
+# a trace that the decision started on its own (the plain code was timed, nobody asked for the
+# compile) may take this many times the plain run, and at least TRACE_BUDGET_MIN, before it
+# gives up and the code runs plainly: a Python loop over 256 grads traced for 20 s and ran
+# 33 s compiled, where the plain cell took 0.9 s
+TRACE_BUDGET_RATIO = 4.0
+TRACE_BUDGET_MIN = 2.0
 
 
 def _fmt(s: float) -> str:
@@ -138,6 +152,11 @@ class Decision:
         # run after a streak of compiled runs is cold: a 2048² Game of Life's took 273 ms
         # against 133-138 ms for the next ones and for the plain cell timed from outside)
         self._retime_left = 0
+        # what the compiled runs that were not median samples cost beyond the plain median
+        # (recompiles included): past what the first compile cost, the compiled side is given
+        # up (4.)
+        self.unsettled_excess = 0.0
+        self.first_compile_seconds = 0.0
 
     # -- what runs next -----------------------------------------------------------------------
     def next_path(self) -> str:
@@ -156,6 +175,15 @@ class Decision:
             return "plain"
         # measuring: alternate, compiled first, until each side has PROBES steady timings
         return "compiled" if len(self.compiled) <= len(self.plain) else "plain"
+
+    def trace_budget(self) -> float | None:
+        """How long the next trace may take (None: no limit). Only a compile this decision chose
+        is limited (``first="plain"``): one the user asked for (``--now``, a backend, a
+        function) traces as long as it takes."""
+        if self.first != "plain" or not self.plain_runs:
+            return None
+        ref = self._median(self.plain) or self.plain_total / self.plain_runs
+        return max(TRACE_BUDGET_MIN, TRACE_BUDGET_RATIO * ref)
 
     def compile_failed(self, why: str):
         """The compiled path cannot run this code (a capture error, too many graph breaks): it
@@ -194,6 +222,10 @@ class Decision:
             self._last_steady = steady and compile_seconds <= 0 and self.has_compiled
             if self._last_steady:
                 self.compiled.append(seconds)        # steady: nothing compiled on this run
+            else:
+                self._note_unsettled(run if not self.has_compiled else seconds)
+            if not self.has_compiled:
+                self.first_compile_seconds = max(compile_seconds, 0.0)
             self.has_compiled = True
         self._decide()
 
@@ -216,8 +248,24 @@ class Decision:
         if self.choice is not None or (len(self.plain) >= PROBES and len(self.compiled) >= PROBES):
             self._decide()
 
+    def _note_unsettled(self, run):
+        """A compiled run that is not a median sample cost ``run`` seconds (the first compile
+        aside, a later one included)."""
+        ref = self._median(self.plain)
+        if ref is None and self.plain_runs:          # (only the cold first run so far: a
+            ref = self.plain_total / self.plain_runs   # generous reference)
+        if ref is not None and self._plain_stands_in:
+            self.unsettled_excess += max(run - ref, 0.0)
+
     def _decide(self):
         p, c = self._median(self.plain), self._median(self.compiled)
+        budget = max(self.first_compile_seconds, self.compile_estimate)
+        if self.choice != "plain" and self._plain_stands_in and self.unsettled_excess > budget:
+            self._set("plain", f"the compiled {self.what} did not settle (it re-traced or its "
+                               f"kernels were still compiling): its runs cost {_fmt(self.unsettled_excess)} "
+                               f"more than plain runs, more than its compile ({_fmt(budget)}): "
+                               f"it runs plainly")
+            return
         if self.choice is None:
             if len(self.plain) >= PROBES and len(self.compiled) >= PROBES:
                 if c < p:
