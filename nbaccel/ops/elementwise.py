@@ -29,7 +29,7 @@ from .meta import (real_only, no_bool_loop, broadcast_shapes, default_float, sha
     apply_dtype_rule, cast_weak_int)
 from .registry import OPS, defop
 from .elementwise_xp import (_TWO_OVER_SQRT_PI, _expm1_standard, _quiet_ufunc, _recip_impl, _sigmoid_impl,
-                             _ufunc, erf_xp)
+                             _ufunc, erf_xp, where_impl)
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -220,7 +220,7 @@ def _where_front(condition, x, y):
     return apply(where, tuple(args), {})
 
 
-where = defop("where", kind="ternary", impl=lambda xp, c, a, b: xp.where(c, a, b),
+where = defop("where", kind="ternary", impl=where_impl,
               grad=lambda g, out, c, a, b: (None, ops.where(c, g, 0), ops.where(c, 0, g)),
               front=_where_front, methods="where", numpy="where")
 

@@ -131,3 +131,54 @@ def _recip_impl(xp, x):
         return xp.where(x == 1, x, 0)
     # |x| == 1 is the only exact case; NumPy leaves 1/0 to the platform (0 or INT_MIN): 0 here
     return xp.where(xp.abs(x.astype(np.int64)) == 1, x, 0)
+
+
+# np.where branches per element: on a random mask (ReLU's backward, where(out > 0, g, 0), on
+# a (64, 16, 28, 28) activation) it mispredicts half of them, 2.9 ms against 0.2 ms for
+# choosing the bits through an integer mask. Below this many elements the branch is cheaper.
+_SELECT_FROM = 1 << 14
+_BITS = {4: np.int32, 8: np.int64}
+
+
+def where_impl(xp, c, a, b):
+    """``xp.where(c, a, b)``; on NumPy with a large boolean mask and float operands of one
+    dtype, the same bits chosen by masking (:func:`_select_bits`)."""
+    if xp is np and type(c) is np.ndarray and c.dtype == np.bool_ and c.size >= _SELECT_FROM:
+        out = _select_bits(c, a, b)
+        if out is not None:
+            return out
+    return xp.where(c, a, b)
+
+
+def _zero_scalar(v):
+    """A Python 0 or +0.0 (whose bits are all zero)."""
+    return type(v) in (int, float) and v == 0 and math.copysign(1.0, v) > 0
+
+
+def _select_bits(c, a, b):
+    """np.where(c, a, b) for float arrays of one dtype (or one such array and a scalar 0),
+    bit for bit: the chosen value's bits, NaN payloads and signed zeros included. None when
+    the operands are not of that form."""
+    arrays = [v for v in (a, b) if type(v) is np.ndarray]
+    if not arrays or any(type(v) is not np.ndarray and not _zero_scalar(v) for v in (a, b)):
+        return None
+    dt = arrays[0].dtype
+    if dt.kind != "f" or dt.itemsize not in _BITS or any(v.dtype != dt for v in arrays):
+        return None
+    it = _BITS[dt.itemsize]
+    flags = c.view(np.int8)                              # 0 or 1
+    if len(arrays) == 2:
+        mask = np.negative(flags, dtype=it)                  # 0 or -1: all bits of a
+        ab, bb = a.view(it), b.view(it)
+        out = np.bitwise_xor(ab, bb)
+        out = np.bitwise_and(out, mask, out=out if out.shape == np.broadcast_shapes(
+            out.shape, mask.shape) else None)
+        return np.bitwise_xor(out, bb, out=out if out.shape == np.broadcast_shapes(
+            out.shape, bb.shape) else None).view(dt)
+    if type(a) is np.ndarray:
+        mask, bits = np.negative(flags, dtype=it), a.view(it)      # c: a's bits, else zero
+    else:
+        mask, bits = np.subtract(flags, 1, dtype=it), b.view(it)   # c: zero, else b's bits
+    out = np.bitwise_and(bits, mask, out=mask if mask.shape == np.broadcast_shapes(
+        mask.shape, bits.shape) else None)
+    return out.view(dt)
