@@ -257,7 +257,7 @@ def _build(kind, T, cfg, state=None):
     return model, _step(T, model, opt, kind, x, y)
 
 
-def steps(nb, torch, rounds, quick) -> dict:
+def steps(nb, torch, rounds, quick, kinds=("mlp", "cnn", "gpt")) -> dict:
     cfgs = {"mlp": dict(inp=784, hidden=256, batch=64),
             "cnn": dict(channels=16, size=28, batch=64),
             "gpt": dict(layers=4, d=128, heads=4, T=64, vocab=256, batch=16)}
@@ -267,6 +267,8 @@ def steps(nb, torch, rounds, quick) -> dict:
         cfgs["gpt"].update(layers=1, d=32, T=8, vocab=32, batch=2)
     out = {}
     for kind, cfg in cfgs.items():
+        if kind not in kinds:
+            continue
         model, nb_step = _build(kind, nb, cfg)
         timers = {"nbaccel": Local(nb_step)}
         row = {"config": cfg}
@@ -366,7 +368,11 @@ def profile(nb, n=20000, top=18) -> str:
 
 # ---- the suite --------------------------------------------------------------------------------
 
-def run(quick: bool = False, with_profile: bool = False) -> dict:
+PARTS = ("per_op", "mlp", "cnn", "gpt", "notebook11")
+
+
+def run(quick: bool = False, with_profile: bool = False, only=PARTS) -> dict:
+    """The suite, or the ``only`` parts of it (names from PARTS)."""
     import nbaccel as nb
     torch = _torch()
     rounds = 3 if quick else 15
@@ -382,9 +388,11 @@ def run(quick: bool = False, with_profile: bool = False) -> dict:
     t0 = time.perf_counter()
     res["fused_kernels"] = {"loaded": kernel_modules.load_now("fused") is not None,
                             "load_s": round(time.perf_counter() - t0, 2)}
-    res["per_op"] = per_op(nb, torch, rounds, inner)
-    res["steps"] = steps(nb, torch, rounds, quick)
-    res["notebook11"] = notebook11(nb, torch, rounds, quick)
+    if "per_op" in only:
+        res["per_op"] = per_op(nb, torch, rounds, inner)
+    res["steps"] = steps(nb, torch, rounds, quick, [k for k in ("mlp", "cnn", "gpt") if k in only])
+    if "notebook11" in only:
+        res["notebook11"] = notebook11(nb, torch, rounds, quick)
     if with_profile:
         res["profile"] = profile(nb, n=2000 if quick else 20000)
     res["targets"] = _targets(res)
@@ -397,14 +405,14 @@ def run(quick: bool = False, with_profile: bool = False) -> dict:
 def _targets(res) -> dict:
     """issue 36's targets: nbaccel's time as a multiple of PyTorch's (lower is better)."""
     out = {}
-    g = res["per_op"]["autograd"]["geomean_vs_torch"]
+    g = res["per_op"]["autograd"]["geomean_vs_torch"] if "per_op" in res else None
     if g is not None:
         out["per-op (autograd), geometric mean"] = g
     for kind, name in (("cnn", "CNN step"), ("gpt", "GPT step")):
-        r = res["steps"][kind].get("ratio_vs_torch")
+        r = res["steps"].get(kind, {}).get("ratio_vs_torch")
         if r:
             out[name] = r["median"]
-    r = res["notebook11"].get("ratio_vs_torch")
+    r = res.get("notebook11", {}).get("ratio_vs_torch")
     if r:
         out["notebook 11 epoch"] = r["median"]
     return {k: {"value": v, "target": TARGETS[k], "met": v <= TARGETS[k]} for k, v in out.items()}
@@ -434,6 +442,8 @@ def markdown(results) -> str:
                   f"{'loaded' if fk['loaded'] else 'NOT loaded (NumPy paths)'} in {fk['load_s']} s "
                   "before timing (a background load the first ops do not wait for)", ""]
     for key, title in (("no_grad", "without autograd"), ("autograd", "with autograd (inputs require grad)")):
+        if "per_op" not in results:
+            break
         block = results["per_op"][key]
         has_np = key == "no_grad"
         lines += [f"Per-op cost on 8x8 float32, {title}: microseconds per op (median), and "
@@ -462,7 +472,7 @@ def markdown(results) -> str:
         lines.append(f"| {kind} {c} | {_ms(row['nbaccel'])} | "
                      f"{_ms(row['torch']) if 'torch' in row else '-'} | "
                      f"{_ratio(row.get('ratio_vs_torch'))} |")
-    nb11 = results["notebook11"]
+    nb11 = results.get("notebook11", {"skipped": "not run (--only)"})
     if "skipped" in nb11:
         lines.append(f"| notebook 11 epoch | skipped: {nb11['skipped']} | | |")
     else:
@@ -486,8 +496,13 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="few rounds and small models")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--profile", action="store_true", help="add cProfile's view of one small op")
+    ap.add_argument("--only", default=",".join(PARTS),
+                    help=f"comma-separated parts to run, of {','.join(PARTS)} (default: all)")
     a = ap.parse_args()
-    res = run(a.quick, a.profile)
+    only = tuple(a.only.split(","))
+    if set(only) - set(PARTS):
+        ap.error(f"--only takes parts of {','.join(PARTS)}")
+    res = run(a.quick, a.profile, only)
     print(markdown(res))
     if a.json:
         with open(a.json, "w") as f:

@@ -312,6 +312,10 @@ def test_eager_suite_ops_agree_and_render():
     md = eager.markdown(res)
     assert "1.50x (1.40-1.60, spread 13%)" in md and "| softmax | 10.0 |" in md
     assert res["targets"]["GPT step"]["met"] and "eager" in run.SUITES
+    part = {k: v for k, v in res.items() if k not in ("per_op", "notebook11", "targets")}
+    part["steps"] = {"cnn": res["steps"]["cnn"]}          # what `--only cnn` leaves
+    assert list(eager._targets(part)) == ["CNN step"]
+    assert "not run (--only)" in eager.markdown(part) and "softmax" not in eager.markdown(part)
 
 
 def test_first_run_and_headline_suites_render_their_figures():
