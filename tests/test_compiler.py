@@ -483,3 +483,24 @@ def test_numpy_tier_direct_store_matches_whole_buffer_names():
     r.body = ["np.exp(v0, out=t0, casting='unsafe')", "np.copyto(w0, t0, casting='unsafe')"]
     r._store_directly()
     assert r.body == ["np.exp(v0, out=w0, casting='unsafe')"]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_a_python_loop_fused_hundreds_of_levels_deep_with_reductions(backend, monkeypatch):
+    """A loop of 400 steps fuses into kernels whose expressions nest hundreds of levels deep;
+    the reduction passes walked them recursively (a RecursionError, and the safety net ran the
+    cell plainly). They walk without recursion now."""
+    def f(x):
+        acc = x.copy()
+        for i in range(400):
+            acc = acc * 0.5 + x[i % 8]
+        return acc, acc.sum()
+
+    def g(x):
+        acc = x.copy()
+        for i in range(400):
+            acc = acc * 0.5 + x[i % 8]
+        return (acc * acc).mean(), acc.max()
+    monkeypatch.setitem(nb.config, "strict", True)      # a compile failure raises, never hides
+    check_against_eager(f, np.linspace(0, 1, 8), backend=backend)
+    check_against_eager(g, np.linspace(0, 1, 8), backend=backend)

@@ -221,16 +221,31 @@ def invariant_along(axes, finished):
     not; an op does not when none of its arguments does."""
     seen = {}
 
+    def leaf(e):
+        if e.kind == "load":
+            return not any(e.layout.varies(a) for a in axes)
+        if e.kind == "acc":
+            return id(e.red) in finished
+        return True                                  # a constant
+
     def invariant(e):
-        if id(e) not in seen:
-            if e.kind == "load":
-                seen[id(e)] = not any(e.layout.varies(a) for a in axes)
-            elif e.kind == "acc":
-                seen[id(e)] = id(e.red) in finished
-            elif e.kind == "const":
-                seen[id(e)] = True
+        # without recursion: a Python loop fused into one kernel nests its expression hundreds
+        # of levels deep (past the interpreter's recursion limit)
+        stack = [e]
+        while stack:
+            top = stack[-1]
+            if id(top) in seen:
+                stack.pop()
+            elif top.kind != "op":
+                seen[id(top)] = leaf(top)
+                stack.pop()
             else:
-                seen[id(e)] = all(invariant(a) for a in e.args)
+                todo = [a for a in top.args if id(a) not in seen]
+                if todo:
+                    stack.extend(todo)
+                else:
+                    seen[id(top)] = all(seen[id(a)] for a in top.args)
+                    stack.pop()
         return seen[id(e)]
     return invariant
 
@@ -239,18 +254,16 @@ def invariant_roots(exprs, invariant, known):
     """The largest sub-expressions of ``exprs`` that do not vary (and are not constants or
     plain loads), in first-use order, skipping the keys in ``known``."""
     out, taken = [], set()
-
-    def walk(e):
+    stack = list(reversed(exprs))                    # depth first, first use first (no recursion)
+    while stack:
+        e = stack.pop()
         if e.kind != "op" or e.key() in known or e.key() in taken:
-            return
+            continue
         if invariant(e) and any(a.kind != "const" for a in e.args):
             taken.add(e.key())
             out.append(e)
-            return
-        for a in e.args:
-            walk(a)
-    for e in exprs:
-        walk(e)
+            continue
+        stack.extend(reversed(e.args))
     return out
 
 
