@@ -225,3 +225,22 @@ def test_numba_warmup_runs_once_in_the_background():
     off = subprocess.run([sys.executable, "-c", "from nbaccel.compiler.cache import warmup as w; print(w.start())"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert off.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("helper", HELPERS)
+def test_a_pasted_body_is_the_direct_paste_whatever_the_prefix_and_argument(helper):
+    """inline_call pastes each body once with marks and fills them in (a loop's unrolled steps
+    paste the same body hundreds of times); the text equals a paste made for the call itself."""
+    for dtype_name in ("float32", "float64", "int32"):
+        for arg in ("x0", "a[i] * 2.0", "y_3"):
+            for prefix in ("h0_", "h12_"):
+                try:
+                    got = fastmath_text.inline_call(helper, arg, dtype_name, prefix)
+                except fastmath_text.NotInlinable:
+                    continue
+                f32, f64 = fastmath_text.BODIES[helper]
+                body = f32 if dtype_name == "float32" else f64
+                direct_arg = arg if dtype_name.startswith("float") else f"np.float64({arg})"
+                p = fastmath_text._Paster(prefix)
+                result = p.paste(body, direct_arg)
+                assert got == (p.lines, result, p.names), (dtype_name, arg, prefix)
