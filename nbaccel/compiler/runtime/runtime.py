@@ -149,6 +149,14 @@ class NumbaKernel:
         self.error = None
         self.future = None
         self.numba_compiled = False
+        self._warm = None
+
+    def warm(self) -> bool:
+        """Is the machine code on disk (asked once: the kernels of a loop's unrolled steps share
+        a source, and each look is a file-system call)?"""
+        if self._warm is None:
+            self._warm = cache.is_warm(self.source)
+        return self._warm
 
     def compile(self, signature):
         t0 = time.perf_counter()
@@ -217,9 +225,12 @@ class KernelSlot:
             self.parallel = math.prod(k.domain) >= nb_codegen.PARALLEL_MIN_ELEMS   # (per shape: dynamic entries too)
             src, params = nb_codegen.render_kernel(k, "kernel", self.parallel)
             self.P = np.array(params, dtype=np.int64)
+            h = cache.source_hash(src)
             with _LOCK:
-                self.numba = _NUMBA_KERNELS.setdefault(cache.source_hash(src), NumbaKernel(src))
-            self.warm = cache.is_warm(src)
+                self.numba = _NUMBA_KERNELS.get(h)
+                if self.numba is None:
+                    self.numba = _NUMBA_KERNELS[h] = NumbaKernel(src)
+            self.warm = self.numba.warm()
             if not sync and self.numba.state == "pending" and self.warm and numba_warmup.ready():
                 self.sync = True    # machine code is on disk and numba is set up: milliseconds
 
