@@ -181,7 +181,7 @@ class CompiledFunction(Compiled):
         return d
 
     def _call_compiled(self, args, kwargs):
-        guard_key = recorder = env = None
+        guard_key = recorder = env = step_snap = None
         if self.mode == "default" and config["guarded_replay"] and active_trace() is None:
             # a %%compile cell's function takes its other inputs last, in one object (magics)
             env = args[-1] if self._in_cell and args else None
@@ -198,6 +198,8 @@ class CompiledFunction(Compiled):
                         self._note_replay(entry)
                     return out
                 recorder = self._guarded.recorder()
+                if recorder is not None and env is None:   # a training step's guard, before the call
+                    step_snap = train_step.Snapshot(self.fn, gleaves)
         if active_trace() is not None or any(isinstance(x, Tensor) and x._node is not None
                                              for _, x in array_leaves((args, kwargs), "", [])):
             return self.fn(*args, **kwargs)   # called while another function is traced: inline it
@@ -285,7 +287,7 @@ class CompiledFunction(Compiled):
                 self._replays[replay_key] = rp
         if guard_key is not None:
             self._guarded.record(guard_key, recorder, session, leaf_index, out, numpy_out,
-                                 {id(t) for t in leaves.values()}, env)
+                                 {id(t) for t in leaves.values()}, env, step_snap)
         result = map_arrays(out, lambda t: to_output(session, t, numpy_out))
         session.close()
         self._finish_report(session, time.perf_counter() - t0)
@@ -407,7 +409,12 @@ class CompiledFunction(Compiled):
     # -- conveniences --------------------------------------------------------------------------------
     def pending(self) -> bool:
         """Whether a background numba compile of one of its graphs is still running."""
-        return self.cache.pending()
+        return self.cache.pending() or any(p.pending() for p in self._replay_programs())
+
+    def _replay_programs(self):
+        """The programs replays run that the graph cache does not hold (a training step's)."""
+        progs = self._guarded.programs() + [getattr(r, "prog", None) for r in self._replays.values()]
+        return [p for p in progs if p is not None and hasattr(p, "pending")]
 
     def jit_seconds(self) -> float:
         """numba/Triton compile seconds of every graph so far (background compiles included)."""
@@ -416,6 +423,8 @@ class CompiledFunction(Compiled):
     def wait(self, timeout=None):
         """Wait for background numba compiles of every graph this function compiled."""
         self.cache.wait(timeout)
+        for p in self._replay_programs():
+            p.wait(timeout)
         return self
 
     def reset(self):

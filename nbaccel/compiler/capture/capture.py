@@ -130,6 +130,9 @@ class TraceSession(ViewTracking):
         self._undo: dict[int, tuple] = {}         # id(buffer) -> (buffer, copy before the call)
         self.writes: list[tuple] = []             # (output node, real tensor written in place)
         self.grad_writes: list[tuple] = []        # (tensor, output node its .grad now holds)
+        # inputs whose values the traced code read into Python (x.item(), x.numpy()): no break,
+        # but what it computed from them is a constant of the graph, so the call never replays
+        self.value_reads: list[str] = []
         self._new_segment()
 
     def _new_segment(self):
@@ -323,6 +326,7 @@ class TraceSession(ViewTracking):
                 return self.materialized[id(t)][1]._data
             return t._data
         if node.is_placeholder and t._data is not None and id(t) not in self.assigned:
+            self.value_reads.append(reason)
             return t._data                           # an input: its value is known, no break
         # (a tensor written in this segment may hold another tensor's placeholder, e.g. after
         # `z.put(...)` ran NumPy on its value: its own buffer is stale until the flush)

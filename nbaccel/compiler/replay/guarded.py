@@ -124,7 +124,8 @@ class ReplayEntry:
         if g is not None:
             return f"guard failed: `{g.desc}` is now {describe(g.value())}"
         if self.snapshot is not None and self.snapshot.state_key() != self.snapshot.key:
-            return "guard failed: a module's parameters, buffers or training flag changed"
+            return ("guard failed: a module's parameters, buffers or training flag changed (or an "
+                    "optimizer's state, or which gradients exist)")
         return None
 
     def run(self, cf, args, kwargs, leaves):
@@ -189,23 +190,46 @@ class GuardedReplays:
         return {"state": "traced", "reason": self.last_guard_failure or "traced: first call with these argument types",
                 "guards": 0, "last_guard_failure": self.last_guard_failure}
 
+    def programs(self):
+        """The programs the entries replay (a step's is its own, built beside the trace's)."""
+        return [e.replay.prog for e in self.entries.values() if getattr(e.replay, "prog", None) is not None]
+
     def recorder(self):
         return ReadRecorder() if self.active else None
 
-    def record(self, key, recorder, session, leaf_index, out, numpy_out, input_tracers=(), env=None):
-        """After a traced call: keep its program for replay, or say why it cannot replay."""
+    def record(self, key, recorder, session, leaf_index, out, numpy_out, input_tracers=(), env=None,
+               snap=None):
+        """After a traced call: keep its program for replay, or say why it cannot replay.
+        ``snap``: the train_step.Snapshot taken before the call (a training step's guard)."""
         why = None
         rp = None
         if recorder is None:
             return
         if session.breaks:
             why = f"its trace has {len(session.breaks)} graph break(s)"
+        elif getattr(session, "value_reads", None):
+            why = value_read_reason(session)
+        elif snap is not None and env is None and _is_training_step(session, snap):
+            # a training step: its Python reads are guarded as a function's are, and its modules'
+            # and optimizers' state by the snapshot's key, taken before the call (train_step.py)
+            try:
+                rp = train_step.build_step(self.cf, session, leaf_index, out, numpy_out, key, snap)
+                reads = self._analyse(recorder, session, env)
+                missed = snap.covers(reads.modules)
+                if missed is not None:
+                    raise Unguardable(f"reaches a {type(missed).__name__} through an attribute "
+                                      "chain, whose state its guard does not follow")
+            except (train_step.NotRecorded, Unguardable) as e:
+                why, rp = str(e), None
+            else:
+                self._keep(key, ReplayEntry(rp, reads, snap, False), session, leaf_index)
+                return
         elif getattr(session, "writes", None) or session.concrete_targets or \
                 any(id(t) in input_tracers for t in session.assigned.values()):
             why = "it updates an input, a global or a closure's array in place"
         elif getattr(session, "had_backward", False) or session.grad_escapes or \
                 getattr(session, "grad_writes", None):
-            why = "it records autograd history (use mode='reduce-overhead' for a training step)"
+            why = "it records autograd history (its gradients escape the step)"
         else:
             rp = record(session, leaf_index, out, numpy_out, key, local_writes_ok=True,
                         prune=lambda g, outs: compile_for_outputs(self.cf, g, outs))
@@ -223,11 +247,29 @@ class GuardedReplays:
         snap = None
         if reads.modules:
             snap = train_step.Snapshot(self.cf.fn)
+        # a cell's plain run is the magic's business (plain_runs.py): no plain probes here
+        self._keep(key, ReplayEntry(rp, reads, snap, numpy_out is True and env is None), session, leaf_index)
+
+    def _keep(self, key, entry, session, leaf_index):
         if len(self.entries) >= MAX_ENTRIES:
             self.entries.pop(next(iter(self.entries)))
-        # a cell's plain run is the magic's business (plain_runs.py): no plain probes here
-        entry = self.entries[key] = ReplayEntry(rp, reads, snap, numpy_out is True and env is None)
+        self.entries[key] = entry
         entry.layouts = layout_guard(session, leaf_index)
         self.refusal = None
         self.failures = 0
+
+
+def value_read_reason(session) -> str:
+    """Why a trace that read an input's value into Python never replays."""
+    return (f"it reads a tensor's value into Python ({session.value_reads[0] or 'a concrete value'}): "
+            "what it computes from that value is a constant of the graph")
+
+
+def _is_training_step(session, snap) -> bool:
+    """Whether a trace is a training step: it set gradients (backward inside) or updated in
+    place a tensor of a module or optimizer it reaches (parameters, buffers, optimizer state)."""
+    if getattr(session, "grad_writes", None):
+        return True
+    owned = {id(t) for t in snap.owned_tensors()}
+    return any(id(target) in owned for _, target in getattr(session, "writes", ()))
 

@@ -9,6 +9,7 @@ generators before and after (generators' methods are Cython, which the profiler 
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -20,6 +21,17 @@ from ...ops import creation
 
 # nbaccel/: this file is nbaccel/compiler/<room>/<module>.py
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def _kernels_dir():
+    """Where ``nbaccel_kernels`` lives (the repository's kernels/, beside nbaccel/ in a source
+    checkout): its code is nbaccel's (a conv's geometry), not the user's."""
+    spec = importlib.util.find_spec("nbaccel_kernels")
+    locs = list(spec.submodule_search_locations or ()) if spec is not None else []
+    return tuple(os.path.abspath(p) + os.sep for p in locs)
+
+
+_NBACCEL_DIRS = (_PKG_DIR,) + _kernels_dir()
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
 _LIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in
                    (sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib"))
@@ -54,7 +66,7 @@ def code_kind(filename: str) -> str:
         path = os.path.abspath(filename) if not filename.startswith("<") else filename
         if path in _USER_FILES_IN_PKG:
             kind = "user"
-        elif path.startswith(_PKG_DIR):
+        elif path.startswith(_NBACCEL_DIRS):
             kind = "nbaccel"
         elif path.startswith(_NUMPY_DIR):
             kind = "numpy-random" if os.sep + "random" + os.sep in path[len(_NUMPY_DIR) - 1:] else "numpy"

@@ -105,6 +105,8 @@ def _matches(v, spec):
         return v is spec[1] and v.shape == spec[2] and v.dtype is spec[3] and v.requires_grad == spec[4]
     if kind == "method":
         return type(v) is types.MethodType and v.__func__ is spec[1] and v.__self__ is spec[2]
+    if kind == "tmethod":
+        return type(v) is types.MethodType and v.__func__ is spec[1] and _matches(v.__self__, spec[2])
     if kind == "bmethod":
         owner = getattr(v, "__self__", None)
         return owner is spec[1] and getattr(v, "__name__", None) == spec[2] and _matches(owner, spec[3])
@@ -357,6 +359,11 @@ def _spec(rs, v, desc, depth=0):
             _add_module(rs, owner)          # its parameters, buffers and flags: Snapshot's key
         elif isinstance(owner, type):
             _walk_class(rs, owner)          # a classmethod
+        elif isinstance(owner, Tensor) and isinstance(v.__func__, types.FunctionType) \
+                and not _is_user(v.__func__.__code__):
+            # ``y.reshape(-1)`` on a global or closure tensor: nbaccel's method, guarded as the
+            # tensor is (its values are a graph input; one read into Python never replays)
+            return ("tmethod", v.__func__, _spec(rs, owner, desc, depth + 1))
         elif not (isinstance(v.__func__, types.FunctionType) and _is_user(v.__func__.__code__)):
             raise Unguardable(f"calls `{desc}`, a method of a {type(owner).__name__} whose state "
                               "nbaccel does not follow")

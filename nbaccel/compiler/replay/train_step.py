@@ -42,6 +42,7 @@ from ...tensor import Tensor
 from .replay import output_tree
 from ..schedule.views import numpy_gives_array
 from ..capture.decompose import decompose
+from ..runtime import fpflags
 from ..runtime.runtime import Program
 from ..schedule.loops import Kernel, Layout
 from ..config import config
@@ -174,6 +175,18 @@ class Snapshot:
         grads += [_grad_meta(p) for p in self.params]
         return tuple(parts) + (tuple(grads),)
 
+    def owned_tensors(self):
+        """The parameters, buffers and optimizer state of the modules and optimizers found."""
+        return [t for t in self._tensors() if not any(t is o for o in self.found)]
+
+    def covers(self, objs):
+        """The first of ``objs`` (modules, optimizers a step's code reads) that this snapshot's
+        key does not follow, or None: a module reached only through an attribute chain
+        (``trainer.model``) would have its training flag and parameters unguarded."""
+        ids = {id(o) for o in self.found}
+        ids.update(id(m) for o in self.found if isinstance(o, ParameterHolder) for m in o.modules())
+        return next((o for o in objs if id(o) not in ids), None)
+
     def accessors(self):
         """id(array) -> how a replay finds that buffer again."""
         acc = {}
@@ -204,6 +217,8 @@ class StepReplay:
         self.outs = outs
         self.out_tree = out_tree
         self.numpy_out = numpy_out
+        self.graph = None         # the traced graph and the fp state its trace began under
+        self.fp_entry = None
 
     @staticmethod
     def _tensor(acc, leaves):
@@ -229,7 +244,9 @@ class StepReplay:
         for p in self.drop:      # its buffer may then be reused for the new gradient
             p.grad = None
         try:
-            arrays = self.prog.run(inputs + self.consts)
+            # the user's floating-point warnings, as the traced call gives them (fpflags.py)
+            arrays = fpflags.run(self.graph, inputs, lambda: self.prog.run(inputs + self.consts),
+                                 self.prog, self.fp_entry, replayed=True)
         except BaseException:    # (an interrupt): the gradients stay as they were
             for p, g in dropped:
                 p.grad = g
@@ -262,16 +279,32 @@ class StepReplay:
         return self.out_tree(iter(values))
 
 
+class NotRecorded(Exception):
+    """Why a traced step cannot be replayed (the report's re-trace reason)."""
+
+
 def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
     """A StepReplay for this traced call, or None when it cannot be replayed safely."""
+    try:
+        return build_step(cf, session, leaf_index, out, numpy_out, key, snap)
+    except NotRecorded:
+        return None
+
+
+def build_step(cf, session, leaf_index, out, numpy_out, key, snap):
+    """A StepReplay for this traced call; raises NotRecorded with the reason otherwise."""
     last = getattr(session, "last_run", None)
     if last is None or session.segment_index != 1 or session.breaks or session.had_backward:
-        return None
+        raise NotRecorded("its trace is not one graph with the backward inside")
+    if getattr(session, "value_reads", None):
+        raise NotRecorded(f"it reads a tensor's value into Python ({session.value_reads[0]}): "
+                          "what it computes from that value is a constant of the graph")
     prog, consts, graph = last
     if not hasattr(prog, "slots"):          # ran eagerly (a compiler error): nothing to replay
-        return None
+        raise NotRecorded("its graph ran eagerly (the compiler failed on it)")
     if snap.state_key()[:-1] != snap.key[:-1]:
-        return None                          # the call changed what the guard sees (new state)
+        # (a first step that creates the optimizer's state: the next one is recorded)
+        raise NotRecorded("the call changed the modules' or optimizer's state it is guarded on")
     acc = snap.accessors()
 
     def accessor(t):
@@ -283,7 +316,8 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
     for src in graph.sources:
         a = accessor(src)
         if a is None:
-            return None                      # a tensor the guard cannot find again
+            raise NotRecorded("it reads a tensor the guard cannot find again (one made from "
+                              "Python data or drawn at random inside the step)")
         plan.append(a)
     needed, index = [], {}
 
@@ -296,7 +330,7 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
     for n, target in session.writes:
         a = accessor(target)
         if a is None or n.is_placeholder or n.graph is not graph:
-            return None
+            raise NotRecorded("it updates in place a tensor the guard cannot find again")
         delta = target._version[0] - snap.versions.get(id(target), target._version[0])
         writes.append((output(n), a, delta))
         written[id(n)] = a
@@ -304,13 +338,13 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
     by_id = {id(p): p for p in snap.params}
     for t, n in session.grad_writes:
         if id(t) not in by_id or n.graph is not graph:
-            return None
+            raise NotRecorded("it sets the gradient of a tensor that is not a parameter it reaches")
         g = t.grad
         grads.append((output(n), t, g.dtype, g.device, g._np))
         granted.add(id(t))
     for p in snap.params:                   # any other .grad must be left as it was
         if id(p) not in granted and p.grad is not snap.grads[id(p)]:
-            return None
+            raise NotRecorded("it changes a gradient outside its graph")
     read = {id(a[1]) for a in plan if a[0] == "grad"}
     drop = [p for p in snap.params if id(p) in granted and id(p) not in read]
     outs = []
@@ -327,15 +361,17 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
         return ("out", output(n), (n.dtype, o.device, o._np, numpy_gives_array(n)))
     tree = output_tree(out, tensor_leaf, outs)
     if tree is None:
-        return None
+        raise NotRecorded("its result cannot be rebuilt from the compiled program's outputs")
     try:
         prog2, consts2 = _program(cf, graph, needed)
         _write_in_place(prog2, plan, writes)
-    except Exception:
+    except Exception as e:
         if config.get("strict"):
             raise
-        return None
-    return StepReplay(key, prog2, consts2, plan, writes, grads, drop, outs, tree, numpy_out)
+        raise NotRecorded(f"its replay program failed to build ({type(e).__name__})") from e
+    rp = StepReplay(key, prog2, consts2, plan, writes, grads, drop, outs, tree, numpy_out)
+    rp.graph, rp.fp_entry = graph, getattr(session, "fp_entry", None)
+    return rp
 
 
 def _program(cf, graph, needed):

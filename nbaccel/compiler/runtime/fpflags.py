@@ -182,7 +182,15 @@ def _opaque(prog) -> bool:
 def _structure_says(graph) -> list:
     """Ops whose warning no kernel reports (they compute it with a guard, or in numba) and no
     result shows: an integer division by an array (x // 0 is 0 and warns) and a cast of floats
-    to integers (nan or inf warns). Such a graph is replayed whenever it runs."""
+    to integers (nan or inf warns). Such a graph is replayed whenever it runs. (Kept on the
+    graph: a replayed training step asks on every run.)"""
+    said = graph.__dict__.get("_fp_structure")
+    if said is None:
+        said = graph._fp_structure = _structure(graph)
+    return list(said)
+
+
+def _structure(graph) -> list:
     for n in graph.nodes:
         kind = n.dtype.np.kind
         if getattr(n.op.impl, "hides_integer_warnings", False) and kind in "iu" and len(n.args) > 1 and (

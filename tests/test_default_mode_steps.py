@@ -1,0 +1,250 @@
+"""A training step under ``nb.compile`` in the default mode: traced once its optimizer state
+exists, then replayed on guards (compiler/replay/guarded.py with train_step.py's StepReplay),
+never re-traced on every call. Every test runs the same step eagerly beside it and compares
+the loss, the parameters, their gradients, the optimizer's state and BatchNorm's running
+statistics exactly (backend="numpy": the replay runs the ops eager runs)."""
+import types
+
+import numpy as np
+import pytest
+
+import nbaccel as nb
+import nbaccel.nn.functional as F
+from nbaccel import nn
+
+SCALE = 1.0
+
+
+@pytest.fixture(autouse=True)
+def _compiled_calls_only(monkeypatch):
+    """Every call takes the compiled path (the plain-or-compiled decision is tested last)."""
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(8, 12), nn.ReLU(), nn.Linear(12, 3))
+
+
+def _cnn():
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+
+
+OPTS = {"SGD": lambda ps: nb.optim.SGD(ps, lr=0.05, momentum=0.9),
+        "Adam": lambda ps: nb.optim.Adam(ps, lr=1e-2),
+        "AdamW": lambda ps: nb.optim.AdamW(ps, lr=1e-2, weight_decay=0.1)}
+
+
+def _pair(make_model, opt="Adam"):
+    """Two identical (model, optimizer, step): one run eagerly, one compiled."""
+    out = []
+    for _ in range(2):
+        nb.manual_seed(0)
+        model = make_model()
+        o = OPTS[opt](model.parameters())
+
+        def step(x, y, model=model, o=o):
+            o.zero_grad()
+            loss = F.cross_entropy(model(x), y) * SCALE
+            loss.backward()
+            o.step()
+            return loss
+        out.append((model, o, step))
+    return out
+
+
+def _batch(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return nb.tensor(rng.standard_normal(shape).astype(np.float32)), nb.tensor(rng.integers(0, 3, shape[0]))
+
+
+def _same(a, b):
+    (m1, o1), (m2, o2) = a, b
+    for (n, t1), (_, t2) in zip(m1.state_dict().items(), m2.state_dict().items()):
+        np.testing.assert_array_equal(np.asarray(t1.numpy()), np.asarray(t2.numpy()), err_msg=n)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        np.testing.assert_array_equal(p1.grad.numpy(), p2.grad.numpy())
+    for s1, s2 in zip(o1.state.values(), o2.state.values()):
+        for k in s1:
+            np.testing.assert_array_equal(s1[k].numpy(), s2[k].numpy(), err_msg=k)
+
+
+def _run(eager, cf, x, y, pair, calls):
+    for i in range(calls):
+        l1, l2 = eager(x, y), cf(x, y)
+        assert type(l1) is type(l2)
+        np.testing.assert_array_equal(l1.numpy(), l2.numpy(), err_msg=f"call {i}")
+        _same(*pair)
+
+
+@pytest.mark.parametrize("opt", sorted(OPTS))
+def test_an_mlp_step_is_replayed_not_retraced(opt):
+    (m1, o1, eager), (m2, o2, step) = _pair(_mlp, opt)
+    cf = nb.compile(step, backend="numpy")
+    x, y = _batch((16, 8))
+    _run(eager, cf, x, y, ((m1, o1), (m2, o2)), 8)
+    # the first call creates the optimizer's state (traced, not recorded); the second is
+    # recorded; the other six replay
+    assert cf.stats["replays"] == 6
+    assert cf.report.replay["state"] == "replayed"
+
+
+def test_a_cnn_step_with_batchnorm_is_replayed():
+    (m1, o1, eager), (m2, o2, step) = _pair(_cnn, "Adam")
+    cf = nb.compile(step, backend="numpy")
+    x, y = _batch((6, 1, 8, 8))
+    _run(eager, cf, x, y, ((m1, o1), (m2, o2)), 6)
+    assert cf.stats["replays"] == 4        # (conv's kernels are nbaccel's code, not the user's)
+    assert int(m2[1].num_batches_tracked.item()) == 6
+
+
+def test_new_batches_a_learning_rate_and_a_mode_change():
+    (m1, o1, eager), (m2, o2, step) = _pair(_cnn, "SGD")
+    cf = nb.compile(step, backend="numpy")
+    pair = ((m1, o1), (m2, o2))
+    for i in range(4):
+        _run(eager, cf, *_batch((6, 1, 8, 8), seed=i), pair, 1)
+    assert cf.stats["replays"] == 2
+    for o in (o1, o2):                     # a graph input: used at once, no new trace
+        o.param_groups[0]["lr"] = 0.01
+    _run(eager, cf, *_batch((6, 1, 8, 8), seed=9), pair, 2)
+    assert cf.stats["replays"] == 4
+    for m in (m1, m2):                     # BatchNorm now uses its running statistics
+        m.eval()
+    _run(eager, cf, *_batch((6, 1, 8, 8), seed=10), pair, 3)
+    assert "module" in cf.report.replay["last_guard_failure"]
+
+
+def test_a_global_the_step_reads_is_guarded():
+    global SCALE
+    (m1, o1, eager), (m2, o2, step) = _pair(_mlp, "SGD")
+    cf = nb.compile(step, backend="numpy")
+    x, y = _batch((16, 8))
+    pair = ((m1, o1), (m2, o2))
+    _run(eager, cf, x, y, pair, 4)
+    try:
+        SCALE = 3.0
+        _run(eager, cf, x, y, pair, 3)
+    finally:
+        SCALE = 1.0
+    assert "SCALE" in cf.report.replay["last_guard_failure"]
+    assert cf.stats["replays"] == 2 + 2    # the guard's failure traces once, then replays again
+
+
+def test_a_step_with_a_side_effect_runs_it_every_call():
+    model = _mlp()
+    o = nb.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+
+    def step(x, y):
+        o.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        o.step()
+        losses.append(loss)
+        return loss
+
+    cf = nb.compile(step, backend="numpy")
+    x, y = _batch((16, 8))
+    for _ in range(5):
+        cf(x, y)
+    assert len(losses) == 5 and cf.stats.get("replays", 0) == 0
+    assert "append" in cf.report.replay["reason"]
+
+
+def test_a_module_reached_through_an_attribute_chain_is_not_replayed():
+    """``holder.model``: the snapshot that guards the modules' state does not reach it (only the
+    optimizer's parameters), so a replay would miss a parameter rebound on the module."""
+    nets = []
+    for _ in range(2):
+        nb.manual_seed(0)
+        model = _mlp()
+        nets.append((model, nb.optim.SGD(model.parameters(), lr=0.1), types.SimpleNamespace(model=model)))
+
+    def make(holder, o):
+        def step(x, y):
+            o.zero_grad()
+            loss = F.cross_entropy(holder.model(x), y)
+            loss.backward()
+            o.step()
+            return loss
+        return step
+    eager, cf = make(nets[0][2], nets[0][1]), nb.compile(make(nets[1][2], nets[1][1]), backend="numpy")
+    pair = ((nets[0][0], nets[0][1]), (nets[1][0], nets[1][1]))
+    x, y = _batch((16, 8))
+    _run(eager, cf, x, y, pair, 3)
+    for m, _, _ in nets:
+        nb.manual_seed(1)
+        m[2].weight = nn.Parameter(nb.randn(3, 12))
+    _run(eager, cf, x, y, pair, 2)
+    assert cf.stats.get("replays", 0) == 0
+    assert "attribute chain" in cf.report.replay["reason"]
+
+
+def test_a_closure_tensors_method_is_guarded_with_the_tensor():
+    """``target.reshape(-1)`` on a closure tensor: a guard on the tensor, which stays a graph
+    input (its new values are read); a new tensor bound to the name traces again."""
+    model = _mlp()
+    o = nb.optim.SGD(model.parameters(), lr=0.1)
+    ref = _mlp()
+    ref.load_state_dict(model.state_dict())
+    o_ref = nb.optim.SGD(ref.parameters(), lr=0.1)
+    box = {"y": _batch((16, 8))[1].reshape(16, 1)}
+
+    def make(model, o, y):
+        def step(x):
+            o.zero_grad()
+            loss = F.cross_entropy(model(x), y.reshape(-1))
+            loss.backward()
+            o.step()
+            return loss
+        return step
+    y = box["y"]
+    cf, eager = nb.compile(make(model, o, y), backend="numpy"), make(ref, o_ref, y)
+    x = _batch((16, 8))[0]
+    for i in range(5):
+        if i == 3:
+            with nb.no_grad():
+                y.copy_(nb.tensor(np.arange(16).reshape(16, 1) % 3))   # in place: read live
+        np.testing.assert_array_equal(cf(x).numpy(), eager(x).numpy())
+    assert cf.stats["replays"] == 3
+
+
+def test_a_step_program_counts_in_pending_and_wait():
+    (_, _, _), (_, _, step) = _pair(_mlp, "SGD")
+    cf = nb.compile(step, backend="numpy")
+    x, y = _batch((16, 8))
+    for _ in range(3):
+        cf(x, y)
+    (entry,) = cf._guarded.entries.values()
+    assert entry.replay.prog in cf._replay_programs()
+
+
+def test_the_decision_times_the_plain_step_and_the_replay(monkeypatch):
+    """With the plain-or-compiled decision on, every call is one step (plain or replayed), so
+    the values still follow the eager step's exactly, and the verdict compares the two."""
+    monkeypatch.setitem(nb.config, "decide_functions", True)
+    (m1, o1, eager), (m2, o2, step) = _pair(_mlp, "Adam")
+    cf = nb.compile(step, backend="numpy")
+    x, y = _batch((16, 8))
+    _run(eager, cf, x, y, ((m1, o1), (m2, o2)), 12)
+    v = cf.report.verdict
+    assert v["choice"] in ("plain", "compiled") and v["plain_seconds"] and v["compiled_seconds"]
+    assert cf.stats.get("replays", 0) >= 3
+
+
+def test_an_inputs_value_read_into_python_is_never_replayed():
+    """``x.item()`` on an argument: its value became a constant of the graph; a replay would
+    keep the first call's value (it did: 1, 1, 1, ...)."""
+    def f(x, y):
+        return y * x.item()
+
+    cf = nb.compile(f, backend="numpy")
+    y = nb.ones(3)
+    for v in (1.0, 2.0, 3.0, 4.0):
+        np.testing.assert_array_equal(cf(nb.tensor(v), y).numpy(), f(nb.tensor(v), y).numpy())
+    assert cf.stats.get("replays", 0) == 0
+    assert "value into Python" in cf.report.replay["reason"]
+    ro = nb.compile(f, backend="numpy", mode="reduce-overhead")
+    for v in (1.0, 2.0, 3.0, 4.0):
+        np.testing.assert_array_equal(ro(nb.tensor(v), y).numpy(), f(nb.tensor(v), y).numpy())
