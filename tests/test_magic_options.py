@@ -199,3 +199,13 @@ def test_cache_command_shows_location_size_entries(ip, capsys, tmp_path):
     assert "cleared this version" in capsys.readouterr().out
     ip.run_line_magic("nbaccel", "cache")
     assert "0 kernels" in capsys.readouterr().out
+
+
+def test_the_options_line_is_taken_as_written(ip, monkeypatch):
+    """IPython expands {name} and $name in a magic's line unless told not to, copying the whole
+    user namespace on every run to do so; no %%compile option takes a variable."""
+    expanded = []
+    monkeypatch.setattr(type(ip), "var_expand", lambda self, *a, **k: expanded.append(a) or a[0])
+    ip.user_ns.update(np=np, x=np.ones(4))
+    ip.run_cell("%%compile --report none\n" + CELL).raise_error()
+    assert expanded == []

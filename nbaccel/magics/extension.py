@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from . import boundary, cell_clock, cellfunc, cellnames, ipython_calls, options, per_element, plain_runs, snapshot, verify
@@ -80,6 +80,9 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     @argument("--verify", action="store_true", help="also run the plain cell on copies and compare")
     @argument("--now", action="store_true", help="compile on this run (not only once compiling pays off)")
     @cell_magic
+    # (IPython would expand {name} and $name in the options line: it copies the whole user
+    # namespace to do so, on every run; no option takes a variable)
+    @no_var_expand
     def compile(self, line, cell):
         """Run the cell as a compiled function; its NumPy code runs as written."""
         if not self._verifying and (self.verify_all or "--verify" in line.split()):
