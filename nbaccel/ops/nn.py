@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as D, ops
 from .kernel_modules import fused_extern, fused_for as _fused, rows as _rows
+from .linalg import matmul_rows
 from .batching import leading_dims_rule
 from .fronts import apply, as_tensor, override
 from .meta import ShapeError, broadcast_shapes, default_float, normalize_axis  # noqa: F401
@@ -325,7 +326,7 @@ def _linear_grad(g, out, x, w, *b, bias):
 
 
 def _linear_impl(xp, x, w, b=None):
-    out = xp.matmul(x, w.T)
+    out = matmul_rows(xp, x, w.T)
     if b is None:
         return out
     if b.dtype == out.dtype and out.ndim:
