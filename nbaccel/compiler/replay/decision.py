@@ -30,7 +30,7 @@ real run of the user's code (it runs exactly once), so measuring costs nothing e
    reads the clock, say) or whose kernels keep compiling would run compiled forever, unmeasured.
    What such runs cost beyond the plain median (a recompile included: only the first compile
    was the bet) is summed; once that sum exceeds what the first compile cost (at least the
-   expected compile), the code runs plainly and the verdict says why: compiling was a bet
+   expected compile, and at least :data:`COMPILE_ESTIMATE`), the code runs plainly and the verdict says why: compiling was a bet
    worth one compile, never more. (A notebook's cell that looped ``grad`` 256 times and timed
    it ran 77 s compiled against 1 s plainly, every run.)
 
@@ -259,7 +259,9 @@ class Decision:
 
     def _decide(self):
         p, c = self._median(self.plain), self._median(self.compiled)
-        budget = max(self.first_compile_seconds, self.compile_estimate)
+        # (at least the default estimate: a session of warm caches estimates compiles at tens
+        # of ms, while a new cell's machine code still takes seconds in the background)
+        budget = max(self.first_compile_seconds, self.compile_estimate, COMPILE_ESTIMATE)
         if self.choice != "plain" and self._plain_stands_in and self.unsettled_excess > budget:
             self._set("plain", f"the compiled {self.what} did not settle (it re-traced or its "
                                f"kernels were still compiling): its runs cost {_fmt(self.unsettled_excess)} "
