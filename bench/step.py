@@ -10,7 +10,8 @@ the per-round ratios with its spread (max/min of those ratios).
 * ``nbaccel eager``: nbaccel.nn + nbaccel.optim, op by op;
 * ``nbaccel compiled``: the same step under ``nb.compile(mode="reduce-overhead",
   backend="numba")``: one replayed program (compiler/replay/train_step.py);
-* ``nbaccel compiled (default mode)``: re-traced on every call (the graph cache hits);
+* ``nbaccel compiled (default mode)``: the same program, replayed on guards (its Python reads
+  and the modules' and optimizer's state: compiler/replay/guarded.py);
 * ``torch eager`` / ``torch.compile``: when PyTorch is installed, in a child process of their
   own (beside a NumPy step of their own, through which they are compared).
 

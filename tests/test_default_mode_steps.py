@@ -11,14 +11,18 @@ import pytest
 import nbaccel as nb
 import nbaccel.nn.functional as F
 from nbaccel import nn
+from nbaccel.ops import kernel_modules
 
 SCALE = 1.0
 
 
 @pytest.fixture(autouse=True)
 def _compiled_calls_only(monkeypatch):
-    """Every call takes the compiled path (the plain-or-compiled decision is tested last)."""
+    """Every call takes the compiled path (the plain-or-compiled decision is tested last), and
+    the eager fused kernels are loaded first: an eager op runs NumPy while they load, and the
+    compiled step calls the kernel (one rounding apart, at random)."""
     monkeypatch.setitem(nb.config, "decide_functions", False)
+    kernel_modules.load_now("fused")
 
 
 def _mlp():
@@ -248,3 +252,28 @@ def test_an_inputs_value_read_into_python_is_never_replayed():
     ro = nb.compile(f, backend="numpy", mode="reduce-overhead")
     for v in (1.0, 2.0, 3.0, 4.0):
         np.testing.assert_array_equal(ro(nb.tensor(v), y).numpy(), f(nb.tensor(v), y).numpy())
+
+
+class _Net(nn.Module):
+    """A user's module: its ``__init__`` sets attributes, which a step never runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = _mlp()
+        self.scale = 2.0
+
+    def forward(self, x):
+        return self.body(x) * self.scale
+
+
+def test_a_users_module_class_is_guarded_on_the_methods_the_step_ran():
+    (m1, o1, eager), (m2, o2, step) = _pair(_Net, "AdamW")
+    cf = nb.compile(step, backend="numpy")
+    x, y = _batch((16, 8))
+    pair = ((m1, o1), (m2, o2))
+    _run(eager, cf, x, y, pair, 4)
+    assert cf.stats["replays"] == 2, cf.report.replay
+    for m in (m1, m2):                     # read by forward: guarded by value
+        m.scale = 0.5
+    _run(eager, cf, x, y, pair, 2)
+    assert "scale" in cf.report.replay["last_guard_failure"]

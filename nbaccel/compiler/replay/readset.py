@@ -135,6 +135,7 @@ class ReadSet:
         self.modules: list = []         # nn.Modules / Optimizers reached (their own key guards them)
         self._seen: set = set()
         self.env = [None]               # a cell's inputs object for this call (ENV_ARG)
+        self.ran = None                 # the code objects the trace ran (the recorder's), if known
 
     def failing(self, env=None):
         """The first guard whose value changed, or None (all hold). ``env``: the inputs object
@@ -167,6 +168,8 @@ def analyse(fn, recorder: ReadRecorder | None = None, env=None) -> ReadSet:
     ``env``: the inputs object of the traced call, for a %%compile cell's function."""
     rs = ReadSet()
     rs.env[0] = env
+    if recorder is not None:
+        rs.ran = recorder.codes
     while isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.MethodType):
         fn = fn.__func__
     if isinstance(fn, types.MethodType):
@@ -425,8 +428,11 @@ def _add_module(rs, obj):
     rs.modules.append(obj)
     mods = obj.modules() if isinstance(obj, ParameterHolder) else ()
     for m in mods:
-        # a module's methods read ``self``: walk them rooted at this instance
+        # a module's methods read ``self``: walk them rooted at this instance (those the trace
+        # ran, where that is known: a user module's ``__init__`` sets attributes, but a step
+        # never runs it, and a method that did not run made nothing the replay repeats)
         for klass in type(m).__mro__:
             for name, attr in vars(klass).items():
-                if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):
+                if isinstance(attr, types.FunctionType) and _is_user(attr.__code__) and \
+                        (rs.ran is None or attr.__code__ in rs.ran):
                     _walk_function(rs, attr, m)
