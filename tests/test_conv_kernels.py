@@ -215,7 +215,10 @@ def test_reference_matches_pytorch(case):
 
 def test_small_planes_take_im2col():
     """Below SHIFTED_MIN_PIXELS output pixels per plane (notebook 11's 4x4 and 8x8 planes),
-    im2col and one batched GEMM run instead of shifted.py's GEMMs per tap."""
+    im2col and one batched GEMM run the forward and the weight gradient instead of shifted.py's
+    GEMMs per tap."""
     small = Conv2dGeometry((64, 16, 8, 8), (32, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
     large = Conv2dGeometry((64, 16, 14, 14), (32, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
     assert not cpu._shifted(small) and cpu._shifted(large)
+    # the input gradient takes the shifted GEMMs at any size (im2col's col2im is slower)
+    assert cpu._shifted(small, input_gradient=True)
