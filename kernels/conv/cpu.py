@@ -242,16 +242,23 @@ def conv2d_backward_weight(x, gy, kernel_hw, stride, padding, dilation, groups):
         # there would add NaN where im2col's sum has none; a finite sum means none is there)
         return shifted.backward_weight(x, gy, g, gw)
     gw2 = gw.reshape(g.o, -1)
-    chunks = _chunks(g, x.itemsize)
-    buf = _buffer(g, chunks, dt)
-    for n0, n1 in chunks:
-        cols = _columns(x, g, n0, n1, buf)
+    for n0, n1 in _chunks(g, x.itemsize):
+        cols = _columns_by_tap(x, g, n0, n1)
         gy3 = gy[n0:n1].reshape(n1 - n0, g.o, g.oh * g.ow)
         for k in range(g.groups):
             rows, outs = _group_rows(g, k)
-            # one GEMM over the chunk's images (a Python loop of a GEMM and an add per image
-            # was most of notebook 11's weight gradients): (O_g, n*P) @ (n*P, K_g)
+            # one GEMM over the chunk's images, (O_g, n*P) @ (n*P, K_g): a GEMM and an add
+            # per image from Python was most of notebook 11's weight gradients
             g2 = gy3[:, outs].transpose(1, 0, 2).reshape(g.og, -1)
-            c2 = cols[:, rows].transpose(1, 0, 2).reshape(rows.stop - rows.start, -1)
-            gw2[outs] += g2 @ c2.T
+            gw2[outs] += g2 @ cols[rows].T
     return gw
+
+
+def _columns_by_tap(x, g, n0, n1):
+    """im2col of images n0:n1 laid out (C*KH*KW, n*OH*OW): the images inside each row, so the
+    weight gradient is one GEMM; one strided copy from the padded input's windows (64x16x4x4:
+    0.41 ms for the weight gradient, against 0.98 with im2col's layout copied again)."""
+    n = n1 - n0
+    cols = np.empty((g.c, g.kh, g.kw, n, g.oh, g.ow), x.dtype)
+    np.copyto(cols, _windows(_padded(x[n0:n1], g), g).transpose(1, 2, 3, 0, 4, 5))
+    return cols.reshape(g.c * g.kh * g.kw, n * g.oh * g.ow)
