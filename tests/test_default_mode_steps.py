@@ -277,3 +277,25 @@ def test_a_users_module_class_is_guarded_on_the_methods_the_step_ran():
         m.scale = 0.5
     _run(eager, cf, x, y, pair, 2)
     assert "scale" in cf.report.replay["last_guard_failure"]
+
+
+def test_an_entrys_first_replay_is_no_sample_of_the_compiled_side(monkeypatch):
+    """Its first replay runs a new program once (kernels load, buffers are made): as a code's
+    first plain run, the decision counts it but does not time by it."""
+    from nbaccel.compiler.replay.decision import Decision
+    monkeypatch.setitem(nb.config, "decide_functions", True)
+    seen = []
+    real = Decision.record
+
+    def record(self, path, seconds, compile_seconds=0.0, steady=True):
+        seen.append((path, steady, cf.stats.get("replays", 0)))
+        return real(self, path, seconds, compile_seconds, steady)
+    monkeypatch.setattr(Decision, "record", record)
+    (_, _, _), (_, _, step) = _pair(_mlp, "SGD")
+    cf = nb.compile(step, backend="numpy")
+    x, y = _batch((16, 8))
+    for _ in range(12):
+        cf(x, y)
+    replays = [(steady, n) for path, steady, n in seen if path == "compiled" and n >= 1]
+    assert replays[0] == (False, 1)                    # the first replay
+    assert any(steady for steady, n in replays[1:])    # later ones are samples

@@ -103,6 +103,7 @@ class CompiledFunction(Compiled):
         self._guarded = GuardedReplays(self)
         self._in_cell = False          # a %%compile cell: the magic runs the cell plainly itself
         self._first_call_seconds = None
+        self._cold_replay = False      # this call was an entry's first replay (decision: not a sample)
         self.last_undo = None
         try:
             self._sig = inspect.signature(fn)
@@ -133,11 +134,14 @@ class CompiledFunction(Compiled):
             return out
         t0 = time.perf_counter()
         before = self._report
+        self._cold_replay = False
         out = self._call_compiled(args, kwargs)
         seconds = time.perf_counter() - t0
         rep = self._report
         compiling = rep.compile_seconds if rep is not None and rep is not before and rep.cache != "hit" else 0.0
-        d.record("compiled", seconds, compiling, steady=not self.pending())
+        # (an entry's first replay runs a new program once: its kernels load, its buffers are
+        # made; as a code's first plain run, it is no sample of the runs that follow)
+        d.record("compiled", seconds, compiling, steady=not self.pending() and not self._cold_replay)
         if d.out_signature is None:
             d.out_signature = output_signature(out)
             why = self._plain_cannot_stand_in(args, kwargs)
@@ -195,6 +199,7 @@ class CompiledFunction(Compiled):
                     self.last_undo = None
                     out = entry.run(self, args, kwargs, gleaves)
                     if not entry.reported:
+                        self._cold_replay = True
                         self._note_replay(entry)
                     return out
                 recorder = self._guarded.recorder()
