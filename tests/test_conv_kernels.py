@@ -167,6 +167,18 @@ def test_shifted_buffers_are_kept_per_layout(monkeypatch):
     monkeypatch.setattr(shifted.np, "zeros", lambda *a, **k: made.append(a) or real(*a, **k))
     cpu.conv2d_forward(x, w, (1, 1), first, (1, 1), 1)
     assert made == []
+    # buffers past _KEEP_BYTES live for one call: made once for its blocks, and not kept
+    from nbaccel_kernels import _tasks
+    monkeypatch.setattr(_tasks, "num_threads", lambda: 1)          # one thread's scratch
+    monkeypatch.setattr(shifted, "_KEEP_BYTES", 1)
+    monkeypatch.setattr(shifted, "BLOCK_BYTES", 1)                # one image a block
+    assert len(shifted._blocks(Conv2dGeometry(x.shape, w.shape, (1, 1), first, (1, 1), 1), 8)) == 3
+    for _ in range(2):
+        made.clear()
+        y = cpu.conv2d_forward(x, w, (1, 1), first, (1, 1), 1)
+        assert len(made) == 2                                      # padded input, output
+    np.testing.assert_allclose(y, reference.conv2d_forward(x, w, (1, 1), first, (1, 1), 1),
+                               rtol=1e-10, atol=1e-10)
 
 def test_geometry_errors_name_the_problem():
     with pytest.raises(ValueError, match="larger than the padded input"):

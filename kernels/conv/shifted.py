@@ -51,7 +51,7 @@ def _blocks(g, itemsize):
     return [(n0, min(g.n, n0 + size)) for n0 in range(0, g.n, size)]
 
 
-def _padded_block(x, n0, n1, g):
+def _padded_block(x, n0, n1, g, state):
     """Images n0:n1 of ``x``, zero-padded, channel-major and flattened per channel:
     (C, nb*Hp*Wp + slack) in this thread's buffer (the slack keeps the last tap's window of
     the last image inside it). A window that runs past an image's last valid output reads
@@ -60,7 +60,7 @@ def _padded_block(x, n0, n1, g):
     hp, wp = g.padded_hw
     c, h, w = x.shape[1:]
     nb = n1 - n0
-    buf = _rows("xp", c, nb * hp * wp + (g.kw - 1) * g.dw, x.dtype,
+    buf = _rows(state, "xp", c, nb * hp * wp + (g.kw - 1) * g.dw, x.dtype,
                 (nb, h, w, g.pt, g.pb, g.pl, g.pr))
     planes = buf[:, :nb * hp * wp].reshape(c, nb, hp, wp)
     planes[:, :, g.pt:g.pt + h, g.pl:g.pl + w] = x[n0:n1].transpose(1, 0, 2, 3)
@@ -70,10 +70,11 @@ def _padded_block(x, n0, n1, g):
 # each thread's scratch buffers, kept between calls: made per call (np.zeros of 0.3-1 MB, an
 # mmap and its page faults) they cost the CNN step 10 ms, 1.7 ms a buffer on the loaded machine
 _BUFFERS = threading.local()
-_KEEP = 8          # buffers a thread keeps (forward and input gradient alternate shapes)
+_KEEP = 8               # buffers a thread keeps (forward and input gradient alternate shapes)
+_KEEP_BYTES = 32 << 20  # ... in all: larger ones are kept for the call only (its ``state``)
 
 
-def _rows(name, rows, length, dtype, layout):
+def _rows(state, name, rows, length, dtype, layout):
     """This thread's zeroed (rows, length) buffer ``name`` for ``layout`` (the geometry that
     decides which places callers write: what they leave unwritten stays zero, so a buffer is
     reused only for the same layout), its rows an odd number of cache lines apart: at a
@@ -83,11 +84,18 @@ def _rows(name, rows, length, dtype, layout):
     key = (name, rows, length, np.dtype(dtype), layout)
     buf = kept.get(key)
     if buf is None:
-        if len(kept) >= _KEEP:
-            kept.clear()
+        buf = state.get(key)
+    if buf is None:
         line = 64 // np.dtype(dtype).itemsize
         pitch = -(-length // line) | 1
-        buf = kept[key] = np.zeros((rows, pitch * line), dtype)[:, :length]
+        buf = np.zeros((rows, pitch * line), dtype)[:, :length]
+        if buf.base.nbytes > _KEEP_BYTES:
+            state[key] = buf                # (run_tasks' per-call, per-thread scratch)
+            return buf
+        if len(kept) >= _KEEP or sum(b.base.nbytes for b in kept.values()) + buf.base.nbytes \
+                > _KEEP_BYTES:
+            kept.clear()
+        kept[key] = buf
     return buf
 
 
@@ -106,8 +114,8 @@ def forward(x, w, g: Conv2dGeometry, y):
         n0, n1 = bounds
         nb = n1 - n0
         length = (nb - 1) * hp * wp + g.oh * wp
-        xp = _padded_block(x, n0, n1, g)
-        wide = _rows("wide", g.o, nb * hp * wp, y.dtype, None)     # written before read
+        xp = _padded_block(x, n0, n1, g, state)
+        wide = _rows(state, "wide", g.o, nb * hp * wp, y.dtype, None)     # written before read
         for k in range(g.groups):
             cs, os_ = slice(k * g.cg, (k + 1) * g.cg), slice(k * g.og, (k + 1) * g.og)
             for t, (i, j, shift) in enumerate(taps):
@@ -146,13 +154,13 @@ def backward_weight(x, gy, g: Conv2dGeometry, gw):
         n0, n1 = bounds
         nb = n1 - n0
         length = (nb - 1) * hp * wp + g.oh * wp
-        xp = _padded_block(x, n0, n1, g)
+        xp = _padded_block(x, n0, n1, g, state)
         if "acc" not in state:
             state["acc"] = np.zeros((g.kh, g.kw, g.o, g.cg), gw.dtype)
             with lock:
                 sums.append(state["acc"])
         acc = state["acc"]
-        wide = _rows("gy", g.o, nb * hp * wp, gy.dtype,
+        wide = _rows(state, "gy", g.o, nb * hp * wp, gy.dtype,
                      (nb, hp, wp, g.oh, g.ow))                 # unused places stay zero
         wide.reshape(g.o, nb, hp, wp)[:, :, :g.oh, :g.ow] = gy[n0:n1].transpose(1, 0, 2, 3)
         flat = wide[:, :length]
