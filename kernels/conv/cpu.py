@@ -34,11 +34,13 @@ COLS_BYTES = 64 << 20      # the im2col buffer of one batch chunk stays under th
 # 0.33 against 6.2 ms), where depthwise backward passes stay 1.5-3x faster as loops
 DIRECT_BELOW = 32
 SHIFTED_FROM = 16          # C//groups from this, stride 1: shifted GEMMs beat im2col (shifted.py)
-# ... and output planes of at least this many pixels. Shifted GEMMs once ran per image and tap
-# (5-10 ms where im2col took 0.4-1.7 ms on notebook 11's 4x4 and 8x8 planes, batch 64); by
-# blocks of images they are even with im2col in one thread's CPU time at 8x8 and 14x14, 16 -> 32
-# channels, batch 64 (14x14: forward 2.5 against 2.1 ms, input gradient 3.0 against 3.9, weight
-# gradient 3.9 against 3.7) and 1.5x faster at 56x56, 64 -> 64
+# ... and output planes of at least this many pixels (the forward and the weight gradient; the
+# input gradient takes them at any size, see _shifted). Measured in one thread's CPU time,
+# batch 64, 16 -> 32 channels: im2col's forward and weight gradient cost less up to about 18x18
+# (14x14: 1.9 against 2.5 ms and 3.0 against 3.7), shifted GEMMs from about 20x20 (28x28, 32
+# channels: 16 against 24 ms forward; 56x56, 64 -> 64: 22 against 32). At 14x14 the shifted
+# GEMMs stay: their blocks split over the kernels' threads, im2col's GEMMs run on one
+# (OpenBLAS's count, see _openblas), so on two free cores they finish first
 SHIFTED_MIN_PIXELS = 150
 # the direct loops split over the kernels' threads from this many multiply-adds (below it,
 # handing work to a thread costs more than the loop: 0.6 ms for notebook 11's first convolution)
