@@ -61,6 +61,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         self.decisions: dict = {}                   # plain or compiled, per cell and inputs (plain_runs.py)
         self.compile_costs: dict = {}               # cell version -> its compile's cost (plain_runs.py)
         self.analysed: dict = {}                    # cell source -> its analysis (_analyse)
+        self._entry_keys: dict = {}                 # a cell version (source, options, inputs) -> its key
         self.by_count: dict[int, tuple] = {}     # execution count -> (entry, report)
         self.last: tuple | None = None
         self.runs = 0
@@ -308,8 +309,13 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                  if not n.startswith("__nbaccel")]
         dynamic = True if opts.dynamic else False if opts.static else None
         placed = getattr(opts, "placed", "cpu")
-        key = hashlib.sha256(repr((src, opts.mode, opts.backend, placed, dynamic, opts.fullgraph,
-                                   traced, boxed, maybe, sorted(shared))).encode()).hexdigest()
+        version = (src, opts.mode, opts.backend, placed, dynamic, opts.fullgraph,
+                   tuple(traced), tuple(boxed), tuple(maybe), tuple(sorted(shared)))
+        key = self._entry_keys.get(version)   # (hashing the cell's text on every run cost ~10 µs)
+        if key is None:
+            if len(self._entry_keys) > 4096:
+                self._entry_keys.clear()
+            key = self._entry_keys[version] = hashlib.sha256(repr(version).encode()).hexdigest()
         entry = self.entries.get(key)
         if entry is None:
             filename = self.shell.compile.cache(src, count)
