@@ -282,9 +282,11 @@ def test_a_trace_past_its_budget_runs_the_cell_plainly_with_the_reason(shell, mo
     """The compile the decision chose on its own is given a budget from the plain runs; a trace
     past it stops, the cell runs plainly (its values as plainly), and so do its later runs."""
     from nbaccel.compiler.replay import decision
+    from nbaccel.magics import plain_runs
     monkeypatch.setitem(nb.config, "cell_first_run", "plain")
     monkeypatch.setattr(decision, "TRACE_BUDGET_MIN", 0.0)
-    monkeypatch.setattr(decision, "TRACE_BUDGET_RATIO", 1e-6)    # any trace is past it (300 ops)
+    monkeypatch.setattr(decision, "TRACE_BUDGET_RATIO", 1e-3)    # any trace is past it (450 ops)
+    monkeypatch.setattr(plain_runs, "_compile_estimate", lambda ext: 1e-9)   # (and so is the estimate)
     shell.run_line_magic("nbaccel", "reset")
     x = np.linspace(0, 1, 8)
     want = x.copy()
@@ -293,8 +295,8 @@ def test_a_trace_past_its_budget_runs_the_cell_plainly_with_the_reason(shell, mo
     first = _cell(shell, LOOP_CELL, x=x)
     assert first.path == "plain"
     d = _decision(shell)
-    assert d.trace_budget() == pytest.approx(1e-6 * d.plain_total / d.plain_runs)
-    d.record("plain", d.compile_estimate)                # its runs have cost a compile: it compiles
+    assert d.trace_budget() == pytest.approx(1e-3 * d.plain_total / d.plain_runs)
+    assert d.next_path() == "compiled"                   # its run has cost the (tiny) compile
     for _ in range(2):
         rep = _cell(shell, LOOP_CELL, x=x)
         assert rep.graphs == 0 and "tracing would cost more than its budget" in (rep.fallback or ""), rep.fallback

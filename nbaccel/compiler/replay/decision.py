@@ -59,11 +59,13 @@ RESOLUTION_SECONDS = 20e-6  # below this on both sides a ratio is not resolved (
 COMPILE_ESTIMATE = 0.5
 FLIP_MARGIN = 1.10          # a compiled choice flips to plain when 10% slower than plain
 # a trace that the decision started on its own (the plain code was timed, nobody asked for the
-# compile) may take this many times the plain run, and at least TRACE_BUDGET_MIN, before it
-# gives up and the code runs plainly: a Python loop over 256 grads traced for 20 s and ran
-# 33 s compiled, where the plain cell took 0.9 s
-TRACE_BUDGET_RATIO = 4.0
-TRACE_BUDGET_MIN = 2.0
+# compile) may take this many times the plain run, or the expected compile, and at least
+# TRACE_BUDGET_MIN, before it gives up and the code runs plainly: a Python loop over 256 grads
+# traced for 20 s and ran 33 s compiled, where the plain cell took 0.9 s. The bet stays about
+# the size of the rent paid before it (the ski-rental rule): a notebook whose cell gives up
+# loses about one more plain run, never tens of them
+TRACE_BUDGET_RATIO = 2.0
+TRACE_BUDGET_MIN = 1.0
 
 
 def _fmt(s: float) -> str:
@@ -183,7 +185,7 @@ class Decision:
         if self.first != "plain" or not self.plain_runs:
             return None
         ref = self._median(self.plain) or self.plain_total / self.plain_runs
-        return max(TRACE_BUDGET_MIN, TRACE_BUDGET_RATIO * ref)
+        return max(TRACE_BUDGET_MIN, TRACE_BUDGET_RATIO * ref, self.compile_estimate)
 
     def compile_failed(self, why: str):
         """The compiled path cannot run this code (a capture error, too many graph breaks): it
