@@ -14,8 +14,12 @@ It builds the models with ``nb.nn.Linear`` and converts them with ``quantize_`` 
   sum over int64 words) of exactly the bytes each model's weights occupy. ``read_fraction`` =
   read time / model time is the share of the measured bandwidth a model reaches.
 
-Everything runs interleaved, round by round. The figures are medians with min–max, and each
-ratio is the median of the per-round ratios. ``python -m bench.plain [--quick]``.
+Everything runs interleaved, round by round, each timing after a pause of ``SETTLE_S``: OpenBLAS's
+worker spins for about 0.1 s after each float32 call (docs/threads.md), and without the pause
+the kind timed right after float32 ran inside that window (int8 decode: 12.0 against 6.0 ms
+per token 0.3 s later, even on one thread; docs/quantization.md). A user decoding with an
+int8 model does not run a float32 model between tokens. The figures are medians with min–max,
+and each ratio is the median of the per-round ratios. ``python -m bench.plain [--quick]``.
 """
 from __future__ import annotations
 
@@ -31,6 +35,8 @@ SCRUBBED = ("OMP_", "GOMP_", "KMP_", "NUMBA_", "OPENBLAS_", "GOTO_", "MKL_", "VE
             "BLIS_", "NBACCEL_")
 TARGETS = {"int8 decode": 3.0, "int4 decode": 5.0, "2:4 gemv": 1.5, "int8-dynamic gemm64": 1.5,
            "2:4 gemm64": 1.1, "read fraction": 0.75}
+# seconds between one kind's timed calls and the next kind's: longer than OpenBLAS's spin
+SETTLE_S = 0.15
 
 
 def plain_env() -> dict:
@@ -128,6 +134,7 @@ def child(p: dict) -> dict:
             per = {k: [] for k in impls}
             for _ in range(p["rounds"]):
                 for k, f in impls.items():
+                    time.sleep(SETTLE_S)
                     t = time.perf_counter()
                     for _ in range(p["calls"]):
                         f()

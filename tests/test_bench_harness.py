@@ -287,6 +287,24 @@ def test_plain_process_column_has_no_thread_settings_and_reads_the_model_bytes(m
         assert sum(a.nbytes for a in plain._weights(m)) == model_bytes(m), kind
 
 
+
+def test_plain_process_pauses_before_every_timed_kind(monkeypatch):
+    """Each kind's timed calls start SETTLE_S after the previous kind's: without the pause the
+    kind after float32 ran inside OpenBLAS's spin (int8 decode 2x slower than 0.3 s later)."""
+    from bench import plain
+    events = []
+    monkeypatch.setattr(plain.time, "sleep", lambda s: events.append(("sleep", s)))
+    real = plain.time.perf_counter
+    monkeypatch.setattr(plain.time, "perf_counter", lambda: events.append(("t",)) or real())
+    out = plain.child({"layers": 1, "dim": 128, "batch": 4, "rounds": 2, "calls": 1})
+    timed = 2 * (2 * 4 + 2 * 3)      # rounds x (models and their bandwidth reads) per part
+    assert events.count(("sleep", plain.SETTLE_S)) == timed
+    # every timing starts right after a pause: (sleep, t-start, t-stop)
+    starts = [i for i, e in enumerate(events) if e == ("sleep", plain.SETTLE_S)]
+    assert all(events[i + 1] == ("t",) and events[i + 2] == ("t",) for i in starts)
+    assert out["decode"]["seconds"]["int8"]["rounds"] == 2
+
+
 def test_eager_suite_ops_agree_and_render():
     """bench/eager.py: each per-op workload computes the same values in nbaccel and NumPy,
     and a results dict renders (made-up times: no wall-clock assertion)."""
