@@ -83,3 +83,60 @@ def test_the_switch_raises_instead(stage, monkeypatch):
     monkeypatch.setattr(mod, name, boom)
     with pytest.raises(RuntimeError, match="injected fault"):
         nb.compile(f, backend="numpy")(np.ones((2, 3), np.float32))
+
+
+def _fault_from_the_second_call(monkeypatch):
+    """Generated code that raises from now on (a later call's values, say), as OverflowError."""
+    def faulty(self, *arrays):
+        raise OverflowError("injected replay fault")
+    monkeypatch.setattr(runtime.KernelSlot, "__call__", faulty)
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_a_replay_whose_program_fails_runs_eagerly_as_the_first_call_does(mode, lenient, monkeypatch):
+    monkeypatch.setitem(nb.config, "decide_functions", False)   # every call runs compiled
+    real = runtime.KernelSlot.__call__
+    x = np.arange(12.0).reshape(3, 4)
+    cf = nb.compile(lambda x: np.exp(x) * 2 + 1, backend="numpy", mode=mode)
+    np.testing.assert_array_equal(cf(x), np.exp(x) * 2 + 1)
+    _fault_from_the_second_call(monkeypatch)
+    out = cf(x)                                  # a replay: its program raises, the call does not
+    assert cf.stats["replays"] == 1
+    np.testing.assert_array_equal(out, np.exp(x) * 2 + 1)
+    assert type(out) is np.ndarray and out.dtype == np.float64
+    monkeypatch.setattr(runtime.KernelSlot, "__call__", real)
+    calls = []
+    monkeypatch.setattr(runtime.KernelSlot, "__call__", lambda self, *a: calls.append(1) or real(self, *a))
+    np.testing.assert_array_equal(cf(x + 1), np.exp(x + 1) * 2 + 1)   # eager from now on
+    assert cf.stats["replays"] == 2 and not calls
+    if mode == "default":
+        assert cf.stats["eager_fallbacks"] == 1
+        assert "injected replay fault" in cf.report.replay["reason"]
+
+
+def test_a_replays_user_error_is_numpys_own(lenient, monkeypatch):
+    """Where the plain code raises too, the replay raises NumPy's error, with no internal one
+    attached, whether or not the kernel raised first."""
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+    x = np.arange(12.0)
+    cf = nb.compile(lambda x, i: np.take(x * 2, i) + 1, backend="numpy")
+    np.testing.assert_array_equal(cf(x, np.array([1, 2])), [3.0, 5.0])
+    _fault_from_the_second_call(monkeypatch)
+    with pytest.raises(IndexError) as plain:
+        np.take(x * 2, np.array([1, 20]))
+    with pytest.raises(IndexError) as compiled:
+        cf(x, np.array([1, 20]))
+    assert cf.stats["replays"] == 1
+    assert str(compiled.value) == str(plain.value)
+    assert compiled.value.__context__ is None and compiled.value.__cause__ is None
+
+
+def test_a_replay_fault_raises_under_strict(monkeypatch):
+    monkeypatch.setitem(nb.config, "strict", True)
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+    x = np.arange(6.0)
+    cf = nb.compile(lambda x: x * 2 + 1, backend="numpy")
+    cf(x)
+    _fault_from_the_second_call(monkeypatch)
+    with pytest.raises(OverflowError, match="injected replay fault"):
+        cf(x)

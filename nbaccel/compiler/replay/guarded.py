@@ -129,7 +129,12 @@ class ReplayEntry:
         return None
 
     def run(self, cf, args, kwargs, leaves):
-        return self.replay.run(leaves)
+        before = self.replay.fell_back
+        out = self.replay.run(leaves)
+        if self.replay.fell_back is not before:   # its program failed (replay.run_program):
+            cf.stats["eager_fallbacks"] += 1     # it replays eagerly now, and the report says so
+            self.reported = False
+        return out
 
 
 class GuardedReplays:
@@ -181,6 +186,10 @@ class GuardedReplays:
 
     def state(self, entry=None) -> dict:
         """What the report shows about replay: its state and why."""
+        if entry is not None and entry.replay.fell_back:
+            return {"state": "replayed", "reason": "replayed on guards, eagerly: its compiled program "
+                    f"failed at run time ({entry.replay.fell_back})", "guards": len(entry.reads.guards),
+                    "last_guard_failure": self.last_guard_failure}
         if entry is not None:
             return {"state": "replayed", "reason": "replayed on guards: no Python of the function runs",
                     "guards": len(entry.reads.guards), "last_guard_failure": self.last_guard_failure}

@@ -9,10 +9,14 @@ break, in-place updates or autograd are never recorded for replay.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ...tensor import Tensor
+from ..config import config
 from ..runtime import fpflags
+from ..runtime.runtime import EagerProgram, interpret
 from ..schedule.views import numpy_gives_array
 
 
@@ -53,12 +57,14 @@ class Replay:
         self.out_tree = out_tree
         self.numpy_out = numpy_out
         self.reads = None         # mode="reduce-overhead": guards on the function's reads, if any
+        self.prog_graph = None    # the captured graph with the program's outputs (run_program)
+        self.fell_back = None     # why the program gave way to the interpreter (run_program)
 
     def run(self, leaves):
         inputs = [np.asarray(leaves[i]._data if isinstance(leaves[i], Tensor) else leaves[i])
                   if kind == "arg" else ref._data for kind, i, ref in self.plan]
         graph = getattr(self, "graph", None)
-        arrays = fpflags.run(graph, inputs, lambda: self.prog.run(inputs + self.consts), self.prog,
+        arrays = fpflags.run(graph, inputs, lambda: run_program(self, inputs), self.prog,
                              getattr(self, "fp_entry", None), replayed=True)
         values = []
         for kind, v, meta in self.outs:
@@ -73,6 +79,37 @@ class Replay:
                 values.append(Tensor._wrap(a, dtype, device, np_flag))
         it = iter(values)
         return self.out_tree(it)
+
+
+def run_program(rp, inputs):
+    """Run a replay's program on ``inputs``. A fault inside it (a kernel that raises where the
+    captured graph's reference interpreter does not) is nbaccel's, never the user's: as on a
+    traced call (entries.Entry.run_program), this call's values come from the interpreter and
+    the replay runs eagerly from now on (``rp.fell_back`` says why; ``strict`` raises the
+    fault). An error the interpreter raises too is the user's own, the one the plain code
+    raises, and propagates unchanged. A training step whose kernels write parameters in place
+    cannot be run again once a kernel failed (its inputs are half updated): its fault stays."""
+    try:
+        return rp.prog.run(inputs + rp.consts)
+    except Exception as e:       # (handled below, outside this block: the user's error, if
+        fault = e                # the interpreter raises one, carries no internal context)
+    if isinstance(rp.prog, EagerProgram) or rp.prog_graph is None \
+            or getattr(rp.prog, "destinations", None):
+        raise fault
+    out = interpret(rp.prog_graph, inputs)
+    if config.get("strict"):
+        raise fault
+    rp.fell_back = f"{type(fault).__name__}: {fault}"
+    rp.prog = EagerProgram(rp.prog_graph, rp.fell_back, "replay")
+    rp.consts = []
+    return out
+
+
+def outputs_graph(graph, outputs):
+    """``graph`` computing ``outputs`` (a shallow copy: the nodes are shared)."""
+    g = copy.copy(graph)
+    g.outputs = list(outputs)
+    return g
 
 
 def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, prune=None):
@@ -111,6 +148,7 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, pr
     tree = output_tree(out, tensor_leaf, outs)
     if tree is None:
         return None
+    prog_graph = outputs_graph(graph, graph.outputs)    # (a copy: the list is the session's)
     if prune is not None:
         used = sorted({i for kind, i, _ in outs if kind == "out"})
         if len(used) < len(graph.outputs):
@@ -119,10 +157,12 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, pr
             pruned = prune(graph, [graph.outputs[i] for i in used])
             if pruned is not None:
                 prog, consts = pruned
+                prog_graph = outputs_graph(graph, [graph.outputs[i] for i in used])
                 remap = {i: j for j, i in enumerate(used)}
                 outs = [(kind, remap[i], m) if kind == "out" else (kind, i, m) for kind, i, m in outs]
     rp = Replay(key, prog, consts, plan, outs, tree, numpy_out)
     rp.graph = graph             # the user's ops: their floating-point warnings (fpflags.py)
+    rp.prog_graph = prog_graph
     rp.fp_entry = getattr(session, "fp_entry", None)
     return rp
 

@@ -39,7 +39,7 @@ from ... import autograd
 from ...parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
 from ...optim import BRANCH_KEYS, HYPER, LIFTED_KEYS, Optimizer
 from ...tensor import Tensor
-from .replay import output_tree
+from .replay import output_tree, outputs_graph, run_program
 from ..schedule.views import numpy_gives_array
 from ..capture.decompose import decompose
 from ..runtime import fpflags
@@ -219,6 +219,8 @@ class StepReplay:
         self.numpy_out = numpy_out
         self.graph = None         # the traced graph and the fp state its trace began under
         self.fp_entry = None
+        self.prog_graph = None    # the traced graph with the program's outputs (run_program)
+        self.fell_back = None
 
     @staticmethod
     def _tensor(acc, leaves):
@@ -230,7 +232,8 @@ class StepReplay:
         return acc[1]
 
     def run(self, leaves):
-        dest = self.prog.run_fn.__globals__.get("alloc")
+        run_fn = getattr(self.prog, "run_fn", None)     # (none: it fell back, run_program)
+        dest = run_fn.__globals__.get("alloc") if run_fn is not None else None
         if isinstance(dest, _Destinations):
             dest.leaves = leaves
         inputs = []
@@ -245,7 +248,7 @@ class StepReplay:
             p.grad = None
         try:
             # the user's floating-point warnings, as the traced call gives them (fpflags.py)
-            arrays = fpflags.run(self.graph, inputs, lambda: self.prog.run(inputs + self.consts),
+            arrays = fpflags.run(self.graph, inputs, lambda: run_program(self, inputs),
                                  self.prog, self.fp_entry, replayed=True)
         except BaseException:    # (an interrupt): the gradients stay as they were
             for p, g in dropped:
@@ -371,6 +374,7 @@ def build_step(cf, session, leaf_index, out, numpy_out, key, snap):
         raise NotRecorded(f"its replay program failed to build ({type(e).__name__})") from e
     rp = StepReplay(key, prog2, consts2, plan, writes, grads, drop, outs, tree, numpy_out)
     rp.graph, rp.fp_entry = graph, getattr(session, "fp_entry", None)
+    rp.prog_graph = outputs_graph(graph, needed)
     return rp
 
 
