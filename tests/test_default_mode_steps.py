@@ -299,3 +299,18 @@ def test_an_entrys_first_replay_is_no_sample_of_the_compiled_side(monkeypatch):
     replays = [(steady, n) for path, steady, n in seen if path == "compiled" and n >= 1]
     assert replays[0] == (False, 1)                    # the first replay
     assert any(steady for steady, n in replays[1:])    # later ones are samples
+
+
+def test_an_updates_scalar_factors_are_computed_once_per_kernel_run():
+    """Adam's bias corrections (``1 - beta1 ** step`` from 0-d inputs) inside the elementwise
+    update kernel: computed before its loop, not once per element (numba tier)."""
+    def update(p, m, b, s, lr):
+        return p - lr / (1 - b ** s) * m
+
+    cf = nb.compile(update, backend="numba")
+    rng = np.random.default_rng(0)
+    p, m = (nb.tensor(rng.standard_normal((64, 64)).astype(np.float32)) for _ in range(2))
+    b, s, lr = nb.tensor(np.float32(0.9)), nb.tensor(np.float32(3.0)), nb.tensor(np.float32(0.01))
+    np.testing.assert_allclose(cf(p, m, b, s, lr).numpy(), update(p, m, b, s, lr).numpy(), rtol=1e-6, atol=1e-7)
+    code = cf.report.code
+    assert code.index("**") < code.index("for t in range"), code

@@ -36,6 +36,7 @@ from ... import dtypes as D
 from ..schedule import index_maps
 from ..schedule.loops import Kernel
 from . import fastmath_text
+from .kernel_passes import invariant_along, invariant_roots
 from .numba_expr import NumbaExpressions
 from .numba_passes import _VECTOR_MAX, SUM_CHUNK, SUM_CHUNK_ROWS, NumbaReductions  # noqa: F401
 from .numba_syntax import (BETTER, BOOL_SCALAR, COMPLEX_SCALAR, FOLD, PARTIAL_SUM, SCALAR,  # noqa: F401
@@ -329,7 +330,7 @@ class _Renderer(NumbaExpressions, NumbaReductions):
             for a in outer:
                 var[a] = f"i{a}"
             var[last] = f"i{last}"
-            self.final_pass(elems, var, pad + "    ", accs)
+            self.final_pass(elems, var, pad + "    ", accs, self.hoist_scalars(elems, var, accs))
             self.prologue.append(f"    nbl = (n{last} + {LAST_BLOCK - 1}) // {LAST_BLOCK}")
             return " * ".join([f"n{a}" for a in outer] + ["nbl"])
         kept = k.kept_axes()
@@ -380,6 +381,21 @@ class _Renderer(NumbaExpressions, NumbaReductions):
         index instead of once per element (LLVM does not hoist a sqrt or a division)."""
         for e in self.invariants(exprs, memo, accs):    # numba_passes.py
             self.expr(e, var, memo, pad, accs)
+
+    def hoist_scalars(self, elems, var, accs):
+        """Emit before the loop every largest sub-expression of an elementwise kernel that no
+        axis varies (an optimizer's bias corrections ``1 - beta1 ** step`` from 0-d inputs):
+        computed once per share instead of once per element (LLVM cannot hoist the loads past
+        the stores, so a pow per element stayed). Returns the memo the loop body starts with."""
+        memo = dict(self.stashed)
+        scalars = invariant_roots([st.expr for st in elems], invariant_along(range(self.nd), accs), memo)
+        if scalars:
+            body, self.lines = self.lines, []
+            for e in scalars:
+                self.expr(e, var, memo, "    ", accs)
+            self.prologue += self.lines
+            self.lines = body
+        return memo
 
     def final_pass(self, elems, var, pad, accs, memo=None):
         memo = dict(self.stashed) if memo is None else memo
