@@ -25,7 +25,7 @@ from .tensor import Tensor, asarray
 # NumPyOnly is defined in numpy_api (its fallback for memory queries raises it too)
 from .numpy_api import NumPyOnly, _wrap_result, settle_pending_readers  # noqa: F401
 from .ops.meta import numpy_scalar
-from .ops.registry import NUMPY_FUNCS
+from .ops.registry import NUMPY_FUNCS, OPS
 from . import numpy_api
 
 
@@ -68,8 +68,10 @@ def _same(a, b):
 def _numpy_method(t, name):
     """NumPy's ``ndarray.<name>`` for ``t``: on a copy of its value, written back if changed."""
     def method(*args, **kwargs):
+        read_only = t._read_only()
         a = _concrete(t, name)
         work = a.copy()
+        work.flags.writeable = not read_only     # (NumPy then refuses a write in its own words)
         res = getattr(work, name)(*_plain_args(args, name), **{k: _plain_args(v, name) for k, v in kwargs.items()})
         if not _same(work, a):
             if work.shape != a.shape or work.dtype != a.dtype:
@@ -138,7 +140,7 @@ def _sort(self, axis=-1, kind=None, order=None, *, stable=None):
 
 
 def _fill(self, value):
-    self.fill_(value)
+    self._assign(OPS["full_like"].front(self, value), "ndarray.fill")
 
 
 def _repeat(self, repeats, axis=None):

@@ -43,6 +43,22 @@ def _inplace_cast_error(src, dst, what):
 NP_ARRAY_0D = 2
 
 
+# NumPy's message for a write into a read-only array, by ``_assign``'s ``what`` (the default, an
+# in-place operator or a ufunc's ``out=``, is "output array is read-only")
+_READ_ONLY = {
+    "setitem": "assignment destination is read-only",
+    "real part write": "assignment destination is read-only",
+    "imaginary part write": "assignment destination is read-only",
+    "copy_": "assignment destination is read-only",          # np.copyto
+    "ndarray.fill": "assignment destination is read-only",
+    "ndarray.flat write": "underlying array is read-only",
+    "ndarray.sort": "sort array is read-only",
+    "ndarray.partition": "partition array is read-only",
+    "ndarray.put": "put: output array is read-only",
+    "ndarray.byteswap": "array to be byte-swapped is read-only",
+}
+
+
 class Tensor(TensorMetadata, TensorValues):
     """An n-dimensional array with dtype, device and autograd.
 
@@ -230,14 +246,20 @@ class Tensor(TensorMetadata, TensorValues):
         return self
 
     # -- in-place ---------------------------------------------------------------------------
+    def _read_only(self) -> bool:
+        """Whether NumPy's array of this tensor is read-only (a broadcast view, traced or not)."""
+        read_only = getattr(self._node.graph, "read_only", None) if self._node is not None else None
+        if read_only is not None:
+            return read_only(self)
+        return isinstance(self._data, np.ndarray) and not self._data.flags.writeable
+
     def _assign(self, new, what="in-place operation"):
         """Write ``new`` (a Tensor result) into self: the one place in-place semantics live."""
         if not isinstance(new, Tensor):
             new = asarray(new, dtype=self.dtype, device=self.device)
-        read_only = getattr(self._node.graph, "read_only", None) if self._node is not None else None
-        if (read_only(self) if read_only is not None else
-                isinstance(self._data, np.ndarray) and not self._data.flags.writeable):
-            raise ValueError("output array is read-only")   # (NumPy checks it before the dtypes)
+        if self._read_only():
+            # (NumPy checks it before the dtypes, and words it by what writes)
+            raise ValueError(_READ_ONLY.get(what, "output array is read-only"))
         if D._promote(self.dtype, new.dtype) is not self.dtype and \
                 "buifc".index(new.dtype.kind) > "buifc".index(self.dtype.kind):
             # NumPy's (and PyTorch's) same_kind casting: a wider result of the same kind (or an

@@ -302,3 +302,26 @@ def test_numba_float_to_int_cast_of_nan_inf_and_large_values_is_numpys():
         t4 = (t1[:, None] * a1[None, :]) ** 2 / 0
         return t4[0, -3].astype(np.int32)
     same_as_numpy(program, np.array(2, np.int32), np.zeros(3, bool), backend="numba")
+
+
+# NumPy words a write into a read-only array by what writes: item assignment, an in-place
+# operator or out=, and each in-place method its own way
+READ_ONLY_WRITES = ["v[0] = 1", "v[...] = 1", "v[v > 1] = 0", "v.T[0] = 1", "v[0][1] = 5",
+                    "v.real[0] = 1", "v.flat[0] = 1", "v += 1", "v[:] += 1",
+                    "np.add(v, 1, out=v)", "v.fill(1)", "v.sort()", "v.partition(1)",
+                    "v.put([0], [1])", "print(v.sum()); v.partition(1)"]
+
+
+@pytest.mark.parametrize("stmt", READ_ONLY_WRITES)
+def test_a_write_into_a_broadcast_view_says_what_numpy_says(stmt, capsys):
+    from nbaccel.ndarray_methods import numpy_code   # (a %%compile cell: NumPy's methods)
+    ns = {"np": np}
+    exec(f"def f(x):\n    v = np.broadcast_to(x, (2, 3))\n    {stmt}\n    return v\n", ns)
+    f = ns["f"]
+    with pytest.raises(ValueError) as plain:
+        f(np.arange(3.0))
+    compiled = nb.compile(f, backend="numpy")
+    for _ in range(2):
+        with numpy_code(), pytest.raises(ValueError) as got:
+            compiled(np.arange(3.0))
+        assert str(got.value) == str(plain.value)
