@@ -314,3 +314,26 @@ def test_an_updates_scalar_factors_are_computed_once_per_kernel_run():
     np.testing.assert_allclose(cf(p, m, b, s, lr).numpy(), update(p, m, b, s, lr).numpy(), rtol=1e-6, atol=1e-7)
     code = cf.report.code
     assert code.index("**") < code.index("for t in range"), code
+
+
+def test_a_compiled_batchnorm_forward_in_training_mode_updates_its_statistics():
+    """No backward, but BatchNorm's running statistics are updated in place: a replay repeats
+    the updates (under no_grad); with gradients, the result's history escapes and it traces."""
+    def mk():
+        nb.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU())
+    m1, m2 = mk(), mk()
+    cm = nb.compile(m2, backend="numpy")
+    rng = np.random.default_rng(0)
+    with nb.no_grad():
+        for _ in range(5):
+            x = nb.tensor(rng.standard_normal((16, 6)).astype(np.float32))
+            np.testing.assert_array_equal(m1(x).numpy(), cm(x).numpy())
+            for (k, t1), (_, t2) in zip(m1.state_dict().items(), m2.state_dict().items()):
+                np.testing.assert_array_equal(t1.numpy(), t2.numpy(), err_msg=k)
+    assert cm.stats["replays"] == 4 and int(m2[1].num_batches_tracked.item()) == 5
+    x = nb.tensor(rng.standard_normal((16, 6)).astype(np.float32))
+    m1(x).sum().backward()
+    cm(x).sum().backward()
+    np.testing.assert_array_equal(m1[0].weight.grad.numpy(), m2[0].weight.grad.numpy())
+    assert "autograd history" in cm.report.replay["reason"]

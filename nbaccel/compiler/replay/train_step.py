@@ -297,8 +297,10 @@ def record_step(cf, session, leaf_index, out, numpy_out, key, snap):
 def build_step(cf, session, leaf_index, out, numpy_out, key, snap):
     """A StepReplay for this traced call; raises NotRecorded with the reason otherwise."""
     last = getattr(session, "last_run", None)
-    if last is None or session.segment_index != 1 or session.breaks or session.had_backward:
-        raise NotRecorded("its trace is not one graph with the backward inside")
+    if session.had_backward:
+        raise NotRecorded("its results carry autograd history (a backward() outside the call)")
+    if last is None or session.segment_index != 1 or session.breaks:
+        raise NotRecorded("its trace is not one graph")
     if getattr(session, "value_reads", None):
         raise NotRecorded(f"it reads a tensor's value into Python ({session.value_reads[0]}): "
                           "what it computes from that value is a constant of the graph")
