@@ -162,3 +162,18 @@ def test_shrink_keeps_the_failure_class(monkeypatch):
     small = shrink(p, "numpy", klass)
     assert [s.code for s in small.statements] == ["t2 = a0.sum(axis=0)"]
     assert small.outputs == ("t2",) and small.inputs[0].shape == (1, 1)
+
+
+def test_check_wants_numpys_read_only_message(monkeypatch):
+    """Where NumPy refuses a write into a read-only view, its very words are the contract."""
+    import nbaccel as nb
+    p = _program(["t0 = np.broadcast_to(a0, (2, 3))", "t0[0] = 1"], [Input("a0", (3,), "float64", 5)], ["t0"])
+
+    def worded(msg):
+        def run(*a):
+            raise ValueError(msg)
+        return lambda fn, backend: run
+    monkeypatch.setattr(nb, "compile", worded("output array is read-only"))
+    assert check(p, "numpy").klass.startswith("worded otherwise than NumPy")
+    monkeypatch.setattr(nb, "compile", worded("assignment destination is read-only"))
+    assert check(p, "numpy").ok
