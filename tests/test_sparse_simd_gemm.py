@@ -1,7 +1,7 @@
 """The explicit-SIMD 2:4 GEMMs (nbaccel_kernels.sparse.simd_gemm): every variant the CPU has
 against the NumPy reference and the portable kernel (the same multiply-adds; the portable
-kernel's fastmath may associate them differently), over batch tiles, column blocks, odd group counts and the chunked launcher;
-batches that are not whole vectors, and float64, run the portable kernel."""
+kernel's fastmath may associate them differently), over batch tiles, column blocks, odd group counts and the chunked launcher; batches that are not whole vectors run
+padded with zero inputs; float64 runs the portable kernel."""
 import subprocess
 import sys
 
@@ -33,9 +33,9 @@ def _portable(monkeypatch, x, values, meta, cols):
         return cpu.linear(x, values, meta, cols)
 
 
-# batches: one-vector tiles only, whole 4-vector tiles, both; columns: odd group counts (a
+# batches: one-vector tiles only, whole 4-vector tiles, both, padded (5, 17, 33); columns: odd group counts (a
 # half-used metadata byte), one byte, several column blocks
-@pytest.mark.parametrize("batch", [16, 48, 64, 80, 128])
+@pytest.mark.parametrize("batch", [5, 16, 17, 33, 48, 64, 80, 128])
 @pytest.mark.parametrize("rows,cols", [(5, 8), (9, 12), (33, 100), (130, 1024)])
 def test_variant_matches_the_reference_and_the_portable_kernel(variant, monkeypatch, batch, rows,
                                                                cols):
@@ -44,8 +44,7 @@ def test_variant_matches_the_reference_and_the_portable_kernel(variant, monkeypa
     values, meta = cpu.compress(w)
     x = RNG.standard_normal((batch, cols)).astype(np.float32)
     got = cpu.linear(x, values, meta, cols)
-    lanes = simd_gemm.VARIANTS[name][0]
-    assert called or batch % lanes      # the variant itself ran where its batch fits
+    assert called and got.shape == (batch, rows) and got.flags.c_contiguous
     np.testing.assert_allclose(got, ref.linear(x, values, meta, cols), rtol=1e-5,
                                atol=1e-5 * np.sqrt(cols))
     np.testing.assert_allclose(got, _portable(monkeypatch, x, values, meta, cols), rtol=1e-5,
@@ -98,19 +97,27 @@ def test_inf_and_nan_propagate(variant):
     np.testing.assert_array_equal(cpu.linear(x, values, meta, 64), ref.linear(x, values, meta, 64))
 
 
-def test_other_batches_and_float64_run_the_portable_kernel(monkeypatch):
+def test_float64_runs_the_portable_kernel(monkeypatch):
     cpu._k("simd_gemm")
     monkeypatch.setattr(cpu, "GEMM_SIMD", tuple(simd_gemm.VARIANTS))
     called = []
     for name in simd_gemm.VARIANTS:
         monkeypatch.setitem(simd_gemm.PARTS, name, lambda *a: called.append(1))
-    for dtype, batch in ((np.float32, 7), (np.float32, 20), (np.float64, 64)):
-        values, meta = cpu.compress(RNG.standard_normal((5, 64)).astype(dtype))
-        x = RNG.standard_normal((batch, 64)).astype(dtype)
-        tol = 1e-12 if dtype == np.float64 else 1e-5
-        np.testing.assert_allclose(cpu.linear(x, values, meta, 64), ref.linear(x, values, meta, 64),
-                                   rtol=tol, atol=tol * 10)
+    values, meta = cpu.compress(RNG.standard_normal((5, 64)))
+    x = RNG.standard_normal((64, 64))
+    np.testing.assert_allclose(cpu.linear(x, values, meta, 64), ref.linear(x, values, meta, 64),
+                               rtol=1e-12, atol=1e-12)
     assert not called
+
+
+def test_padded_batch_writes_into_out(variant):
+    """``out=`` gets the batch's rows only (the padding lanes are dropped)."""
+    values, meta = cpu.compress(RNG.standard_normal((12, 32)).astype(np.float32))
+    x = RNG.standard_normal((7, 32)).astype(np.float32)
+    out = np.full((7, 12), np.nan, np.float32)
+    assert cpu.linear(x, values, meta, 32, out=out) is out
+    np.testing.assert_allclose(out, ref.linear(x, values, meta, 32), rtol=1e-5, atol=1e-5)
+    assert variant[1]
 
 
 def test_simd_gemm_loads_from_numbas_disk_cache():

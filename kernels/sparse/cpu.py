@@ -19,10 +19,10 @@ kernels themselves are in ``_products.py``:
   contiguous; each kept value ``w[n, k]`` then adds ``w * xt[k, :]`` to the output row ``n``: a
   vectorised axpy over the batch, half the multiply-adds of the dense product. The columns go
   in blocks whose ``xt`` rows stay in L1 while every row of a chunk uses them.
-* GEMM in float32 with a batch of whole vectors (16 at 512 bits, 8 at 256), where the CPU has
-  AVX-512F or AVX2: explicit SIMD (``simd_gemm.py``), the same axpys with a tile of the output
-  row held in registers over a column block (the same multiply-adds; 1.2-2.0x
-  the dense BLAS GEMM at batch 64 against 0.6-0.7x, loaded machine).
+* GEMM in float32, where the CPU has AVX-512F or AVX2: explicit SIMD (``simd_gemm.py``), the
+  same axpys with a tile of the output row held in registers over a column block, the batch
+  padded to whole vectors (the same multiply-adds; 1.2-2.0x the dense BLAS GEMM at batch 64
+  against 0.6-0.7x, loaded machine).
 """
 from __future__ import annotations
 
@@ -169,13 +169,35 @@ _GEMM_BLOCK_BYTES = 16 << 10
 _SIMD_GEMM_BLOCK_BYTES = 32 << 10
 
 
-def _gemm_variant(dtype, batch):
-    """The explicit-SIMD GEMM to run for this batch, or None (the portable kernel)."""
+def _gemm(x, values, meta, rows):
+    """``x @ W.T`` for a batch ``x`` (m > _GEMV_BATCH), as a view of the transposed result."""
     global GEMM_SIMD
     simd_gemm = _k("simd_gemm")
     if GEMM_SIMD is None:
         GEMM_SIMD = tuple(name for name in simd_gemm.VARIANTS if simd_gemm.available(name))
-    return next((v for v in GEMM_SIMD if simd_gemm.usable(v, dtype, batch)), None)
+    variant = next((v for v in GEMM_SIMD if simd_gemm.usable(v, values.dtype)), None)
+    m = x.shape[0]
+    threads = _threads(values.size * m)
+    if variant is None:
+        xt = np.ascontiguousarray(x.T)
+        outt = np.empty((rows, m), values.dtype)
+        if outt.size:
+            block = max(1, _GEMM_BLOCK_BYTES // (8 * m * xt.itemsize))   # metadata bytes
+            _run("gemm_t", (xt, values, meta, outt, block), rows, threads)
+        return outt.T
+    # the batch padded with zero inputs to whole vectors (the tiles have no masked lanes):
+    # batch 17 as 32 still ran 2.6x the portable kernel, batch 8 as 16 1.9x (loaded machine)
+    lanes = simd_gemm.VARIANTS[variant][0]
+    mp = -(-m // lanes) * lanes
+    xt = np.zeros((x.shape[1], mp), values.dtype)
+    xt[:, :m] = x.T
+    outt = np.empty((rows, mp), values.dtype)
+    if outt.size:
+        block = max(1, _SIMD_GEMM_BLOCK_BYTES // (8 * mp * xt.itemsize))
+        chunk, n_chunks = _pool.chunked(rows, threads, CHUNKS_PER_THREAD, 4)
+        _pool.run(simd_gemm.PARTS[variant], (xt, values, meta, outt, block, chunk), n_chunks,
+                  threads)
+    return outt[:, :m].T
 
 
 def linear(x, values, meta, cols: int, out=None):
@@ -199,20 +221,7 @@ def linear(x, values, meta, cols: int, out=None):
         for i in range(m):
             _gemv(x[i], values, meta, res[i])
     else:
-        xt = np.ascontiguousarray(x.T)
-        outt = np.empty((rows, m), values.dtype)
-        if outt.size:
-            threads = _threads(values.size * m)
-            variant = _gemm_variant(values.dtype, m)
-            if variant is None:
-                block = max(1, _GEMM_BLOCK_BYTES // (8 * m * xt.itemsize))   # metadata bytes
-                _run("gemm_t", (xt, values, meta, outt, block), rows, threads)
-            else:
-                block = max(1, _SIMD_GEMM_BLOCK_BYTES // (8 * m * xt.itemsize))
-                chunk, n_chunks = _pool.chunked(rows, threads, CHUNKS_PER_THREAD, 4)
-                _pool.run(_k("simd_gemm").PARTS[variant], (xt, values, meta, outt, block, chunk),
-                          n_chunks, threads)
-        res = outt.T
+        res = _gemm(x, values, meta, rows)
     if out is None:
         return np.ascontiguousarray(res)
     out[...] = res

@@ -1,5 +1,5 @@
-"""Explicit SIMD for the 2:4 GEMM (float32, batches whose size is a multiple of the vector
-width), picked at run time from the CPU's features, like the GEMV's (``simd.py``).
+"""Explicit SIMD for the 2:4 GEMM (float32; the batch a multiple of the vector width, which
+the caller pads it to), picked at run time from the CPU's features, like the GEMV's (``simd.py``).
 
 The portable GEMM (``_products.gemm_t``) adds ``w[n, k] * xt[k, :]`` for each kept value to the
 output row in memory: per metadata byte it loaded and stored the 64-wide output row and ran
@@ -39,9 +39,9 @@ def available(name: str) -> bool:
     return all(feats.get(f, False) for f in VARIANTS[name][1])
 
 
-def usable(name: str, dtype, batch: int) -> bool:
-    """float32, and a batch of whole vectors (the tiles have no masked lanes)."""
-    return dtype == np.float32 and batch % VARIANTS[name][0] == 0
+def usable(name: str, dtype) -> bool:
+    """float32 (the batch must be whole vectors: the caller pads it, ``cpu._gemm``)."""
+    return dtype == np.float32
 
 
 def _make_tile(name: str, nv: int):
