@@ -19,6 +19,8 @@ from __future__ import annotations
 import time
 import weakref
 
+import numpy as np
+
 from ...ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
 from ...tensor import NP_ARRAY_0D, Tensor, _eager, set_active_trace
 from ..runtime import fpflags
@@ -396,6 +398,12 @@ class TraceSession(ViewTracking):
                     continue
                 if src is not None and not c.requires_grad:
                     c = src      # an input updated in place stays that array (x += 1 keeps identity)
+            elif self._broadcast_view(t) and not c.requires_grad and isinstance(c._data, np.ndarray):
+                # NumPy's broadcast view is read-only: NumPy code run on its value (np.copyto,
+                # np.put) refuses the write in NumPy's words, and never writes through it
+                ro = c._data.view()
+                ro.flags.writeable = False
+                c = Tensor._wrap(ro, c.dtype, c.device, c._np)
             t._data = c._data
             self.materialized[id(t)] = (t, c)
         for t in escaped:
@@ -410,6 +418,10 @@ class TraceSession(ViewTracking):
         self.segment_index += 1
         self._new_segment()
 
+
+    def _broadcast_view(self, t) -> bool:
+        info = self.view_of.get(id(t))
+        return info is not None and any(op.name == "broadcast_to" for op, _, _ in info[1])
 
     def _remember(self, buf):
         """Keep a copy of a real buffer before its first in-place write in this call, so that a
