@@ -337,3 +337,33 @@ def test_a_compiled_batchnorm_forward_in_training_mode_updates_its_statistics():
     cm(x).sum().backward()
     np.testing.assert_array_equal(m1[0].weight.grad.numpy(), m2[0].weight.grad.numpy())
     assert "autograd history" in cm.report.replay["reason"]
+
+
+def test_a_step_over_closure_tensors_returns_what_the_plain_step_returns(monkeypatch):
+    """No array argument, data made from NumPy arrays (``nb.tensor(ndarray)``) held by the
+    closure: the plain step returns a Tensor, so the compiled one does too (it handed back a
+    NumPy scalar, and the decision, seeing other types, never compared the two)."""
+    monkeypatch.setitem(nb.config, "decide_functions", True)
+    pair = []
+    for _ in range(2):
+        nb.manual_seed(0)
+        model = _mlp()
+        o = nb.optim.SGD(model.parameters(), lr=0.1)
+        x, y = _batch((16, 8))
+
+        def step(model=model, o=o, x=x, y=y):
+            o.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            o.step()
+            return loss
+        pair.append((model, o, step))
+    (m1, o1, eager), (m2, o2, step) = pair
+    cf = nb.compile(step, backend="numpy")
+    for _ in range(12):
+        a, b = eager(), cf()
+        assert type(a) is type(b) is nb.Tensor
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        _same((m1, o1), (m2, o2))
+    v = cf.report.verdict
+    assert v["plain_seconds"] and v["compiled_seconds"], v

@@ -280,7 +280,10 @@ class CompiledFunction(Compiled):
             set_active_trace(prev)
         self.stats["graph_breaks"] += len(session.breaks)
         kinds = {isinstance(x, np.ndarray) for _, x in array_leaves((args, kwargs), "", [])}
-        numpy_out = True if kinds == {True} else False if kinds else None   # None: follow the data
+        # None: follow the data (a %%compile cell, whose values are NumPy's). A function with no
+        # array argument hands back what its plain code returns: nbaccel's ops give Tensors,
+        # also on tensors made from NumPy data (a training step over closure tensors)
+        numpy_out = True if kinds == {True} else False if kinds or not self._in_cell else None
         if replay_key is not None:
             rp = record(session, leaf_index, out, numpy_out, replay_key)
             if rp is None:       # a training step (in-place updates, backward inside)
