@@ -178,6 +178,24 @@ _DTYPE_ACCUMULATORS = {"sum", "prod", "cumsum", "cumprod", "nansum", "nanprod", 
 _MEMORY_QUERIES = {"shares_memory", "may_share_memory", "byte_bounds"}
 
 
+# NumPy functions that write into their first argument (np.copyto(v, 1) with v = t[0]): on a
+# tensor they run on a copy of its value, which is then assigned back, so a view writes into
+# the array it views (its concrete value is a copy of its own) and a read-only one refuses in
+# NumPy's words
+_WRITES_FIRST = {"copyto", "put", "putmask", "place", "fill_diagonal"}
+
+
+def _write_into_first(func, target, rest, kwargs, reason):
+    read_only = target._read_only()           # (asked before _concrete realises the tracer)
+    a = _concrete(target, reason)
+    work = a.copy()
+    work.flags.writeable = not read_only
+    res = func(work, *_concrete(rest, reason), **_concrete(kwargs, reason))
+    if work.tobytes() != a.tobytes():
+        target._assign(_asarray(work), "copy_")
+    return _wrap_result(res)
+
+
 def fallback(func, qualname):
     """``func`` (a NumPy function) made safe for tensors: concrete values in, tensors out."""
     reason = f"np.{qualname} is not in the op table (no-op fallback): NumPy runs it on concrete values"
@@ -188,6 +206,9 @@ def fallback(func, qualname):
             return _wrap_result(func(*args, **kwargs))
         if qualname in _MEMORY_QUERIES:
             raise NumPyOnly(f"np.{qualname} asks about ndarray memory, which tensors do not expose")
+        if qualname in _WRITES_FIRST and args and isinstance(args[0], Tensor) \
+                and args[0].device.type == "cpu":
+            return _write_into_first(func, args[0], args[1:], kwargs, reason)
         return _wrap_result(func(*_concrete(args, reason), **_concrete(kwargs, reason)))
     call.__nbaccel_fallback__ = True
     return call

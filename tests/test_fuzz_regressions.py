@@ -330,3 +330,22 @@ def test_a_write_into_a_broadcast_view_says_what_numpy_says(stmt, capsys):
             compiled(x)
         assert str(got.value) == str(plain.value)
         np.testing.assert_array_equal(x, np.arange(3.0))     # the input is never written
+
+
+# NumPy's functions that write into their first argument, given a view of an array the code
+# made: the write lands in that array, as NumPy's view writes it (it was lost: the view's
+# value was a copy of its own)
+WRITES_THROUGH_A_VIEW = {
+    "copyto": "t = x * 2\n    v = t[0]\n    np.copyto(v, 7)\n    return t",
+    "copyto then a read": "t = x * 2\n    v = t[:, 1]\n    np.copyto(v, 7)\n    return t.sum(), v",
+    "put": "t = x * 2\n    np.put(t[1], [0], [9])\n    return t",
+    "putmask": "t = x * 2\n    np.putmask(t.T, t.T > 3, 0)\n    return t",
+    "copyto of an input's view": "v = x[0]\n    np.copyto(v, 7)\n    return x + 1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITES_THROUGH_A_VIEW))
+def test_numpy_writing_into_a_view_writes_into_its_array(name):
+    ns = {"np": np}
+    exec(f"def f(x):\n    {WRITES_THROUGH_A_VIEW[name]}\n", ns)
+    same_as_numpy(ns["f"], np.arange(6.0).reshape(2, 3))
