@@ -3,7 +3,7 @@
 Like SGD and Adam (``optimizer.py``) the updates are nbaccel ops under ``no_grad`` writing into
 each parameter in place, and every hyper-parameter they read goes through ``s(name)``
 (``optim.HYPER``): a Python number eagerly, a 0-d graph input inside a traced step, so a
-replayed compiled step (``mode="reduce-overhead"``) sees a changed ``lr`` without re-tracing.
+replayed compiled step (either mode) sees a changed ``lr`` without re-tracing.
 The step count is a 0-d float32 tensor, as in PyTorch.
 """
 from __future__ import annotations
