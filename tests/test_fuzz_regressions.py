@@ -349,3 +349,14 @@ def test_numpy_writing_into_a_view_writes_into_its_array(name):
     ns = {"np": np}
     exec(f"def f(x):\n    {WRITES_THROUGH_A_VIEW[name]}\n", ns)
     same_as_numpy(ns["f"], np.arange(6.0).reshape(2, 3))
+
+
+@pytest.mark.xfail(strict=True, reason="known: a view made before a graph break does not see a "
+                   "later write into its base (view tracking stops at the break; issue 37 report)")
+def test_a_view_made_before_a_graph_break_sees_a_later_write_into_its_base():
+    def f(x):
+        t = x * 2
+        t4 = t.T
+        np.copyto(t[0], 5)              # NumPy's own function: the trace breaks here
+        return t4
+    same_as_numpy(f, np.arange(6.0).reshape(2, 3))
