@@ -237,3 +237,55 @@ def test_unsettled_runs_faster_than_plain_cost_nothing():
     d = Decision(first="plain", compile_estimate=0.1)
     _unsettled(d, plain=1.0, compiled=0.2, n=30)
     assert d.unsettled_excess == 0.0 and d.choice != "plain"
+
+
+def test_a_plain_choice_from_noisy_probes_is_timed_again_and_turns_compiled():
+    """Three probes of the compiled side that a busy machine slowed chose plain; the compiled
+    side is timed again after RECHECK_AFTER plain runs (twice, the first run cold and not a
+    sample), turns compiled when faster, and the verdict says why."""
+    from nbaccel.compiler.replay.decision import RECHECK_AFTER
+    d = Decision(first="compiled")
+    noisy = iter([0.010, 0.012, 0.011])              # the probes: spikes, 10 ms against 1 ms
+    paths = []
+    while d.choice is None:
+        path = d.next_path()
+        paths.append(path)
+        if path == "plain":
+            d.record("plain", 0.001)
+        elif not d.has_compiled:
+            d.record("compiled", 0.5, compile_seconds=0.49)
+        else:
+            d.record("compiled", next(noisy))
+    assert d.choice == "plain" and d._recheck_at == max(RECHECK_AFTER, 2 * d.plain_runs)
+    runs = []
+    for _ in range(40):
+        path = d.next_path()
+        runs.append(path)
+        d.record(path, 0.001 if path == "plain" else 0.0003)
+        if d.choice == "compiled":
+            break
+    assert runs[-2:] == ["compiled", "compiled"] and runs.count("compiled") == 2
+    v = d.verdict()
+    assert v.choice == "compiled" and "timed again" in v.why and v.changed
+    assert list(d.compiled) == [0.0003]               # the stale probes are gone
+
+
+def test_a_plain_choice_that_stays_slower_is_rechecked_at_doubling_intervals():
+    d = Decision(first="compiled")
+    run(d, plain=0.001, compiled=0.002, n=8)
+    assert d.choice == "plain"
+    first = d._recheck_at
+    paths = run(d, plain=0.001, compiled=0.002, n=4 * first)
+    assert d.choice == "plain"
+    # two compiled runs at each recheck: after `first` plain runs, then after twice as many
+    assert paths.count("compiled") == 4 and d._recheck_at == 4 * first
+
+
+def test_a_compiled_side_given_up_is_not_timed_again():
+    d = Decision(first="plain", compile_estimate=0.5)
+    _unsettled(d, plain=1.0, compiled=70.0, n=8)
+    assert d.choice == "plain" and d._recheck_at is None
+    assert set(run(d, plain=1.0, compiled=0.1, n=100)) == {"plain"}
+    d = Decision(first="compiled")
+    d.compile_failed("a capture error")
+    assert set(run(d, plain=1.0, compiled=0.1, n=100)) == {"plain"}

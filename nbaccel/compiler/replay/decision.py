@@ -24,7 +24,10 @@ real run of the user's code (it runs exactly once), so measuring costs nothing e
    itself make slow (cold caches, a heap reshaped by the compile, nbaccel's background compiles
    sharing the CPU), leave it as the retimed runs arrive. A code's very first plain run is never
    in the medians either: it pays one-time costs the next runs do not (it still counts as rent
-   paid).
+   paid). Symmetrically, a plain choice made by measurement times the compiled side again after
+   16, 32, 64, ... plain runs (twice, the second sampled), and turns compiled when that run is
+   faster than the plain median by the flip margin: a few probes that a busy machine slowed
+   (8-14 ms spikes against 0.3 ms runs were seen) do not settle it for good.
 4. **Giving up on a compiled side that never settles.** A compiled run that re-traces or still
    waits for its machine code is not a median sample, so a cell whose every run re-traces (it
    reads the clock, say) or whose kernels keep compiling would run compiled forever, unmeasured.
@@ -58,6 +61,7 @@ RESOLUTION_SECONDS = 20e-6  # below this on both sides a ratio is not resolved (
 # code in the background, on the same 2 cores and GIL); the session's measured compiles replace it
 COMPILE_ESTIMATE = 0.5
 FLIP_MARGIN = 1.10          # a compiled choice flips to plain when 10% slower than plain
+RECHECK_AFTER = 16          # a measured plain choice times the compiled side again after 16, 32, ... runs
 # a trace that the decision started on its own (the plain code was timed, nobody asked for the
 # compile) may take this many times the plain run, or the expected compile, and at least
 # TRACE_BUDGET_MIN, before it gives up and the code runs plainly: a Python loop over 256 grads
@@ -159,11 +163,24 @@ class Decision:
         # up (4.)
         self.unsettled_excess = 0.0
         self.first_compile_seconds = 0.0
+        # a plain choice made by measurement times the compiled side again after 16, 32, 64, ...
+        # plain runs (two runs, the second sampled): a few noisy probes must not settle it for
+        # good. A compiled side given up (it failed, did not settle) is not timed again
+        self._recheck_at = None
+        self._recheck_left = 0
+        self._rechecked: float | None = None       # the last recheck's sampled time
 
     # -- what runs next -----------------------------------------------------------------------
     def next_path(self) -> str:
         if self._retime_left:
             return "plain"                            # the retime's second, measured run
+        if self._recheck_left:
+            return "compiled"                         # the recheck's second, measured run
+        if self.choice == "plain" and self._recheck_at is not None and \
+                self.plain_runs >= self._recheck_at:
+            self._recheck_at = 2 * self.plain_runs
+            self._recheck_left = 2
+            return "compiled"                         # the compiled side, timed again
         if self.choice == "compiled" and self._retime_at is not None and \
                 self.compiled_runs >= self._retime_at:
             self._retime_at = 2 * self.compiled_runs
@@ -221,10 +238,16 @@ class Decision:
             self.compiled_runs += 1
             self.compiled_total += run
             self.compile_seconds += max(compile_seconds, 0.0)
-            self._last_steady = steady and compile_seconds <= 0 and self.has_compiled
+            cold = self._recheck_left == 2               # (a recheck's first run is cold)
+            rechecking = bool(self._recheck_left)
+            if rechecking:
+                self._recheck_left -= 1
+            self._last_steady = steady and compile_seconds <= 0 and self.has_compiled and not cold
             if self._last_steady:
                 self.compiled.append(seconds)        # steady: nothing compiled on this run
-            else:
+                if rechecking:
+                    self._rechecked = seconds
+            elif not rechecking:
                 self._note_unsettled(run if not self.has_compiled else seconds)
             if not self.has_compiled:
                 self.first_compile_seconds = max(compile_seconds, 0.0)
@@ -277,18 +300,31 @@ class Decision:
                                           f"one ({_fmt(c)} against {_fmt(p)})")
                 else:
                     self._set("plain", f"the plain {self.what} measured as fast or faster "
-                                       f"({_fmt(p)} against {_fmt(c)} compiled): it runs plainly")
+                                       f"({_fmt(p)} against {_fmt(c)} compiled): it runs plainly",
+                              recheck=True)
         elif self.choice == "compiled" and len(self.compiled) >= PROBES and p is not None \
                 and c > FLIP_MARGIN * p:
             self._set("plain", f"the compiled {self.what} became slower than the plain one "
-                               f"({_fmt(c)} against {_fmt(p)}): it runs plainly from now on")
+                               f"({_fmt(c)} against {_fmt(p)}): it runs plainly from now on",
+                      recheck=True)
+        elif self.choice == "plain" and self._rechecked is not None:
+            fresh, self._rechecked = self._rechecked, None
+            if p is not None and FLIP_MARGIN * fresh < p:
+                self.compiled.clear()                # (the probes that chose plain are stale)
+                self.compiled.append(fresh)
+                self._set("compiled", f"the compiled {self.what}, timed again, measured faster "
+                                      f"than the plain one ({_fmt(fresh)} against {_fmt(p)})")
 
-    def _set(self, choice, why):
+    def _set(self, choice, why, recheck=False):
+        """``recheck``: a plain choice made by measurement, so the compiled side is timed again
+        now and then (a compiled side that failed or did not settle is not)."""
         if choice != self.choice:
             self._changed = why
         self.choice, self.reason = choice, why
         self._retime_at = max(8, 2 * self.compiled_runs) if choice == "compiled" and \
             self._plain_stands_in else None
+        self._recheck_at = max(RECHECK_AFTER, 2 * self.plain_runs) if choice == "plain" and recheck \
+            else None
 
     @staticmethod
     def _median(xs):
