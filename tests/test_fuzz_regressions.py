@@ -360,3 +360,13 @@ def test_a_view_made_before_a_graph_break_sees_a_later_write_into_its_base():
         np.copyto(t[0], 5)              # NumPy's own function: the trace breaks here
         return t4
     same_as_numpy(f, np.arange(6.0).reshape(2, 3))
+
+
+def test_an_integer_power_by_a_negative_exponent_is_numpys_value_error_on_numba():
+    # numba's ** gave a number (2 ** -2 == 0 silently); the kernel stays on the NumPy tier
+    a, b = np.array([2, 3]), np.array([1, -2])
+    for backend in ("numpy", "numba"):
+        with pytest.raises(ValueError, match="negative integer powers"):
+            nb.compile(lambda a, b: a ** b + 1, backend=backend)(a, b)
+    same_as_numpy(lambda a, b: a ** b + 1, a, np.array([1, 2]), backend="numba")
+    same_as_numpy(lambda a: a ** 3 - a, a, backend="numba")

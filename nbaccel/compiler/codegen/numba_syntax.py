@@ -126,6 +126,9 @@ def unsupported_reason(k):
             return f"{name} has no numba rendering"
         if _float_to_unsigned(e):
             return f"NumPy's float to {e.dtype.name} cast depends on the machine code"
+        if name == "power" and e.dtype.kind == "i" and not _nonnegative_const(e.args[1]):
+            # (NumPy raises ValueError for a negative one; numba's ** gives a number)
+            return "an integer power whose exponent may be negative"
         if e.params and not _is_cast(e):
             return f"{name} with parameters has no numba rendering"
         if any(a.dtype is not None and a.dtype.kind == "c" for a in e.args) or e.dtype.kind == "c":
@@ -135,6 +138,11 @@ def unsupported_reason(k):
         if (r.dtype.kind == "c" or r.src.dtype.kind == "c") and r.rule.selects:
             return "numba has no complex max/min"
     return None
+
+
+def _nonnegative_const(a) -> bool:
+    v = getattr(a, "value", None) if getattr(a, "kind", None) == "const" else None
+    return isinstance(v, (int, float, np.integer, np.floating)) and v >= 0
 
 
 def _casts_inputs(e):
