@@ -283,6 +283,20 @@ class TraceSession(ViewTracking):
         self.mutated = True
         self.assigned[id(target)] = target
         self._keep.append(target)
+        if info is None and self.segment_index:        # (after a graph break)
+            self._rederive_realized_views(target)
+
+    def _rederive_realized_views(self, root):
+        """A view realized at an earlier graph break holds an array of its own: after a write
+        into its root it is derived again from the root's new value, as NumPy's view, which
+        shares the root's memory, would read it."""
+        for vid, info in list(self.view_of.items()):
+            if info[0] is not root:
+                continue
+            view = self.view_tensors[vid]
+            if view._node is not None and view._node.graph is not self.graph:
+                self._rederive(view, info)
+                self.track(view)
 
     def note_grad(self, t: Tensor):
         """``t.grad`` became a tracer (backward() inside the trace): give it a value at the flush."""
