@@ -18,7 +18,7 @@ from . import autograd
 from . import dtypes as D
 from .devices import Device, array_module, device as _device
 from .ops.registry import NUMPY_FUNCS, OPS
-from .ops.meta import broadcast_shapes
+from .ops.meta import broadcast_shapes, numpy_scalar
 from .tensor_meta import TensorMetadata, _Size  # noqa: F401 - _Size: importable here too
 from .tensor_values import TensorValues
 import nbaccel
@@ -345,6 +345,10 @@ class Tensor(TensorMetadata, TensorValues):
         if front is None:
             raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}")
         out = kwargs.pop("out", None)
+        target = out[0] if isinstance(out, tuple) and out else out
+        if isinstance(target, Tensor) and target._np and numpy_scalar(target):
+            # a traced value NumPy holds as a NumPy scalar (a reduction's): no place to write
+            raise TypeError("return arrays must be of ArrayType")
         for k in ("casting", "order", "subok"):
             kwargs.pop(k, None)
         dtype = kwargs.pop("dtype", None)

@@ -388,3 +388,19 @@ def test_an_integer_power_by_a_negative_exponent_is_numpys_value_error_on_numba(
             nb.compile(lambda a, b: a ** b + 1, backend=backend)(a, b)
     same_as_numpy(lambda a, b: a ** b + 1, a, np.array([1, 2]), backend="numba")
     same_as_numpy(lambda a: a ** 3 - a, a, backend="numba")
+
+
+def test_a_ufuncs_out_cannot_be_a_numpy_scalar():
+    def f(a):
+        t0 = np.prod(a)                 # NumPy holds it as a NumPy scalar: no array to write
+        np.multiply(t0, 2, out=t0)      # NumPy: TypeError "return arrays must be of ArrayType"
+        return t0
+    same_as_numpy(f, np.array([], np.int32))
+    with pytest.raises(TypeError, match="return arrays must be of ArrayType"):
+        nb.compile(f, backend="numpy")(np.array([1, 2], np.int32))
+
+    def into_an_array(a):
+        t0 = np.zeros(())               # a 0-d array: out= writes into it
+        np.multiply(a.sum(), 2, out=t0)
+        return t0
+    same_as_numpy(into_an_array, np.arange(3.0))
