@@ -404,3 +404,22 @@ def test_a_ufuncs_out_cannot_be_a_numpy_scalar():
         np.multiply(a.sum(), 2, out=t0)
         return t0
     same_as_numpy(into_an_array, np.arange(3.0))
+
+
+# np.ravel / ndarray.ravel give a view only of a C-contiguous array (reshape(-1) wherever the
+# strides allow one): a write into the ravel of a strided view must leave the input alone
+RAVELS = {
+    "a column of an input (fuzz seed 2909)": "v = x[:, :1].ravel()\n    v[0] = 9\n    return x * 1",
+    "a 1-d strided view": "v = x.reshape(-1)[::2].ravel()\n    v[0] = 9\n    return x * 1",
+    "a C-contiguous row: a view": "v = x[:1].ravel()\n    v[0] = 9\n    return x * 1",
+    "a transpose": "v = np.ravel(x.T)\n    v[0] = 9\n    return x * 1",
+    "an intermediate's slice": "t = x * 2\n    v = t[:, 1:].ravel()\n    v[0] = 9\n    return t",
+    "an intermediate, whole": "t = x * 2\n    v = t.ravel()\n    v[0] = 9\n    return t",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAVELS))
+def test_ravel_is_a_view_only_of_a_c_contiguous_array(name):
+    ns = {"np": np}
+    exec(f"def f(x):\n    {RAVELS[name]}\n", ns)
+    same_as_numpy(ns["f"], np.arange(6.0).reshape(2, 3))

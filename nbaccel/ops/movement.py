@@ -318,7 +318,15 @@ def _flatten(x, start_dim=0, end_dim=-1):
 
 
 defalias("flatten", _flatten, methods="flatten")
-defalias("ravel", lambda x, order="C": as_tensor(x).reshape(-1), numpy="ravel", methods="ravel")
+def _ravel(x, order="C"):
+    x = as_tensor(x)
+    contiguous = getattr(x._node.graph, "c_contiguous", None) if x._node is not None else None
+    if contiguous is not None and not contiguous(x):
+        return x.reshape(-1).clone()   # NumPy's ravel copies an array that is not C-contiguous
+    return x.reshape(-1)
+
+
+defalias("ravel", _ravel, numpy="ravel", methods="ravel")
 
 
 def _moveaxis(x, source, destination):

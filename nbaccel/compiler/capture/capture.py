@@ -66,6 +66,10 @@ class TracedGraph(Graph):
         info = self.session.view_of.get(id(tensor))
         return info is not None and any(op.name == "broadcast_to" for op, _, _ in info[1])
 
+    def c_contiguous(self, tensor) -> bool:
+        """Whether NumPy's array of this tracer is C-contiguous (``np.ravel`` asks: views.py)."""
+        return self.session.c_contiguous(tensor)
+
     def track(self, tensor):
         self.session.track(tensor)
 

@@ -140,6 +140,20 @@ class ViewTracking:
             return False
         return True
 
+    def c_contiguous(self, t) -> bool:
+        """Whether NumPy's array of tracer ``t`` is C-contiguous: ``np.ravel`` gives a view of
+        it only then (``reshape(-1)`` wherever the strides allow one: ``a[::2]``)."""
+        info = self.view_of.get(id(t))
+        root, chain = (info[0], info[1]) if info is not None else (t, [])
+        a = self._numpy_layout(root)
+        try:
+            for op, params, extra in chain:
+                a = (_no_copy_reshape(a, params["shape"]) if op.name == "reshape"
+                     else op.impl(np, a, *extra, **params))
+        except ValueError:
+            return False
+        return bool(a.flags.c_contiguous)
+
     def _numpy_layout(self, root):
         """An array with the strides of NumPy's array for ``root``: an input's own strides, a
         computed value's as NumPy lays it out (:meth:`_small`). Every input whose strides this
