@@ -423,3 +423,21 @@ def test_ravel_is_a_view_only_of_a_c_contiguous_array(name):
     ns = {"np": np}
     exec(f"def f(x):\n    {RAVELS[name]}\n", ns)
     same_as_numpy(ns["f"], np.arange(6.0).reshape(2, 3))
+
+
+def test_an_index_of_a_numpy_scalar_is_a_new_array_not_a_view():
+    # (fuzz seed 6693) NumPy's clip of a 0-d array is a NumPy scalar: t0[None] is a new array,
+    # so a write into it leaves t0 readable (it was refused as a write through a view)
+    def f(a0):
+        t0 = np.clip(a0, None, np.float32(0.5))
+        t1 = t0[None]
+        t1 -= t1
+        return +t0, t1
+    same_as_numpy(f, np.array(1.0, np.float32))
+
+    def g(a):
+        s = a.sum()
+        v = s[None]
+        v += 1
+        return s * 2, v
+    same_as_numpy(g, np.arange(3.0))

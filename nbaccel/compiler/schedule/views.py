@@ -105,9 +105,9 @@ class ViewTracking:
             return                                  # a copy (advanced indexing) or not invertible
         src = args[0]._node
         if tuple(args[0].shape) == () and src is not None and not numpy_gives_array(src):
-            return                                  # NumPy holds a scalar there: its .T is a new scalar
+            return COPY                             # NumPy holds a scalar there: t0[None] is a new array
         if not t.shape and not numpy_gives_array(t._node):
-            return                                  # a[()], v[0]: NumPy gives a scalar copy
+            return COPY                             # a[()], v[0]: NumPy gives a scalar copy
         base = self.realized_as.get(id(args[0]), args[0])   # past a graph break: the user's tensor
         parent = self.view_of.get(id(base))
         if parent is not None:
