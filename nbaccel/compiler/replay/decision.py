@@ -25,9 +25,11 @@ real run of the user's code (it runs exactly once), so measuring costs nothing e
    sharing the CPU), leave it as the retimed runs arrive. A code's very first plain run is never
    in the medians either: it pays one-time costs the next runs do not (it still counts as rent
    paid). Symmetrically, a plain choice made by measurement times the compiled side again after
-   16, 32, 64, ... plain runs (twice, the second sampled), and turns compiled when that run is
+   8, 16, 32, ... plain runs (twice, the second sampled), and turns compiled when that run is
    faster than the plain median by the flip margin: a few probes that a busy machine slowed
-   (8-14 ms spikes against 0.3 ms runs were seen) do not settle it for good.
+   (8-14 ms spikes against 0.3 ms runs were seen), or that the heap's first rounds after a
+   compile slowed (a 256² cell's second replay faulted in fresh pages: 6 ms against 0.6 ms),
+   do not settle it for good.
 4. **Giving up on a compiled side that never settles.** A compiled run that re-traces or still
    waits for its machine code is not a median sample, so a cell whose every run re-traces (it
    reads the clock, say) or whose kernels keep compiling would run compiled forever, unmeasured.
@@ -61,7 +63,7 @@ RESOLUTION_SECONDS = 20e-6  # below this on both sides a ratio is not resolved (
 # code in the background, on the same 2 cores and GIL); the session's measured compiles replace it
 COMPILE_ESTIMATE = 0.5
 FLIP_MARGIN = 1.10          # a compiled choice flips to plain when 10% slower than plain
-RECHECK_AFTER = 16          # a measured plain choice times the compiled side again after 16, 32, ... runs
+RECHECK_AFTER = 8           # a measured plain choice times the compiled side again after 8, 16, ... runs
 # a trace that the decision started on its own (the plain code was timed, nobody asked for the
 # compile) may take this many times the plain run, or the expected compile, and at least
 # TRACE_BUDGET_MIN, before it gives up and the code runs plainly: a Python loop over 256 grads
@@ -163,7 +165,7 @@ class Decision:
         # up (4.)
         self.unsettled_excess = 0.0
         self.first_compile_seconds = 0.0
-        # a plain choice made by measurement times the compiled side again after 16, 32, 64, ...
+        # a plain choice made by measurement times the compiled side again after 8, 16, 32, ...
         # plain runs (two runs, the second sampled): a few noisy probes must not settle it for
         # good. A compiled side given up (it failed, did not settle) is not timed again
         self._recheck_at = None
