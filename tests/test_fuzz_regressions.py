@@ -441,3 +441,16 @@ def test_an_index_of_a_numpy_scalar_is_a_new_array_not_a_view():
         v += 1
         return s * 2, v
     same_as_numpy(g, np.arange(3.0))
+
+
+def test_a_read_only_view_refuses_before_the_index_is_read():
+    # (fuzz seed 30646) NumPy: "assignment destination is read-only", not the IndexError of
+    # index 0 into a size-0 axis
+    def f(a0, a2):
+        t0 = np.broadcast_to(a0, (0, 2, 4, 3))
+        t1 = a2 * 2
+        t0[0] = 0
+        return t1
+    same_as_numpy(f, np.zeros((1, 1, 1), bool), np.array([[[[-3]]]]))
+    with pytest.raises(ValueError, match="assignment destination is read-only"):
+        nb.compile(f, backend="numpy")(np.zeros((1, 1, 1), bool), np.array([[[[-3]]]]))

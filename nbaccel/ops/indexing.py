@@ -245,6 +245,8 @@ def _whole_mask(x, index) -> bool:
 
 def _setitem_front(x, index, value):
     """``x[index] = value`` in place: NumPy semantics, value broadcast and cast to x's dtype."""
+    if x._read_only():       # NumPy refuses before it reads the index (t[0] of a size-0 view)
+        raise ValueError("assignment destination is read-only")
     entries, tensors = encode_index(index, x.device)
     value = as_tensor_arg(value)
     is_t = is_tensor(value)
