@@ -281,6 +281,8 @@ def _inplace_operator(front):
     ``s ** 2`` (no cast to s's dtype): a traced NumPy value that NumPy gives as a scalar (a
     reduction's, a ufunc's) does the same; its graph says which."""
     def method(self, *args, **kwargs):
+        if self._read_only():    # NumPy refuses before it computes (a shape error comes after)
+            raise ValueError("output array is read-only")
         new = front(self, *args, **kwargs)
         node = self._node
         if self._np and node is not None and not self.shape and \

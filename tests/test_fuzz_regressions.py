@@ -454,3 +454,22 @@ def test_a_read_only_view_refuses_before_the_index_is_read():
     same_as_numpy(f, np.zeros((1, 1, 1), bool), np.array([[[[-3]]]]))
     with pytest.raises(ValueError, match="assignment destination is read-only"):
         nb.compile(f, backend="numpy")(np.zeros((1, 1, 1), bool), np.array([[[[-3]]]]))
+
+
+def test_an_in_place_operator_on_a_read_only_view_refuses_first():
+    def broadcast_scalar(a1, a2):
+        t1 = np.minimum(a1, a2)         # a NumPy scalar: its broadcast is a read-only view too
+        t2 = np.broadcast_to(t1, (1, 3))
+        t2 **= 2                        # (fuzz seed 40324: it was written)
+        return t2
+    same_as_numpy(broadcast_scalar, np.array(2, np.int32), np.array(0.75, np.float32))
+
+    def before_the_shapes(a0, a1):
+        t0 = np.broadcast_to(a0, (3, 0, 4))
+        t0[::-1] -= a1                  # (seed 42350) read-only, not the broadcast error
+        return t0
+    with pytest.raises(ValueError) as plain:
+        before_the_shapes(np.array([[-3]]), np.zeros((4, 0, 1)))
+    with pytest.raises(ValueError) as got:
+        nb.compile(before_the_shapes, backend="numpy")(np.array([[-3]]), np.zeros((4, 0, 1)))
+    assert str(got.value) == str(plain.value) == "output array is read-only"

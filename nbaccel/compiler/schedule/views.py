@@ -104,7 +104,8 @@ class ViewTracking:
         if op.name not in self._DERIVED or any(isinstance(a, Tensor) for a in extra):
             return                                  # a copy (advanced indexing) or not invertible
         src = args[0]._node
-        if tuple(args[0].shape) == () and src is not None and not numpy_gives_array(src):
+        if tuple(args[0].shape) == () and src is not None and not numpy_gives_array(src) \
+                and op.name != "broadcast_to":      # (a broadcast scalar is a read-only view)
             return COPY                             # NumPy holds a scalar there: t0[None] is a new array
         if not t.shape and not numpy_gives_array(t._node):
             return COPY                             # a[()], v[0]: NumPy gives a scalar copy
