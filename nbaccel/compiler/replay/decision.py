@@ -35,9 +35,10 @@ real run of the user's code (it runs exactly once), so measuring costs nothing e
    reads the clock, say) or whose kernels keep compiling would run compiled forever, unmeasured.
    What such runs cost beyond the plain median (a recompile included: only the first compile
    was the bet) is summed; once that sum exceeds what the first compile cost (at least the
-   expected compile, and at least :data:`COMPILE_ESTIMATE`), the code runs plainly and the verdict says why: compiling was a bet
-   worth one compile, never more. (A notebook's cell that looped ``grad`` 256 times and timed
-   it ran 77 s compiled against 1 s plainly, every run.)
+   expected compile, and at least :data:`COMPILE_ESTIMATE`), the code runs plainly and the
+   verdict says why: compiling was a bet worth one compile, never more. (A notebook's cell
+   that looped ``grad`` 256 times and timed it ran 77 s compiled against 1 s plainly, every
+   run.) A trace the decision chose has a budget too (:meth:`Decision.trace_budget`).
 
 :meth:`Decision.verdict` is the one record every renderer shows (the text report, the HTML
 fallback, the widget, ``%nbaccel status``): the path and why, plain and compiled medians with
