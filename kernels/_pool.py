@@ -58,11 +58,17 @@ def wide_vectors(typingctx):
     function (llvmlite knows no string attributes, hence ``set.add``); where there are no
     512-bit registers they change nothing."""
     def codegen(context, builder, sig, args):
-        attrs = builder.function.attributes
-        set.add(attrs, '"prefer-vector-width"="512"')
-        set.add(attrs, '"min-legal-vector-width"="512"')
+        allow_512_bit(builder)
         return context.get_dummy_value()
     return types.none(), codegen
+
+
+def allow_512_bit(builder):
+    """Give the function ``builder`` writes the two attributes that let LLVM keep 512-bit
+    vectors whole (:func:`wide_vectors`); explicit-SIMD intrinsics call it in their codegen."""
+    attrs = builder.function.attributes
+    set.add(attrs, '"prefer-vector-width"="512"')
+    set.add(attrs, '"min-legal-vector-width"="512"')
 
 
 @njit(cache=True, inline="always")

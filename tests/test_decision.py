@@ -6,8 +6,10 @@ from nbaccel.compiler.replay.decision import (COMPILE_ESTIMATE, PLAIN_WINDOW, PR
                                               RESOLUTION_SECONDS, Decision, fmt_ratio)
 
 
-def run(d, plain, compiled, compile_seconds=0.02, n=20):
-    """Drive ``d`` for ``n`` runs with fixed plain/compiled times; the first compiled run compiles."""
+def run(d, plain, compiled, compile_seconds=0.02, n=20, recompiles=False, steady=True):
+    """Drive ``d`` for ``n`` runs with fixed plain/compiled times; the first compiled run compiles
+    (``recompiles``: every one does). ``steady=False``: no compiled run is a median sample (its
+    machine code still compiling in the background)."""
     paths = []
     for _ in range(n):
         path = d.next_path()
@@ -15,8 +17,8 @@ def run(d, plain, compiled, compile_seconds=0.02, n=20):
         if path == "plain":
             d.record("plain", plain)
         else:
-            c = compile_seconds if not d.has_compiled else 0.0
-            d.record("compiled", compiled + c, compile_seconds=c)
+            c = compile_seconds if recompiles or not d.has_compiled else 0.0
+            d.record("compiled", compiled + c, compile_seconds=c, steady=steady)
     return paths
 
 
@@ -192,17 +194,8 @@ def test_the_report_display_is_not_part_of_a_compiled_runs_time():
 
 def _unsettled(d, plain, compiled, n, compile_seconds=0.5, recompiles=True):
     """Drive ``d`` where no compiled run is a sample: each re-traces (``recompiles``: compiles
-    again) or its machine code is still compiling in the background (not steady)."""
-    paths = []
-    for _ in range(n):
-        path = d.next_path()
-        paths.append(path)
-        if path == "plain":
-            d.record("plain", plain)
-        else:
-            c = compile_seconds if recompiles or not d.has_compiled else 0.0
-            d.record("compiled", compiled + c, compile_seconds=c, steady=False)
-    return paths
+    again) or its machine code is still compiling in the background."""
+    return run(d, plain, compiled, compile_seconds, n, recompiles=recompiles, steady=False)
 
 
 def test_a_compiled_side_that_never_settles_and_costs_more_than_a_compile_is_given_up():

@@ -12,6 +12,13 @@ import nbaccel as nb
 from fuzz.check import _call     # (the fuzzer's own call: result or exception, warnings off)
 
 
+def body_same_as_numpy(body):
+    """``def f(x): <body>`` on a 2x3 float64 ``x``, as :func:`same_as_numpy` checks it."""
+    ns = {"np": np}
+    exec(f"def f(x):\n    {body}\n", ns)
+    same_as_numpy(ns["f"], np.arange(6.0).reshape(2, 3))
+
+
 def same_as_numpy(fn, *arrays, backend="numpy"):
     """Run ``fn`` plainly and compiled (twice: the second call replays the cached entry) on
     fresh copies of ``arrays`` and assert the contract."""
@@ -346,9 +353,7 @@ WRITES_THROUGH_A_VIEW = {
 
 @pytest.mark.parametrize("name", sorted(WRITES_THROUGH_A_VIEW))
 def test_numpy_writing_into_a_view_writes_into_its_array(name):
-    ns = {"np": np}
-    exec(f"def f(x):\n    {WRITES_THROUGH_A_VIEW[name]}\n", ns)
-    same_as_numpy(ns["f"], np.arange(6.0).reshape(2, 3))
+    body_same_as_numpy(WRITES_THROUGH_A_VIEW[name])
 
 
 # A view made before a graph break (print, NumPy's own function) shares its base's memory in
@@ -375,9 +380,7 @@ VIEWS_ACROSS_A_BREAK = {
 
 @pytest.mark.parametrize("name", sorted(VIEWS_ACROSS_A_BREAK))
 def test_a_view_made_before_a_graph_break_shares_its_bases_memory(name, capsys):
-    ns = {"np": np}
-    exec(f"def f(x):\n    {VIEWS_ACROSS_A_BREAK[name]}\n", ns)
-    same_as_numpy(ns["f"], np.arange(6.0).reshape(2, 3))
+    body_same_as_numpy(VIEWS_ACROSS_A_BREAK[name])
 
 
 def test_an_integer_power_by_a_negative_exponent_is_numpys_value_error_on_numba():
@@ -420,9 +423,7 @@ RAVELS = {
 
 @pytest.mark.parametrize("name", sorted(RAVELS))
 def test_ravel_is_a_view_only_of_a_c_contiguous_array(name):
-    ns = {"np": np}
-    exec(f"def f(x):\n    {RAVELS[name]}\n", ns)
-    same_as_numpy(ns["f"], np.arange(6.0).reshape(2, 3))
+    body_same_as_numpy(RAVELS[name])
 
 
 def test_an_index_of_a_numpy_scalar_is_a_new_array_not_a_view():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from nbaccel_kernels.sparse import cpu, reference as ref, simd
+from sparse_weights import every_pair_pattern
 
 RNG = np.random.default_rng(24)
 
@@ -55,14 +56,8 @@ def test_variant_on_the_chunked_launcher(variant, monkeypatch, rows):
 def test_every_position_pattern(variant):
     """All 6 kept-position pairs of a group, in every lane of a vector: each kept value meets
     exactly its own input."""
-    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
     cols = 4 * 48
-    w = np.zeros((6, cols), np.float32)
-    for r in range(6):
-        for g in range(cols // 4):
-            a, b = pairs[(r + g) % 6]
-            w[r, 4 * g + a] = 1 + g
-            w[r, 4 * g + b] = -0.5 - g
+    w = every_pair_pattern(cols)
     values, meta = cpu.compress(w)
     x = np.arange(cols, dtype=np.float32) / 7
     want = w.astype(np.float64) @ x

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from nbaccel_kernels.sparse import cpu, reference as ref, simd_gemm
+from sparse_weights import every_pair_pattern
 
 RNG = np.random.default_rng(39)
 
@@ -70,14 +71,8 @@ def test_column_blocks_and_chunks(variant, monkeypatch, block_bytes):
 def test_every_position_pattern(variant):
     """All 6 kept-position pairs of a group in both halves of a metadata byte: each kept value
     meets exactly its own input row."""
-    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
     cols = 4 * 12
-    w = np.zeros((6, cols), np.float32)
-    for r in range(6):
-        for g in range(cols // 4):
-            a, b = pairs[(r + g) % 6]
-            w[r, 4 * g + a] = 1 + g
-            w[r, 4 * g + b] = -0.5 - g
+    w = every_pair_pattern(cols)
     values, meta = cpu.compress(w)
     x = (np.arange(16 * cols, dtype=np.float32).reshape(16, cols) % 11) / 7
     want = x.astype(np.float64) @ w.T.astype(np.float64)

@@ -9,6 +9,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .. import _pool
 from .packing import INT4_IL_BYTES as IL_BYTES, INT4_IL_ROWS as IL_ROWS, INT4_SYMMETRIC_ZERO
 
 #: name -> (vector bytes, dot-product kind, CPU features needed (any one of the tuples))
@@ -90,9 +91,7 @@ def _make_rows(name: str, rows: int, interleaved: bool = False, tokens: int = 1)
 
         def codegen(context, builder, signature, args):
             if wide:    # let LLVM keep the 512-bit types whole (see _pool.wide_vectors)
-                attrs = builder.function.attributes
-                set.add(attrs, '"prefer-vector-width"="512"')
-                set.add(attrs, '"min-legal-vector-width"="512"')
+                _pool.allow_512_bit(builder)
             mod = builder.module
             intp = context.get_value_type(types.intp)
             arrs = [context.make_array(t)(context, builder, a)

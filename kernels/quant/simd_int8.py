@@ -48,9 +48,7 @@ def _make_row(name: str):
 
         def codegen(context, builder, signature, args):
             if wide:    # keep the 512-bit types whole (see _pool.wide_vectors)
-                attrs = builder.function.attributes
-                set.add(attrs, '"prefer-vector-width"="512"')
-                set.add(attrs, '"min-legal-vector-width"="512"')
+                _pool.allow_512_bit(builder)
             intp = context.get_value_type(types.intp)
             xa = context.make_array(signature.args[0])(context, builder, args[0])
             qa = context.make_array(signature.args[1])(context, builder, args[1])

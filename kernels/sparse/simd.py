@@ -64,9 +64,7 @@ def _make_row(name: str):
 
         def codegen(context, builder, signature, args):
             if wide:    # keep the 512-bit types whole (see _pool.wide_vectors)
-                attrs = builder.function.attributes
-                set.add(attrs, '"prefer-vector-width"="512"')
-                set.add(attrs, '"min-legal-vector-width"="512"')
+                _pool.allow_512_bit(builder)
             mod = builder.module
             intp = context.get_value_type(types.intp)
             xa, va, ma = (context.make_array(t)(context, builder, a)

@@ -57,9 +57,7 @@ def _make_tile(name: str, nv: int):
 
         def codegen(context, builder, signature, args):
             if wide:    # keep the 512-bit types whole (see _pool.wide_vectors)
-                attrs = builder.function.attributes
-                set.add(attrs, '"prefer-vector-width"="512"')
-                set.add(attrs, '"min-legal-vector-width"="512"')
+                _pool.allow_512_bit(builder)
             intp = context.get_value_type(types.intp)
             arrs = [context.make_array(t)(context, builder, a)
                     for t, a in zip(signature.args[:4], args[:4])]
