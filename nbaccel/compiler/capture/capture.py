@@ -28,6 +28,7 @@ from ..schedule.views import COPY, ViewTracking, numpy_gives_array
 from ..schedule.ir import Graph
 from ...devices import cpu
 from ...ops.registry import OPS
+from .buffers import _copy_into, _unshared
 from .user_code import (GraphBreakError, TooManyGraphBreaks, TraceOverBudget, TraceTooCostly,  # noqa: F401
                         _fix_for, _is_internal,
                         display_filename, user_frame, user_line)
@@ -466,37 +467,3 @@ class TraceSession(ViewTracking):
             t._version = c._version
             t.grad_fn = c.grad_fn
             t.requires_grad = c.requires_grad
-
-
-
-def _unshared(arrays):
-    """The segment's outputs with no two of them one buffer. The compiler merges equal values
-    (each parameter's `zeros(())` step count, made separately by the code, is one value to the
-    graph) and hands the same array back for each: the tensors the code made separately must
-    stay separate arrays, or an in-place update of one changes the others."""
-    seen = set()
-    out = list(arrays)
-    for i, a in enumerate(out):
-        if getattr(a, "ndim", None) is None:
-            continue
-        key = (_address(a), a.shape, a.strides, str(a.dtype))
-        if key in seen:
-            out[i] = a.copy()
-        else:
-            seen.add(key)
-    return out
-
-
-def _address(a):
-    iface = getattr(a, "__array_interface__", None)
-    if iface is not None:
-        return iface["data"][0]
-    return getattr(getattr(a, "data", None), "ptr", id(a))      # a CuPy array
-
-
-def _copy_into(dst, src):
-    if hasattr(dst, "__cuda_array_interface__"):
-        dst[...] = src
-    else:
-        import numpy as np
-        np.copyto(dst, src, casting="unsafe")
