@@ -1,7 +1,7 @@
 """Compiled training steps against eager nbaccel (issue 36 item 5): the small CNN and GPT steps
 of ``bench/eager.py``, each once eagerly and once under ``nb.compile`` in the default mode.
 
-Both sides start from the same weights (``bench.eager._build`` seeds them) and must give the
+Both sides start from the same weights (``bench.eager_models._build`` seeds them) and must give the
 same losses for the first steps before anything is timed ("WRONG RESULT" otherwise). Then
 they run interleaved, round by round (the order rotates), and the headline is the median of
 the per-round ratios eager / compiled, with its quartiles: the compiled step's speedup over
@@ -21,7 +21,8 @@ import sys
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "2")
 
-from .eager import _build, _threads  # noqa: E402
+from .eager import _threads  # noqa: E402
+from .eager_models import _build  # noqa: E402
 from .rounds import Local, run_rounds  # noqa: E402
 from .timing import ratio_stats, time_stats  # noqa: E402
 
