@@ -327,3 +327,16 @@ def test_a_function_past_its_trace_budget_runs_plainly_and_warns():
     with pytest.warns(RuntimeWarning, match="tracing would cost more than its budget"):
         out = cf(x)
     np.testing.assert_array_equal(np.asarray(out), f(x))
+
+
+def test_a_cells_first_replay_is_no_sample(shell):
+    """An entry's first replay runs a new program once (its kernels load, its buffers are made):
+    as for a function, it is not a median sample; the replays after it are."""
+    shell.run_line_magic("nbaccel", "reset")
+    shell.user_ns.update(np=np, x=np.ones((64, 64), np.float32))
+    for _ in range(2):                                   # the trace, then the first replay
+        shell.run_cell("%%compile --now\ny = np.tanh(x) * 2 + x\n").raise_error()
+    d = _decision(shell)
+    assert d.compiled_runs == 2 and len(d.compiled) == 0
+    shell.run_cell("%%compile --now\ny = np.tanh(x) * 2 + x\n").raise_error()   # a replay: a sample
+    assert d.compiled_runs == 3 and len(d.compiled) == 1

@@ -134,7 +134,6 @@ class CompiledFunction(Compiled):
             return out
         t0 = time.perf_counter()
         before = self._report
-        self._cold_replay = False
         out = self._call_compiled(args, kwargs)
         seconds = time.perf_counter() - t0
         rep = self._report
@@ -185,6 +184,7 @@ class CompiledFunction(Compiled):
         return d
 
     def _call_compiled(self, args, kwargs):
+        self._cold_replay = False        # (set below when this call is an entry's first replay)
         guard_key = recorder = env = step_snap = None
         if self.mode == "default" and config["guarded_replay"] and active_trace() is None:
             # a %%compile cell's function takes its other inputs last, in one object (magics)

@@ -210,7 +210,8 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         compiling = report.compile_seconds if fresh and report.cache != "hit" else 0.0
         pending = entry.cf.pending()
         report.tier_arrived(pending)
-        decision.record("compiled", seconds, compiling, steady=not pending)
+        # (an entry's first replay is no sample, as for a function: api.CompiledFunction.__call__)
+        decision.record("compiled", seconds, compiling, steady=not pending and not entry.cf._cold_replay)
         if not self._verifying:                          # (--verify's shadow run is not the cell's)
             self.clock.note(decision, "compiled", seconds, seconds)
         if compiling:
