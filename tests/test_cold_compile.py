@@ -15,7 +15,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tests.test_fastmath import REFERENCE, RTOL, TINY, sample_points  # noqa: E402
 
 import nbaccel as nb  # noqa: E402
-from nbaccel.compiler.cache import cache, jit_split  # noqa: E402
+from nbaccel.compiler.cache import cache, jit_split, warmup  # noqa: E402
 from nbaccel.compiler.runtime import runtime  # noqa: E402
 from nbaccel.compiler.codegen import fastmath, fastmath_text, numba as nb_codegen, numba_launch  # noqa: E402
 
@@ -179,6 +179,11 @@ def test_report_splits_the_jit_time(tmp_path, monkeypatch):
     cache._reset_session_for_tests()
     try:
         x = np.random.default_rng(2).standard_normal((32, 48)).astype(np.float32)
+        # numba's LLVM-lock timer hears every thread's LLVM work: a lock section of another
+        # thread (numba's set-up, an earlier test's background compile or cache load) that
+        # straddles the timer's start unbalances it and it records nothing (CI once: llvm 0)
+        warmup.wait(60)
+        runtime._COMPILER.wait(timeout=60)
         cf = nb.compile(lambda v: np.tanh(v * 0.73 + 0.11).sum(axis=1) * 1.37, backend="numba")
         cf(x)
         rep = cf.report
