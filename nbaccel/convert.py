@@ -5,6 +5,7 @@ import numpy as np
 
 from . import dtypes as D
 from .devices import array_module, device as _device, device_of_array
+from .ops.meta import numpy_scalar
 from .tensor import Tensor
 
 # ndarray subclasses whose semantics a Tensor would lose (a mask; matrix `*`): nbaccel never
@@ -128,9 +129,35 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 def from_numpy(a: np.ndarray) -> Tensor:
     """Zero-copy view of a NumPy array as a Tensor (writes show through both ways)."""
+    if isinstance(a, Tensor) and a._np and a._node is not None:
+        return _traced_from_numpy(a)
     if not isinstance(a, np.ndarray):
         raise TypeError(f"expected np.ndarray, got {type(a).__name__}")
     return asarray(a, _np=False)
+
+
+def _traced_from_numpy(a: Tensor) -> Tensor:
+    """``from_numpy`` of a traced NumPy value (an array of a %%compile cell, or a compiled
+    function's NumPy argument): the plain code hands an ndarray here. The result is a view of
+    ``a`` whose flavour is nbaccel's own, so the trace's view tracking carries writes through
+    either side to the other; the trace's session gives it the array's memory once the call
+    ends (docs/magics.md). A view the trace cannot track is refused with the reason (a
+    %%compile cell then runs plainly), never handed out as a copy."""
+    if numpy_scalar(a):
+        # the plain code holds a NumPy scalar (a reduction's or ufunc's 0-d result)
+        raise TypeError(f"expected np.ndarray, got {a.dtype.np.type.__name__}")
+    if a.device.type != "cpu":
+        raise TypeError(f"nbaccel.from_numpy: the traced array lives on {a.device}, where the "
+                        "plain code's ndarray is in host memory; a tensor sharing its memory "
+                        "cannot be made here")
+    t = a.detach()
+    t._np = False          # nbaccel's own flavour: its methods and printing are PyTorch's
+    note = getattr(t._node.graph, "shared_view", None)
+    why = note(t) if note is not None else "no trace session tracks its views"
+    if why is not None:
+        raise TypeError(f"nbaccel.from_numpy inside a trace: {why}; the tensor would not share "
+                        "memory with the array as it does in the plain code")
+    return t
 
 
 def from_dlpack(x, /, *, device=None, copy=None) -> Tensor:

@@ -265,7 +265,9 @@ class CompiledFunction(Compiled):
                     out = self.fn(*targs, **tkwargs)
             else:
                 out = self.fn(*targs, **tkwargs)
-            session.flush(final=[t for _, t in array_leaves(out, "out", []) if isinstance(t, Tensor)])
+            final = [t for _, t in array_leaves(out, "out", []) if isinstance(t, Tensor)]
+            session.flush(final=final)
+            session.share_views(final)          # (nb.from_numpy's tensors: views.py)
         except BaseException as exc:
             set_active_trace(prev)
             self.last_undo = session.undo
@@ -280,10 +282,11 @@ class CompiledFunction(Compiled):
             set_active_trace(prev)
         self.stats["graph_breaks"] += len(session.breaks)
         kinds = {isinstance(x, np.ndarray) for _, x in array_leaves((args, kwargs), "", [])}
-        # None: follow the data (a %%compile cell, whose values are NumPy's). A function with no
-        # array argument hands back what its plain code returns: nbaccel's ops give Tensors,
-        # also on tensors made from NumPy data (a training step over closure tensors)
-        numpy_out = True if kinds == {True} else False if kinds or not self._in_cell else None
+        # None: each value follows its flavour (a %%compile cell: NumPy values go back as NumPy's,
+        # nbaccel's own tensors stay Tensors, whatever its inputs are). A function with no array
+        # argument hands back what its plain code returns: nbaccel's ops give Tensors, also on
+        # tensors made from NumPy data (a training step over closure tensors)
+        numpy_out = None if self._in_cell else True if kinds == {True} else False
         if replay_key is not None:
             rp = record(session, leaf_index, out, numpy_out, replay_key)
             if rp is None:       # a training step (in-place updates, backward inside)

@@ -74,6 +74,10 @@ class TracedGraph(Graph):
     def track(self, tensor):
         self.session.track(tensor)
 
+    def shared_view(self, tensor):
+        """``nb.from_numpy`` of a traced array made ``tensor``: None, or why it cannot share."""
+        return self.session.note_shared_view(tensor)
+
     def note_grad(self, tensor):
         self.session.note_grad(tensor)
 
@@ -140,6 +144,10 @@ class TraceSession(ViewTracking):
         # inputs whose values the traced code read into Python (x.item(), x.numpy()): no break,
         # but what it computed from them is a constant of the graph, so the call never replays
         self.value_reads: list[str] = []
+        # tensors nb.from_numpy made from traced arrays: they share the array's memory after
+        # the call (views.py, share_views); a call that returns one never replays (no_replay)
+        self.shared_views: list[Tensor] = []
+        self.no_replay: str | None = None
         self._new_segment()
 
     def _new_segment(self):

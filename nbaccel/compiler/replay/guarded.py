@@ -218,6 +218,8 @@ class GuardedReplays:
             why = f"its trace has {len(session.breaks)} graph break(s)"
         elif getattr(session, "value_reads", None):
             why = value_read_reason(session)
+        elif getattr(session, "no_replay", None):
+            why = session.no_replay
         elif snap is not None and env is None and _is_training_step(session, snap):
             # a training step: its Python reads are guarded as a function's are, and its modules'
             # and optimizers' state by the snapshot's key, taken before the call (train_step.py)

@@ -122,7 +122,8 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, pr
     if last is None or session.segment_index != 1 or session.breaks or session.grad_escapes \
             or getattr(session, "grad_writes", None) \
             or (getattr(session, "mutated", False) and not local_writes_ok) \
-            or getattr(session, "had_backward", False) or getattr(session, "value_reads", None):
+            or getattr(session, "had_backward", False) or getattr(session, "value_reads", None) \
+            or getattr(session, "no_replay", None):
         return None      # (value_reads: x.item() on an input made a constant of its value)
     prog, consts, graph = last
     plan = []

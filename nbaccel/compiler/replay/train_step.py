@@ -301,6 +301,8 @@ def build_step(cf, session, leaf_index, out, numpy_out, key, snap):
         raise NotRecorded("its results carry autograd history (a backward() outside the call)")
     if last is None or session.segment_index != 1 or session.breaks:
         raise NotRecorded("its trace is not one graph")
+    if getattr(session, "no_replay", None):
+        raise NotRecorded(session.no_replay)
     if getattr(session, "value_reads", None):
         raise NotRecorded(f"it reads a tensor's value into Python ({session.value_reads[0]}): "
                           "what it computes from that value is a constant of the graph")

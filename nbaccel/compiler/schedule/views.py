@@ -91,7 +91,8 @@ def _no_copy_reshape(a, shape):
 
 class ViewTracking:
     """The view bookkeeping of a TraceSession (which provides ``record``, ``lift``, ``graph``,
-    ``_keep`` and the dicts ``view_of``, ``view_tensors``, ``version`` and ``realized_as``)."""
+    ``_keep``, the dicts ``view_of``, ``view_tensors``, ``version``, ``realized_as``,
+    ``materialized`` and ``sources``, and ``shared_views`` and ``no_replay``)."""
 
     # NumPy views share memory; the graph is functional. A view remembers its root and the view
     # ops from it: a write through a view becomes a scatter into the root (and a new version of
@@ -227,6 +228,58 @@ class ViewTracking:
                 view = self.view_tensors[vid]
                 if view._node is not None and view._node.graph is self.graph:
                     self._rederive(view, info)
+
+    # -- nb.from_numpy of a traced array: one memory for two flavours ------------------------------
+
+    def note_shared_view(self, t):
+        """``t`` is ``nb.from_numpy`` of a traced array: a view whose writes the tracking above
+        carries to its root and back. None, or why it cannot be tracked (a view of a value
+        written since, or through ops that are not invertible)."""
+        info = self.view_of.get(id(t))
+        if info is None:
+            return "the array is not a view the trace can follow (its base was written since)"
+        if any(op.name not in self._INVERTIBLE for op, _, _ in info[1]):
+            names = ", ".join(sorted({op.name for op, _, _ in info[1]} - self._INVERTIBLE))
+            return f"the array is a {names} view, which a write cannot go back through"
+        self.shared_views.append(t)
+        self._keep.append(t)
+        return None
+
+    def share_views(self, final):
+        """After the last flush: each tensor ``nb.from_numpy`` made gets its array's final
+        memory (the root's array viewed by the chain), as ``torch.from_numpy`` shares it, so
+        that writes through either reach the other after the call too. A call that returns
+        one (``final``: its returned tensors) never replays: a replay's fresh arrays would
+        share nothing. Raises RuntimeError when the memory cannot be shared."""
+        if not self.shared_views:
+            return
+        returned = {id(t) for t in final}
+        for t in self.shared_views:
+            root, chain, ver = self.view_of.get(id(t), (None, (), None))
+            base = self._final_concrete(root) if root is not None else None
+            if base is None or self.version.get(id(root), 0) != ver:
+                raise RuntimeError("nbaccel.from_numpy: the tensor's array was replaced inside "
+                                   "the trace, so it cannot share its final memory")
+            a = base._data
+            for op, params, extra in chain:
+                a = (_no_copy_reshape(a, params["shape"]) if op.name == "reshape"
+                     else op.impl(np, a, *extra, **params))
+            if not np.may_share_memory(a, base._data):
+                raise RuntimeError("nbaccel.from_numpy: the tensor's view of its array is a copy "
+                                   "in NumPy's layout, so it cannot share its memory")
+            self.materialized[id(t)] = (t, Tensor._wrap(a, t.dtype, t.device, False, base._version))
+            if id(t) in returned and self.no_replay is None:
+                self.no_replay = ("it returns a tensor nb.from_numpy made from an array, which "
+                                  "shares the array's memory; a replay's new arrays would not")
+
+    def _final_concrete(self, root):
+        """The concrete tensor that holds ``root``'s value after the last flush, or None."""
+        if root._node is None:
+            return root
+        hit = self.materialized.get(id(root))
+        if hit is not None:
+            return hit[1]
+        return self.sources.get(id(root))
 
     def _scatter(self, base, chain, new):
         """The value of ``base`` after its view ``chain`` was set to ``new``."""
