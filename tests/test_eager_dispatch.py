@@ -123,3 +123,89 @@ def test_an_unhashable_param_is_worked_out_each_call():
     before = len(dispatch._INFER)
     got = dispatch.apply(OPS["reshape"], (x,), {"shape": [5, 4]})
     assert got.shape == (5, 4) and len(dispatch._INFER) == before
+
+
+# ---- the fronts' short cuts: each against a spelling that takes the full argument parsing ----
+
+def _same_call(fast, full):
+    """``fast()`` and ``full()`` give the same tensor, or raise the same exception."""
+    try:
+        want = full()
+    except Exception as e:          # noqa: BLE001 - the exception itself is compared
+        with pytest.raises(type(e)) as got:
+            fast()
+        assert str(got.value) == str(e)
+        return
+    _same(fast(), want)
+
+
+I64 = np.int64       # an index or axis that is not a Python int takes the fronts' full parsing
+
+
+@pytest.mark.parametrize("i", [0, 2, -1, -4, 3, 4, -5])
+def test_an_int_index_is_what_encode_index_makes_of_it(i):
+    x, _ = _pair(grad=True)
+    _same_call(lambda: x[i], lambda: x[I64(i)])
+    if -4 <= i < 4:
+        assert x[i]._version is x._version      # a view of x
+
+
+@pytest.mark.parametrize("n", [20, -1, 7])
+def test_view_of_one_int_is_the_shape_tuple(n):
+    x, _ = _pair(grad=True)
+    _same_call(lambda: x.view(n), lambda: x.view((I64(n),)))
+    _same_call(lambda: x.reshape(n), lambda: x.reshape([n]))
+
+
+@pytest.mark.parametrize("a,b", [(0, 1), (1, 0), (-1, 0), (-2, -1), (0, 2), (-3, 0), (1, 1)])
+def test_transpose_of_two_ints_swaps_as_axis_index_does(a, b):
+    x, _ = _pair(grad=True)
+    _same_call(lambda: x.transpose(a, b), lambda: nb.swapaxes(x, I64(a), I64(b)))
+    _same_call(lambda: nb.swapaxes(x, a, b), lambda: nb.swapaxes(x, I64(a), I64(b)))
+
+
+def test_transpose_out_of_range_names_the_axis():
+    with pytest.raises(np.exceptions.AxisError, match="axis 2 is out of bounds for a tensor of "
+                                                      "dimension 2"):
+        nb.ones(2, 3).transpose(0, 2)
+
+
+@pytest.mark.parametrize("dim", [-1, 0, 1, -2, 2, -3])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_softmax_of_an_int_dim_is_what_softmax_axis_gives(dim, dtype):
+    x, _ = _pair(dtype)
+    _same_call(lambda: x.softmax(dim), lambda: x.softmax(I64(dim)))
+    _same_call(lambda: x.log_softmax(dim), lambda: x.log_softmax(I64(dim)))
+
+
+def test_softmax_values_and_grad_match_the_decomposition():
+    x, _ = _pair("float64", grad=True)
+    y = x.softmax(-1)
+    want = OPS["softmax"].decomp(x.detach(), axis=1)
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-12)
+    (y * y).sum().backward()
+    assert x.grad.shape == x.shape
+
+
+@pytest.mark.parametrize("kw", [{}, {"keepdim": True}, {"keepdims": True}, {"keepdim": False}])
+@pytest.mark.parametrize("dtype", ["float32", "int8", "bool", "uint16"])
+def test_a_sum_over_all_axes_is_what_reduce_params_gives(kw, dtype):
+    x = nb.tensor(np.arange(20).reshape(4, 5).astype(dtype))
+    _same_call(lambda: x.sum(**kw), lambda: x.sum(axis=(0, 1), **kw))
+    # the ufunc's reduction gives ndarray.sum's dtype and value
+    np.testing.assert_array_equal(x.sum(**kw).numpy(),
+                                  x.numpy().sum(keepdims=bool(kw and list(kw.values())[0])))
+
+
+def test_matmul_of_plain_tensors_and_of_a_parameter_agree():
+    x, y = _pair("float64")
+    w = nb.nn.Parameter(y.T.contiguous())
+    _same(x @ y.T.contiguous(), x @ w.detach())
+    np.testing.assert_array_equal((x @ w).detach().numpy(), (x @ y.T.contiguous()).numpy())
+
+
+def test_the_op_modules_call_dispatch_apply_directly():
+    import sys
+    from nbaccel.ops import fronts
+    assert fronts.apply is dispatch.apply
+    assert sys.modules["nbaccel.ops.elementwise"].apply is dispatch.apply

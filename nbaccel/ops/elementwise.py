@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from .. import dtypes as D, ops
-from ..tensor_meta import is_tensor
+from ..tensor_meta import TensorMetadata, is_tensor
 from .fronts import _tensor as _tensor_module, apply, as_tensor, as_tensor_arg
 from .meta import (real_only, no_bool_loop, broadcast_shapes, default_float, shape_of, default_infer,
     apply_dtype_rule, cast_weak_int)
@@ -60,8 +60,8 @@ def _ufloat_binary_infer(args, params):
 # ---- binary arithmetic -------------------------------------------------------------------
 
 def _binary_args(a, b):
-    if is_tensor(a) and is_tensor(b):      # (the common case: nothing to convert)
-        return a, b
+    """The operands of a binary front: array-likes become Tensors, a Python scalar stays (weak)
+    unless both are scalars. (Fronts test for two tensors themselves, a call less per op.)"""
     a, b = as_tensor_arg(a), as_tensor_arg(b)
     if not is_tensor(a) and not is_tensor(b):
         a = as_tensor(a)
@@ -70,13 +70,15 @@ def _binary_args(a, b):
 
 def _add_front(a, b, *, alpha=1):
     """a + alpha * b, broadcasting (``alpha`` as in PyTorch)."""
-    a, b = _binary_args(a, b)
+    if not (isinstance(a, TensorMetadata) and isinstance(b, TensorMetadata)):
+        a, b = _binary_args(a, b)
     return apply(add, (a, b if alpha == 1 else b * alpha), {})
 
 
 def _sub_front(a, b, *, alpha=1):
     """a - alpha * b, broadcasting (``alpha`` as in PyTorch)."""
-    a, b = _binary_args(a, b)
+    if not (isinstance(a, TensorMetadata) and isinstance(b, TensorMetadata)):
+        a, b = _binary_args(a, b)
     return apply(sub, (a, b if alpha == 1 else b * alpha), {})
 
 
@@ -94,7 +96,8 @@ mul = defop("multiply", kind="binary", impl=_ufunc("multiply"),
 
 def _div_front(a, b, *, rounding_mode=None):
     """True division; PyTorch's ``rounding_mode`` 'floor' / 'trunc' rounds the quotient."""
-    a, b = _binary_args(a, b)
+    if not (isinstance(a, TensorMetadata) and isinstance(b, TensorMetadata)):
+        a, b = _binary_args(a, b)
     if rounding_mode is None:
         return apply(div, (a, b), {})
     if rounding_mode == "floor":

@@ -57,18 +57,18 @@ def numpy_made(t):
 
 def as_tensor_arg(x):
     """Tensors pass; Python scalars stay (weakly typed); anything array-like becomes a Tensor."""
-    T = _TENSOR_MODULE or _tensor()
-    if isinstance(x, T.Tensor) or (isinstance(x, _SCALARS) and not isinstance(x, np.generic)):
+    if isinstance(x, TensorMetadata):   # (every Tensor is one, and nothing else: no lookup first)
         return x
-    return T.asarray(x)
+    if isinstance(x, _SCALARS) and not isinstance(x, np.generic):
+        return x
+    return (_TENSOR_MODULE or _tensor()).asarray(x)
 
 
 def as_tensor(x, like=None):
     """Like as_tensor_arg, but Python scalars become 0-d Tensors too."""
-    T = _tensor()
-    Tensor, asarray = T.Tensor, T.asarray
-    if isinstance(x, Tensor):
+    if isinstance(x, TensorMetadata):   # (on every front's path: nothing looked up first)
         return x
+    asarray = (_TENSOR_MODULE or _tensor()).asarray
     if isinstance(x, _SCALARS) and like is not None:
         dt = D.result_type(like, x, default_float=D.float64 if like._np else D.float32)
         return asarray(x, dtype=dt, device=like.device, _np=like._np)
@@ -130,10 +130,15 @@ def default_front(op):
             return apply(op, tuple(args), {})
     elif kind == "reduce":
         def front(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None, out=None):
-            x = as_tensor(x)
+            if not isinstance(x, TensorMetadata):
+                x = as_tensor(x)
             if out is not None:
                 raise TypeError(f"{op.name}: out= is not supported")
-            return apply(op, (x,), reduce_params(x, axis, keepdims, dim, keepdim, dtype))
+            if axis is None and dim is None and dtype is None:   # over all axes: nothing to check
+                params = {"axis": None, "keepdims": bool(keepdims if keepdim is None else keepdim)}
+            else:
+                params = reduce_params(x, axis, keepdims, dim, keepdim, dtype)
+            return (_TENSOR_MODULE or _tensor()).apply(op, (x,), params)
     else:
         raise ValueError(f"op {op.name!r} of kind {kind!r} needs an explicit front")
     return front

@@ -181,6 +181,8 @@ _index_op = index
 def _getitem_front(x, index):
     """``x[index]`` with NumPy semantics; basic indexing returns a view."""
     x = as_tensor(x)
+    if type(index) is int:           # x[2]: encode_index's entry for it, without the call
+        return apply(getitem, (x,), {"index": (("i", index),)})
     entries, tensors = encode_index(index, x.device)
     return apply(getitem, (x,) + tensors, {"index": entries})
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as D, ops
-from . import einsum_rules
+from . import einsum_rules, fronts as _fronts
 from .batching import logical_ndim, pad_batched, reshape
 from .fronts import apply, as_tensor, override
 from .meta import ShapeError, broadcast_shapes, np_shape, shape_error, torch_broadcast_message
@@ -85,6 +85,9 @@ def _matmul_grad(g, out, a, b):
 
 
 def _matmul_front(a, b):
+    plain = _fronts._TENSOR_MODULE
+    if plain is not None and type(a) is plain.Tensor and type(b) is plain.Tensor:
+        return apply(matmul, (a, b), {})   # (two plain Tensors: nothing to override or convert)
     res = override(matmul.front, (a, b))
     if res is not NotImplemented:
         return res

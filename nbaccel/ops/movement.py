@@ -60,7 +60,10 @@ def _leading(first, more):
 
 def _reshape_front(x, shape=None, *more, copy=None, **named):
     x = as_tensor(x)
-    shape = _shape_arg(_by_name("reshape", _leading(shape, more), named, ("shape", "newshape")))
+    if type(shape) is int and not more and not named:
+        shape = (shape,)        # (x.view(n): what _shape_arg makes of it, without three calls)
+    else:
+        shape = _shape_arg(_by_name("reshape", _leading(shape, more), named, ("shape", "newshape")))
     out = apply(reshape, (x,), {"shape": shape})
     if copy:   # copy=True: a new buffer (copy=None/False: a view where the layout allows)
         out = out.clone()
@@ -241,9 +244,12 @@ def _numpy(name, fn):
 
 def _swapaxes(x, axis1, axis2):
     x = as_tensor(x)
-    nd = x.ndim
+    nd = len(x.shape)
     axes = list(range(nd))
-    a1, a2 = axis_index(axis1, nd), axis_index(axis2, nd)
+    if type(axis1) is int and type(axis2) is int and -nd <= axis1 < nd and -nd <= axis2 < nd:
+        a1, a2 = axis1 % nd, axis2 % nd     # (in range: what axis_index gives, without two calls)
+    else:
+        a1, a2 = axis_index(axis1, nd), axis_index(axis2, nd)
     axes[a1], axes[a2] = axes[a2], axes[a1]
     return apply(permute, (x,), {"axes": tuple(axes)})   # (a valid permutation already)
 
@@ -253,6 +259,9 @@ defalias("swapaxes", _swapaxes, numpy="swapaxes", methods=("swapaxes", "swapdims
 
 def _transpose(x, *args, axes=None, dim0=None, dim1=None):
     """Two int arguments swap two dims (PyTorch); none or one axes tuple permute (NumPy)."""
+    if len(args) == 2 and axes is None and dim0 is None and dim1 is None and type(args[0]) is int \
+            and type(args[1]) is int:
+        return _swapaxes(x, *args)     # (the common call: _swapaxes converts x)
     x = as_tensor(x)
     if dim0 is not None or dim1 is not None:
         args = (dim0, dim1)

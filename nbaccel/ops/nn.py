@@ -66,7 +66,7 @@ def _split(rest, flags):
 def _inplace_front(op, **fixed):
     def front(input, inplace=False):
         x = as_tensor(input)
-        out = apply(op(), (x,), dict(fixed))
+        out = apply(op(), (x,), dict(fixed) if fixed else {})
         return x._assign(out) if inplace else out
     return front
 
@@ -215,9 +215,13 @@ def _softmax_front_for(name):
         x = as_tensor(input)
         if dtype is not None:
             x = x.astype(dtype)
-        x = _float_input(x, name)
-        if x.ndim == 0:
+        if x.dtype.kind != "f":
+            x = _float_input(x, name)
+        nd = len(x.shape)
+        if nd == 0:
             return front(x.reshape((1,)), 0).reshape(())
+        if type(dim) is int and axis is None and -nd <= dim < nd:
+            return apply(OPS[name], (x,), {"axis": dim % nd})   # (what _softmax_axis gives)
         return apply(OPS[name], (x,), {"axis": _softmax_axis(x, dim, axis, name)})
     return front
 
@@ -235,6 +239,11 @@ def _softmax_decomp(x, axis):
 def _softmax_impl(xp, x, axis):
     if x.size == 0:
         return x.copy()
+    if type(x) is np.ndarray:      # the ufuncs' reductions directly (the methods are Python wrappers)
+        e = x - np.maximum.reduce(x, axis, None, None, True)
+        np.exp(e, out=e)
+        e /= np.add.reduce(e, axis, None, None, True)
+        return e
     e = x - x.max(axis=axis, keepdims=True)    # (array methods: xp.max's wrapper costs ~1 us)
     xp.exp(e, out=e)
     e /= e.sum(axis=axis, keepdims=True)
@@ -270,7 +279,7 @@ softmax_backward = defop(
         "one fused pass per row eagerly; its own gradient goes through the decomposition.")
 
 
-softmax = defop("softmax", kind="nn", infer=_float_infer, decomp=_softmax_decomp,
+softmax = defop("softmax", kind="nn", infer=_float_infer, infer_memo=True, decomp=_softmax_decomp,
                 impl=_softmax_impl, front=_softmax_front_for("softmax"), methods="softmax",
                 grad=lambda g, out, x, axis: (softmax_backward.front(g, out, axis),),
                 doc="exp(x) / sum(exp(x)) along ``dim``, computed stably (max subtracted).")
@@ -291,7 +300,7 @@ def _log_softmax_impl(xp, x, axis):
 
 
 log_softmax = defop(
-    "log_softmax", kind="nn", infer=_float_infer, decomp=_log_softmax_decomp,
+    "log_softmax", kind="nn", infer=_float_infer, infer_memo=True, decomp=_log_softmax_decomp,
     impl=_log_softmax_impl, front=_softmax_front_for("log_softmax"), methods="log_softmax",
     grad=lambda g, out, x, axis: (softmax_backward.front(g, out, axis, True),),
     doc="log(softmax(x)) along ``dim``, computed stably.")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
+import numpy as np
+
 from .. import dtypes as D, ops
 from .batching import axis_param_rule
 from .fronts import apply, as_tensor, reduce_params
@@ -43,11 +45,17 @@ def _np_dtype(dtype):
     return None if dtype is None else dtype.np
 
 
+_add_reduce = np.add.reduce
+
+
 # ---- sum and prod ----------------------------------------------------------------------------
 
 sum_ = defop("sum", kind="reduce", dtype_rule="sum", reduce=ReduceRule("add", constant(0)),
-             impl=lambda xp, x, axis, keepdims, dtype=None: x.sum(      # (xp.sum's Python
-                 axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype)),   # wrapper: ~1 us a call)
+             impl=lambda xp, x, axis, keepdims, dtype=None: (
+                 # ndarray.sum is np.add.reduce behind a Python wrapper (numpy/_core/_methods.py),
+                 # xp.sum behind two: the ufunc's method directly on NumPy arrays
+                 _add_reduce(x, axis, _np_dtype(dtype), None, keepdims) if type(x) is np.ndarray
+                 else x.sum(axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype))),
              grad=lambda g, out, x, axis, keepdims, dtype=None: (_expand_back(g, x, axis, keepdims),),
              methods="sum", numpy="sum")
 
