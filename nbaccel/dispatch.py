@@ -122,9 +122,10 @@ def apply(op, args, params):
         npflag = True if a._np else False
     else:
         return _short_or_general(op, args, params)
-    # the result as ``_run_impl`` makes it (Tensor._wrap's fields, inline)
-    if type(data) is not np.ndarray and (not hasattr(data, "dtype") or not hasattr(data, "shape")
-                                         or isinstance(data, np.generic)):
+    # the result as ``_run_impl`` makes it (Tensor._wrap's fields, inline); a NumPy scalar (a
+    # full reduction's) is tested for first
+    if type(data) is not np.ndarray and (isinstance(data, np.generic) or not hasattr(data, "dtype")
+                                         or not hasattr(data, "shape")):
         data = xp.asarray(data)
     dt = hit[1]
     want = dt.np

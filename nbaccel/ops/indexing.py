@@ -22,7 +22,7 @@ from .indexing_plan import (_adv_shape, _index_key, _key, _mask_count, _plan, _r
 from .meta import DataDependentShape, broadcast_shapes
 from .registry import defalias, defop, OPS
 from ..tensor import asarray
-from ..tensor_meta import is_tensor
+from ..tensor_meta import TensorMetadata, is_tensor
 
 
 def _zeros(x, dtype):
@@ -180,7 +180,8 @@ _index_op = index
 
 def _getitem_front(x, index):
     """``x[index]`` with NumPy semantics; basic indexing returns a view."""
-    x = as_tensor(x)
+    if not isinstance(x, TensorMetadata):
+        x = as_tensor(x)
     if type(index) is int:           # x[2]: encode_index's entry for it, without the call
         return apply(getitem, (x,), {"index": (("i", index),)})
     entries, tensors = encode_index(index, x.device)

@@ -17,7 +17,7 @@ from .fronts import apply, as_tensor
 from .meta import normalize_axis, broadcast_shapes, np_shape, numpy_scalar, shape_error
 from .registry import NUMPY_FUNCS, defalias, defmethod, defop
 from ..tensor import asarray
-from ..tensor_meta import is_tensor
+from ..tensor_meta import TensorMetadata, is_tensor
 
 
 def _resolve_shape(shape, numel, args=()):
@@ -59,7 +59,8 @@ def _leading(first, more):
 
 
 def _reshape_front(x, shape=None, *more, copy=None, **named):
-    x = as_tensor(x)
+    if not isinstance(x, TensorMetadata):
+        x = as_tensor(x)
     if type(shape) is int and not more and not named:
         shape = (shape,)        # (x.view(n): what _shape_arg makes of it, without three calls)
     else:
@@ -243,7 +244,8 @@ def _numpy(name, fn):
 # ---- views over reshape and permute ----------------------------------------------------------
 
 def _swapaxes(x, axis1, axis2):
-    x = as_tensor(x)
+    if not isinstance(x, TensorMetadata):
+        x = as_tensor(x)
     nd = len(x.shape)
     axes = list(range(nd))
     if type(axis1) is int and type(axis2) is int and -nd <= axis1 < nd and -nd <= axis2 < nd:
@@ -260,8 +262,16 @@ defalias("swapaxes", _swapaxes, numpy="swapaxes", methods=("swapaxes", "swapdims
 def _transpose(x, *args, axes=None, dim0=None, dim1=None):
     """Two int arguments swap two dims (PyTorch); none or one axes tuple permute (NumPy)."""
     if len(args) == 2 and axes is None and dim0 is None and dim1 is None and type(args[0]) is int \
-            and type(args[1]) is int:
-        return _swapaxes(x, *args)     # (the common call: _swapaxes converts x)
+            and type(args[1]) is int and isinstance(x, TensorMetadata):
+        a1, a2 = args            # the common call, x.transpose(0, 1): _swapaxes' work, inline
+        nd = len(x.shape)
+        if -nd <= a1 < nd and -nd <= a2 < nd:
+            axes = list(range(nd))
+            a1 %= nd
+            a2 %= nd
+            axes[a1], axes[a2] = axes[a2], axes[a1]
+            return apply(permute, (x,), {"axes": tuple(axes)})
+        return _swapaxes(x, *args)
     x = as_tensor(x)
     if dim0 is not None or dim1 is not None:
         args = (dim0, dim1)

@@ -22,6 +22,7 @@ from .meta import ShapeError, broadcast_shapes, default_float, normalize_axis  #
 from .registry import OPS, defop
 from ..autograd import needs_input_grad as need
 from ..tensor import asarray
+from ..tensor_meta import TensorMetadata
 from . import creation
 
 
@@ -65,7 +66,7 @@ def _split(rest, flags):
 
 def _inplace_front(op, **fixed):
     def front(input, inplace=False):
-        x = as_tensor(input)
+        x = input if isinstance(input, TensorMetadata) else as_tensor(input)
         out = apply(op(), (x,), dict(fixed) if fixed else {})
         return x._assign(out) if inplace else out
     return front
@@ -212,7 +213,7 @@ def _softmax_axis(x, dim, axis, name):
 
 def _softmax_front_for(name):
     def front(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
-        x = as_tensor(input)
+        x = input if isinstance(input, TensorMetadata) else as_tensor(input)
         if dtype is not None:
             x = x.astype(dtype)
         if x.dtype.kind != "f":

@@ -54,7 +54,8 @@ sum_ = defop("sum", kind="reduce", dtype_rule="sum", reduce=ReduceRule("add", co
              impl=lambda xp, x, axis, keepdims, dtype=None: (
                  # ndarray.sum is np.add.reduce behind a Python wrapper (numpy/_core/_methods.py),
                  # xp.sum behind two: the ufunc's method directly on NumPy arrays
-                 _add_reduce(x, axis, _np_dtype(dtype), None, keepdims) if type(x) is np.ndarray
+                 _add_reduce(x, axis, None if dtype is None else dtype.np, None, keepdims)
+                 if type(x) is np.ndarray
                  else x.sum(axis=axis, keepdims=keepdims, dtype=_np_dtype(dtype))),
              grad=lambda g, out, x, axis, keepdims, dtype=None: (_expand_back(g, x, axis, keepdims),),
              methods="sum", numpy="sum")
