@@ -274,6 +274,29 @@ def test_a_plain_choice_that_stays_slower_is_rechecked_at_doubling_intervals():
     assert paths.count("compiled") == 4 and d._recheck_at == 4 * first
 
 
+def test_a_plain_choices_headline_holds_still_until_it_is_re_examined():
+    """The headline of a plain choice shows the runs it was decided on: the plain runs that
+    follow, noisy as they are (one in three at 40x its median here), do not move it. A recheck
+    re-examines it, and only then may its figures change."""
+    d = Decision(first="compiled")
+    run(d, plain=0.0005, compiled=0.001, n=8)
+    assert d.choice == "plain"
+    decided = d.verdict()
+    heads = set()
+    for i in range(d._recheck_at - d.plain_runs):
+        assert d.next_path() == "plain"
+        d.record("plain", 0.020 if i % 3 == 0 else 0.0004 + 1e-5 * i)
+        v = d.verdict()
+        heads.add(v.headline)
+        assert (v.plain_seconds, v.plain_spread) == (decided.plain_seconds, decided.plain_spread)
+    assert heads == {decided.headline} and "0.50× slower" in decided.headline
+    for _ in range(2):                               # the recheck: two compiled runs, one sampled
+        assert d.next_path() == "compiled"
+        d.record("compiled", 0.0011)
+    v = d.verdict()
+    assert d.choice == "plain" and v.plain_seconds != decided.plain_seconds
+
+
 def test_a_compiled_side_given_up_is_not_timed_again():
     d = Decision(first="plain", compile_estimate=0.5)
     _unsettled(d, plain=1.0, compiled=70.0, n=8)

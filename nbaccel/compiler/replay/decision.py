@@ -172,6 +172,11 @@ class Decision:
         self._recheck_at = None
         self._recheck_left = 0
         self._rechecked: float | None = None       # the last recheck's sampled time
+        # the samples a plain choice was made on (and last re-examined on): its headline shows
+        # them, not the live median of every plain run since, so that the headline holds still
+        # while the choice does (one 64² cell's plain choice read 0.42×, "within noise" and
+        # 0.64× on consecutive runs)
+        self._shown: tuple | None = None
 
     # -- what runs next -----------------------------------------------------------------------
     def next_path(self) -> str:
@@ -317,6 +322,8 @@ class Decision:
                 self.compiled.append(fresh)
                 self._set("compiled", f"the compiled {self.what}, timed again, measured faster "
                                       f"than the plain one ({_fmt(fresh)} against {_fmt(p)})")
+            else:
+                self._shown = (tuple(self.plain), tuple(self.compiled))   # re-examined: still plain
 
     def _set(self, choice, why, recheck=False):
         """``recheck``: a plain choice made by measurement, so the compiled side is timed again
@@ -324,6 +331,8 @@ class Decision:
         if choice != self.choice:
             self._changed = why
         self.choice, self.reason = choice, why
+        self._shown = (tuple(self.plain), tuple(self.compiled)) if choice == "plain" and recheck \
+            else None
         self._retime_at = max(8, 2 * self.compiled_runs) if choice == "compiled" and \
             self._plain_stands_in else None
         self._recheck_at = max(RECHECK_AFTER, 2 * self.plain_runs) if choice == "plain" and recheck \
@@ -343,17 +352,19 @@ class Decision:
         return self.compiled_runs * p - self.compiled_total - self.compile_seconds
 
     def verdict(self) -> Verdict:
-        p, c = self._median(self.plain), self._median(self.compiled)
+        plain, compiled = self._shown if self._shown and self.choice == "plain" else \
+            (self.plain, self.compiled)
+        p, c = self._median(plain), self._median(compiled)
         v = Verdict(path=self._last_path, choice=self.choice or "measuring", why=self.reason,
                     headline="", plain_seconds=p, compiled_seconds=c,
-                    plain_spread=[min(self.plain), max(self.plain)] if self.plain else None,
-                    compiled_spread=[min(self.compiled), max(self.compiled)] if self.compiled else None,
+                    plain_spread=[min(plain), max(plain)] if plain else None,
+                    compiled_spread=[min(compiled), max(compiled)] if compiled else None,
                     compile_seconds=self.compile_seconds, saved_seconds=self.saved_seconds(),
                     runs={"plain": self.plain_runs, "compiled": self.compiled_runs},
                     changed=self._changed)
         plain_word = f"plain {self.what}"
         if p is not None and c is not None:
-            noise = (p - min(self.plain)) + (c - min(self.compiled))
+            noise = (p - min(plain)) + (c - min(compiled))
             if max(p, c) < RESOLUTION_SECONDS:
                 v.note = "too short to measure"
             elif abs(p - c) <= noise:
