@@ -30,10 +30,6 @@ from ..ops.pooling import pad_constant
 hardtanh = _hardtanh_op.front
 
 
-def _ops():
-    return ops
-
-
 def _channel_shape(x):
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
@@ -46,7 +42,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     batch statistics normalise (biased variance) and the running statistics, when given, move
     by ``momentum`` towards them in place (unbiased variance); otherwise the running
     statistics normalise."""
-    ops = _ops()
     x = as_tensor(input)
     if x.ndim < 2:
         raise ShapeError(f"batch_norm: expected an input with at least 2 dims (N, C, ...), got "
@@ -99,7 +94,6 @@ def _batch_norm_training(x, running_mean, running_var, weight, bias, momentum, e
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """PyTorch's ``F.group_norm``: normalise each of ``num_groups`` channel groups of each
     sample over its channels and positions, then the per-channel affine."""
-    ops = _ops()
     x = as_tensor(input)
     if x.ndim < 2:
         raise ShapeError(f"group_norm: expected an input with at least 2 dims, got {tuple(x.shape)}")
@@ -419,5 +413,5 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
         raise ShapeError(f"dropout2d: expected a 3-D or 4-D input, got {tuple(x.shape)}")
     lead = 2 if x.ndim == 4 else 1
     mask = keep_mask(tuple(x.shape[:lead]) + (1,) * (x.ndim - lead), p, x.device)
-    out = _ops().where(mask, x * (0.0 if p == 1.0 else 1.0 / (1.0 - p)), 0).astype(x.dtype)
+    out = ops.where(mask, x * (0.0 if p == 1.0 else 1.0 / (1.0 - p)), 0).astype(x.dtype)
     return x._assign(out) if inplace else out

@@ -26,10 +26,6 @@ from ..tensor_meta import TensorMetadata
 from . import creation
 
 
-def _ops():
-    return ops
-
-
 def _float_input(x, name):
     """nn ops compute in floating point: ints and bools become the default float."""
     x = as_tensor(x)
@@ -73,9 +69,9 @@ def _inplace_front(op, **fixed):
 
 
 relu = defop("relu", kind="unary", dtype_rule="nobool",
-             decomp=lambda x: _ops().where(x > 0, x, 0),
+             decomp=lambda x: ops.where(x > 0, x, 0),
              impl=lambda xp, x: xp.maximum(x, 0),
-             grad=lambda g, out, x: (_ops().where(out > 0, g, 0),),
+             grad=lambda g, out, x: (ops.where(out > 0, g, 0),),
              front=_inplace_front(lambda: relu), methods="relu", inplace=True,
              doc="max(x, 0), elementwise (``F.relu``).")
 
@@ -86,8 +82,8 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 def _gelu_decomp(x, approximate="none"):
     if approximate == "tanh":
-        return 0.5 * x * (1 + _ops().tanh(_K_TANH * (x + 0.044715 * x * x * x)))
-    return 0.5 * x * (1 + _ops().erf(x * _INV_SQRT2))
+        return 0.5 * x * (1 + ops.tanh(_K_TANH * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1 + ops.erf(x * _INV_SQRT2))
 
 
 # The erf form runs one numba pass eagerly (40-60x NumPy's erf, which is built from float64
@@ -136,7 +132,7 @@ def _gelu_extern(params):
 gelu_backward = defop(
     "gelu_backward", kind="nn", infer=_grad_infer, impl=_gelu_backward_eager,
     extern_backend=_gelu_extern,
-    decomp=lambda g, x, approximate="none": _gelu_backward_impl(_ops(), g, x, approximate, False),
+    decomp=lambda g, x, approximate="none": _gelu_backward_impl(ops, g, x, approximate, False),
     front=lambda g, x, approximate="none": apply(gelu_backward, (g, x),
                                                  {"approximate": approximate}),
     doc="GELU's gradient ``g * gelu'(x)``: one fused pass eagerly (``nbaccel_kernels.fused``); "
@@ -159,26 +155,25 @@ gelu = defop("gelu", kind="unary", dtype_rule="float", decomp=_gelu_decomp, impl
 
 
 def _silu_grad(g, out, x):
-    s = _ops().sigmoid(x)
+    s = ops.sigmoid(x)
     return (g * s * (1 + x * (1 - s)),)
 
 
 silu = defop("silu", kind="unary", dtype_rule="float",
-             decomp=lambda x: x * _ops().sigmoid(x),
+             decomp=lambda x: x * ops.sigmoid(x),
              impl=lambda xp, x: x / (1 + xp.exp(-x)),
              grad=_silu_grad, front=_inplace_front(lambda: silu),
              doc="x * sigmoid(x) (a.k.a. swish).")
 
 
 def _log1p(x):
-    ops = _ops()
     return ops.log1p(x) if "log1p" in OPS else ops.log(1 + x)
 
 
 def _softplus_decomp(x, beta=1.0, threshold=20.0):
     bx = x * beta
-    soft = _log1p(_ops().exp(_ops().minimum(bx, threshold))) / beta
-    return _ops().where(bx > threshold, x, soft)
+    soft = _log1p(ops.exp(ops.minimum(bx, threshold))) / beta
+    return ops.where(bx > threshold, x, soft)
 
 
 def _softplus_impl(xp, x, beta=1.0, threshold=20.0):
@@ -193,7 +188,7 @@ def _softplus_front(input, beta=1.0, threshold=20.0):
 softplus = defop("softplus", kind="unary", dtype_rule="float", decomp=_softplus_decomp,
                  impl=_softplus_impl, front=_softplus_front,
                  grad=lambda g, out, x, beta=1.0, threshold=20.0: (
-                     _ops().where(x * beta > threshold, g, g * _ops().sigmoid(x * beta)),),
+                     ops.where(x * beta > threshold, g, g * ops.sigmoid(x * beta)),),
                  doc="log(1 + exp(beta x)) / beta, linear above ``threshold``.")
 
 
@@ -228,7 +223,6 @@ def _softmax_front_for(name):
 
 
 def _softmax_decomp(x, axis):
-    ops = _ops()
     e = ops.exp(x - ops.amax(x, axis=axis, keepdims=True))
     return e / ops.sum(e, axis=axis, keepdims=True)
 
@@ -273,7 +267,7 @@ def _softmax_backward_eager(xp, g, y, axis, log):
 softmax_backward = defop(
     "softmax_backward", kind="nn", infer=_grad_infer, impl=_softmax_backward_eager,
     extern_backend=fused_extern,
-    decomp=lambda g, y, axis, log: _softmax_backward_impl(_ops(), g, y, axis, log),
+    decomp=lambda g, y, axis, log: _softmax_backward_impl(ops, g, y, axis, log),
     front=lambda g, y, axis, log=False: apply(softmax_backward, (g, y),
                                               {"axis": int(axis), "log": bool(log)}),
     doc="The gradient of softmax (``log=True``: of log_softmax) along ``axis`` from its output: "
@@ -287,7 +281,6 @@ softmax = defop("softmax", kind="nn", infer=_float_infer, infer_memo=True, decom
 
 
 def _log_softmax_decomp(x, axis):
-    ops = _ops()
     s = x - ops.amax(x, axis=axis, keepdims=True)
     return s - ops.log(ops.sum(ops.exp(s), axis=axis, keepdims=True))
 
@@ -387,9 +380,9 @@ def _dropout_front(input, p=0.5, training=True, inplace=False):
 
 dropout = defop("dropout", kind="binary", dtype_rule="float",
                 infer=lambda args, p: (args[0].shape, _float_infer(args, p)[1]),
-                decomp=lambda x, mask, scale: _ops().where(mask, x * scale, 0),
+                decomp=lambda x, mask, scale: ops.where(mask, x * scale, 0),
                 impl=lambda xp, x, mask, scale: xp.where(mask, x * scale, 0),
-                grad=lambda g, out, x, mask, scale: (_ops().where(mask, g * scale, 0), None),
+                grad=lambda g, out, x, mask, scale: (ops.where(mask, g * scale, 0), None),
                 front=_dropout_front,
                 doc="Zero each element with probability p and scale the rest by 1/(1-p) "
                     "(identity when ``training`` is False).")
@@ -425,7 +418,7 @@ def _embedding_backward_impl(xp, g, idx, num, padding_idx):
 def _pad_zeroed(x, idx, padding_idx):
     if padding_idx < 0:
         return x
-    return _ops().where((idx != padding_idx).reshape(tuple(idx.shape) + (1,)), x, 0)
+    return ops.where((idx != padding_idx).reshape(tuple(idx.shape) + (1,)), x, 0)
 
 
 embedding_backward = defop(

@@ -21,10 +21,6 @@ from ..autograd import needs_input_grad as need
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-def _ops():
-    return ops
-
-
 def _check_reduction(reduction, name):
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
@@ -98,7 +94,6 @@ def _ce_impl(xp, x, t, *w, reduction, ignore_index, label_smoothing, probs):
 
 
 def _ce_decomp(x, t, *w, reduction, ignore_index, label_smoothing, probs):
-    ops = _ops()
     w = w[0] if w else None
     logp = log_softmax.front(x, -1)
     a, wrow = _class_weights(ops, x, t, w, probs, ignore_index, label_smoothing, False)
@@ -166,7 +161,7 @@ def _ce_extern(params):
 cross_entropy_backward = defop(
     "cross_entropy_backward", kind="nn", impl=_ce_backward_eager, extern_backend=_ce_extern,
     infer=lambda args, p: (args[1].shape, _grad_infer(args[1:2], p)[1]),
-    decomp=lambda g, x, t, *w, **p: _ce_backward_impl(_ops(), g, x, t, *w, **p),
+    decomp=lambda g, x, t, *w, **p: _ce_backward_impl(ops, g, x, t, *w, **p),
     front=_ce_backward_front,
     doc="cross_entropy's gradient with respect to the logits (class axis last): "
         "``(softmax(x) * sum(a) - a) * scale``; one fused pass per row eagerly for class-index "

@@ -30,10 +30,6 @@ from .registry import defop
 from ..autograd import needs_input_grad as need
 
 
-def _ops():
-    return ops
-
-
 # ---- normalisation --------------------------------------------------------------------------
 
 def _norm_shape(x, normalized_shape, name):
@@ -93,7 +89,7 @@ def _layer_norm_impl(xp, x, *wb, ndims, eps, affine):
 
 
 def _layer_norm_decomp(x, *wb, ndims, eps, affine):
-    return _layer_norm_impl(_ops(), x, *wb, ndims=ndims, eps=eps, affine=affine)
+    return _layer_norm_impl(ops, x, *wb, ndims=ndims, eps=eps, affine=affine)
 
 
 def _affine_grads(g, xhat, x, ndims, w, b):
@@ -136,7 +132,7 @@ def _ln_backward_eager(xp, g, x, *w, ndims, eps):
 layer_norm_backward = defop(
     "layer_norm_backward", kind="nn", infer=_grad_infer, impl=_ln_backward_eager,
     extern_backend=fused_extern,
-    decomp=lambda g, x, *w, ndims, eps: _ln_backward_impl(_ops(), g, x, *w, ndims=ndims, eps=eps),
+    decomp=lambda g, x, *w, ndims, eps: _ln_backward_impl(ops, g, x, *w, ndims=ndims, eps=eps),
     front=lambda g, x, *w, ndims, eps: apply(layer_norm_backward, (g, x) + tuple(w),
                                              {"ndims": int(ndims), "eps": float(eps)}),
     doc="LayerNorm's input gradient (``w``: its weight, when affine): one fused pass per row "
@@ -165,7 +161,7 @@ layer_norm_affine_backward = defop(
     "layer_norm_affine_backward", kind="nn", impl=_ln_affine_eager, extern_backend=fused_extern,
     infer=lambda args, p: ((2,) + tuple(args[1].shape[args[1].ndim - p["ndims"]:]),
                            _grad_infer(args, p)[1]),
-    decomp=lambda g, x, ndims, eps: _ln_affine_impl(_ops(), g, x, ndims, eps, _ops().stack),
+    decomp=lambda g, x, ndims, eps: _ln_affine_impl(ops, g, x, ndims, eps, ops.stack),
     front=lambda g, x, ndims, eps: apply(layer_norm_affine_backward, (g, x),
                                          {"ndims": int(ndims), "eps": float(eps)}),
     doc="LayerNorm's weight and bias gradients stacked, ``[sum(g * xhat), sum(g)]`` over the "
@@ -233,7 +229,7 @@ batch_norm_stats = defop(
     "batch_norm_stats", kind="nn", impl=_bn_stats_eager, differentiable=False,
     extern_backend=fused_extern,
     infer=lambda args, p: ((2, args[0].shape[1]), _float_infer(args, p)[1]),
-    decomp=lambda x: _bn_stats_impl(_ops(), x, _ops().stack),
+    decomp=lambda x: _bn_stats_impl(ops, x, ops.stack),
     front=lambda x: apply(batch_norm_stats, (x,), {}),
     doc="``[mean, biased variance]`` of each channel (axis 1) of (N, C, *) x, stacked: one "
         "pass per channel eagerly (BatchNorm's running statistics).")
@@ -284,7 +280,7 @@ def _bn_backward_eager(xp, g, x, *w, eps):
 batch_norm_backward = defop(
     "batch_norm_backward", kind="nn", infer=_grad_infer, impl=_bn_backward_eager,
     extern_backend=fused_extern,
-    decomp=lambda g, x, *w, eps: _bn_backward_impl(_ops(), g, x, *w, eps=eps),
+    decomp=lambda g, x, *w, eps: _bn_backward_impl(ops, g, x, *w, eps=eps),
     front=lambda g, x, *w, eps: apply(batch_norm_backward, (g, x) + tuple(w), {"eps": float(eps)}),
     doc="BatchNorm's (training mode) input gradient: one fused pass per channel eagerly; its "
         "gradient goes through the decomposition.")
@@ -309,7 +305,7 @@ def _bn_affine_eager(xp, g, x, eps):
 batch_norm_affine_backward = defop(
     "batch_norm_affine_backward", kind="nn", extern_backend=fused_extern, impl=_bn_affine_eager,
     infer=lambda args, p: ((2, args[1].shape[1]), _grad_infer(args, p)[1]),
-    decomp=lambda g, x, eps: _bn_affine_impl(_ops(), g, x, eps, _ops().stack),
+    decomp=lambda g, x, eps: _bn_affine_impl(ops, g, x, eps, ops.stack),
     front=lambda g, x, eps: apply(batch_norm_affine_backward, (g, x), {"eps": float(eps)}),
     doc="BatchNorm's weight and bias gradients stacked, ``[sum(g * xhat), sum(g)]`` per "
         "channel: one pass eagerly.")
@@ -333,7 +329,7 @@ def _bn_train_grad(g, out, x, *wb, eps, affine):
 batch_norm_train = defop(
     "batch_norm_train", kind="nn", infer=_norm_infer, impl=_bn_train_eager,
     extern_backend=fused_extern,
-    decomp=lambda x, *wb, eps, affine: _bn_train_impl(_ops(), x, *wb, eps=eps, affine=affine),
+    decomp=lambda x, *wb, eps, affine: _bn_train_impl(ops, x, *wb, eps=eps, affine=affine),
     grad=_bn_train_grad,
     front=lambda x, *wb, eps, affine: apply(batch_norm_train, (x,) + tuple(wb),
                                             {"eps": float(eps), "affine": tuple(affine)}),
@@ -352,7 +348,6 @@ def _rms_norm_front(input, normalized_shape, weight=None, eps=None):
 
 
 def _rms_norm_decomp(x, *w, ndims, eps, affine):
-    ops = _ops()
     y = x / ops.sqrt(ops.mean(x * x, axis=_last_axes(x, ndims), keepdims=True) + eps)
     return y * w[0] if w else y
 
@@ -364,7 +359,7 @@ def _rms_norm_impl(xp, x, *w, ndims, eps, affine):
 
 def _rms_norm_grad(g, out, x, *w, ndims, eps, affine):
     axes = _last_axes(x, ndims)
-    rstd = 1 / _ops().sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
+    rstd = 1 / ops.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
     xhat = x * rstd
     w = w[0] if w else None
     gh = g * w if w is not None else g

@@ -14,12 +14,8 @@ from .optimizer import Optimizer, _check
 __all__ = ["Adadelta", "RMSprop", "Adagrad"]
 
 
-def _ops():
-    return ops
-
-
 def _step_tensor(p):
-    return _ops().zeros((), dtype="float32", device=p.device)
+    return ops.zeros((), dtype="float32", device=p.device)
 
 
 class _Adaptive(Optimizer):
@@ -61,12 +57,10 @@ class Adadelta(_Adaptive):
                                       differentiable=differentiable))
 
     def _init_state(self, p, g):
-        ops = _ops()
         return {"step": _step_tensor(p), "square_avg": ops.zeros_like(p),
                 "acc_delta": ops.zeros_like(p)}
 
     def _update(self, p, grad, st, g, s):
-        ops = _ops()
         st["step"]._assign(st["step"] + 1)
         v = st["square_avg"]._assign(st["square_avg"] * s("rho") + grad * grad * s("1-rho"))
         std = ops.sqrt(v + s("eps"))
@@ -95,7 +89,6 @@ class RMSprop(_Adaptive):
                                       differentiable=differentiable))
 
     def _init_state(self, p, g):
-        ops = _ops()
         st = {"step": _step_tensor(p), "square_avg": ops.zeros_like(p)}
         if g["momentum"] > 0:
             st["momentum_buffer"] = ops.zeros_like(p)
@@ -104,7 +97,6 @@ class RMSprop(_Adaptive):
         return st
 
     def _update(self, p, grad, st, g, s):
-        ops = _ops()
         st["step"]._assign(st["step"] + 1)
         v = st["square_avg"]._assign(st["square_avg"] * s("alpha") + grad * grad * s("1-alpha"))
         if g["centered"]:
@@ -142,12 +134,10 @@ class Adagrad(_Adaptive):
                 self.state[p] = self._init_state(p, g)
 
     def _init_state(self, p, g):
-        ops = _ops()
         return {"step": _step_tensor(p),
                 "sum": ops.full_like(p, dict.__getitem__(g, "initial_accumulator_value"))}
 
     def _update(self, p, grad, st, g, s):
-        ops = _ops()
         step = st["step"]._assign(st["step"] + 1)
         t = step.astype(p.dtype) if p.dtype.itemsize > 4 else step
         clr = s("lr") / ((t - 1) * s("lr_decay") + 1)
