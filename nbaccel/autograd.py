@@ -84,6 +84,8 @@ class Node:
     in place, given a new ``.data``) a *shell* of what it was, whose value raises if the
     write made it stale. Tracers get their shells when recorded (the trace tracks them)."""
 
+    # (dispatch.apply sets these fields inline on its short path: a new one is set there too;
+    # tests/test_eager_dispatch.py checks that every one is)
     __slots__ = ("op", "_args", "_saved", "params", "_out", "backward_fn", "name", "__weakref__")
 
     def __init__(self, op, args, params, out, backward_fn=None, name=None, saved=None):

@@ -154,13 +154,20 @@ def apply(op, args, params):
         if dt.kind == "c":
             _refuse_complex_grad(op, out)
         # autograd.attach's record of concrete inputs, inline: each input kept as itself with
-        # the state its grad rule must see, the output as the state to make its shell from
-        out.requires_grad = True
-        saved = ((a.grad_fn, a._version[0], da, a.requires_grad),) if n == 1 else (
+        # the state its grad rule must see, the output as the state to make its shell from (the
+        # Node's fields set here as Node.__init__ sets them: a call less per recorded op)
+        node = _new(_Node)
+        node.op = op
+        node._args = args if type(args) is tuple else tuple(args)
+        node._saved = ((a.grad_fn, a._version[0], da, a.requires_grad),) if n == 1 else (
             (a.grad_fn, a._version[0], da, a.requires_grad),
             (b.grad_fn, b._version[0], db, b.requires_grad))
-        out.grad_fn = _Node(op, args if type(args) is tuple else tuple(args), params,
-                            (data, dt, dev, npflag, version, version[0]), None, op.name, saved)
+        node.params = params
+        node._out = (data, dt, dev, npflag, version, version[0])
+        node.backward_fn = None
+        node.name = op.name
+        out.requires_grad = True
+        out.grad_fn = node
     else:
         out.requires_grad = False
         out.grad_fn = None

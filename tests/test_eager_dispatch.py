@@ -94,6 +94,20 @@ def test_grad_mode_off_records_nothing_on_the_short_path():
     assert z.grad_fn.name == "add" and len(z.grad_fn.next_functions) == 2
 
 
+@pytest.mark.parametrize("make", [lambda x, y: x + y, lambda x, y: x.exp(),
+                                  lambda x, y: x.sum(axis=(1,))])
+def test_the_inline_record_sets_every_field_a_node_has(make):
+    # apply builds the short path's Node field by field: one it missed would raise here
+    from nbaccel.autograd import Node
+    x, y = _pair(grad=True)
+    fast = make(x, y).grad_fn
+    general = dispatch._general(fast.op, fast._args, dict(fast.params)).grad_fn
+    for name in Node.__slots__:
+        if name != "__weakref__":
+            assert type(getattr(fast, name)) is type(getattr(general, name)), name
+    assert repr(fast) == repr(general)
+
+
 def test_a_parameter_operand_gives_the_same_result_and_grads():
     # a Tensor subclass (nn.Parameter) leaves the inline path: same record, same gradients
     x, y = _pair(grad=True)

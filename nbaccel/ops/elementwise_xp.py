@@ -20,8 +20,12 @@ _ERF_TERMS = 40    # enough for both branches to reach ~1e-15 relative in float6
 
 
 def _ufunc(name):
-    """impl that calls ``xp.<name>`` on the operands."""
-    return lambda xp, *xs: getattr(xp, name)(*xs)
+    """impl that calls ``xp.<name>`` on the operands (NumPy's, looked up once: the impl is on
+    every eager elementwise op's path)."""
+    f = getattr(np, name, None)
+    if f is None:
+        return lambda xp, *xs: getattr(xp, name)(*xs)
+    return lambda xp, *xs: f(*xs) if xp is np else getattr(xp, name)(*xs)
 
 
 def _is_float_array(a):

@@ -236,7 +236,7 @@ def _softmax_impl(xp, x, axis):
         return x.copy()
     if type(x) is np.ndarray:      # the ufuncs' reductions directly (the methods are Python wrappers)
         e = x - np.maximum.reduce(x, axis, None, None, True)
-        np.exp(e, out=e)
+        np.exp(e, e)
         e /= np.add.reduce(e, axis, None, None, True)
         return e
     e = x - x.max(axis=axis, keepdims=True)    # (array methods: xp.max's wrapper costs ~1 us)
