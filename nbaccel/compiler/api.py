@@ -20,18 +20,18 @@ import numpy as np
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
 from .capture.capture import TraceSession, TraceTooCostly
+from .capture import heap
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
 from .replay.compiled import Compiled, CompiledModule
 from .replay.entries import GraphCache
 from .replay.guarded import GuardedReplays, call_key, layout_failure, layout_guard
 from .replay.read_recorder import ReadRecorder
 from .cache import cache, jit_split
-from .replay import cheap_path
+from .replay import cheap_path, train_step
 from . import foreign
 from .report.report import CompileReport
 from .replay.decision import Decision, output_signature
 from .config import config  # noqa: F401 - the settings dict; nbaccel.config is the same one
-from .replay import train_step
 from .replay.replay import record, metadata_key, scalar_args
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -259,6 +259,7 @@ class CompiledFunction(Compiled):
         targs = map_arrays(args, to_tracer)
         tkwargs = map_arrays(kwargs, to_tracer)
         prev = set_active_trace(session.graph_proxy)
+        heap.freeze()                 # (full collections walk only what the trace makes: heap.py)
         try:
             if recorder is not None:
                 with recorder:
@@ -280,12 +281,11 @@ class CompiledFunction(Compiled):
             raise
         finally:
             set_active_trace(prev)
+            heap.thaw()
         self.stats["graph_breaks"] += len(session.breaks)
         kinds = {isinstance(x, np.ndarray) for _, x in array_leaves((args, kwargs), "", [])}
-        # None: each value follows its flavour (a %%compile cell: NumPy values go back as NumPy's,
-        # nbaccel's own tensors stay Tensors, whatever its inputs are). A function with no array
-        # argument hands back what its plain code returns: nbaccel's ops give Tensors, also on
-        # tensors made from NumPy data (a training step over closure tensors)
+        # None: each value follows its flavour (a cell). A function with no array argument hands
+        # back what its plain code returns: Tensors, also from NumPy data (closure tensors)
         numpy_out = None if self._in_cell else True if kinds == {True} else False
         if replay_key is not None:
             rp = record(session, leaf_index, out, numpy_out, replay_key)
