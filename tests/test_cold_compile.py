@@ -232,6 +232,27 @@ def test_numba_warmup_runs_once_in_the_background():
     assert off.stdout.strip() == "False"
 
 
+def test_pasting_helper_text_and_the_cache_key_import_neither_numba_nor_fastmath():
+    """The helpers' text comes from fastmath.py read as source, and numba's version in the disk
+    cache's key from its installation: a process's first compiled call renders its kernels and
+    asks for the key while numba is still being imported on the warm-up thread, and importing
+    fastmath.py (numba functions) or numba made that call wait for the import (0.37 s, 0.45 s)."""
+    import os
+    import subprocess
+    code = ("import sys; from nbaccel.compiler.codegen import fastmath_text as t; "
+            "from nbaccel.compiler.cache import cache; cache._versions(); "
+            "[t.inline_call(h, 'x0', d, 'p_') for h in t.BODIES for d in ('float32', 'float64')]; "
+            "print(sorted(m for m in ('numba', 'nbaccel.compiler.codegen.fastmath') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent),
+               NBACCEL_NUMBA_WARMUP="0")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    import llvmlite
+    assert cache._installed_version("numba") == numba.__version__
+    assert f"-numba{numba.__version__}-llvmlite{llvmlite.__version__}-" in cache._versions()
+
+
 @pytest.mark.parametrize("helper", HELPERS)
 def test_a_pasted_body_is_the_direct_paste_whatever_the_prefix_and_argument(helper):
     """inline_call pastes each body once with marks and fills them in (a loop's unrolled steps
@@ -249,3 +270,15 @@ def test_a_pasted_body_is_the_direct_paste_whatever_the_prefix_and_argument(help
                 p = fastmath_text._Paster(prefix)
                 result = p.paste(body, direct_arg)
                 assert got == (p.lines, result, p.names), (dtype_name, arg, prefix)
+
+
+def test_argument_kinds_give_the_types_numba_gives_the_arrays():
+    """The caller's thread records what an argument's numba type depends on; the compile
+    thread makes the types: they are numba.typeof's, layout and writability included."""
+    base = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    ro = np.ones(4, dtype=np.int64)
+    ro.flags.writeable = False
+    args = [base, base.T, base[:, ::2], base[0], np.float64(2.5), np.zeros((), np.complex128),
+            np.zeros((2, 3), bool), ro, np.zeros((0, 3), np.uint8), np.asfortranarray(base[0])]
+    kinds = runtime.argument_kinds(tuple(args))
+    assert runtime._signature(kinds) == tuple(numba.typeof(a) for a in args) + numba_launch.signature_tail()

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
-import textwrap
+import pathlib
 
 # public helper -> (float32 body, float64 body); integers and bools take the float64 body on
 # np.float64(x), as the helpers' own type dispatch does
@@ -45,20 +44,35 @@ class NotInlinable(Exception):
     """A helper body that is not straight-line code (the kernel then calls the helper)."""
 
 
+_SOURCE = pathlib.Path(__file__).with_name("fastmath.py")
+
+
 @functools.lru_cache(maxsize=None)
-def _fastmath():
-    # fastmath.py defines numba functions: importing it loads numba (0.2 s), which a kernel's
-    # first render needs, `%load_ext nbaccel` does not
-    from . import fastmath
-    return fastmath
+def _fastmath_source():
+    """({function name: its definition}, every module-level name) of fastmath.py, read as text.
+    Not imported: fastmath.py defines numba functions, and importing it loads numba (0.2-0.4 s),
+    which rendering a kernel's text does not need. A process's first compiled call renders its
+    kernels while numba is imported on the warm-up thread, and importing fastmath.py made the
+    call wait for that import (0.37 s of a warm start's 0.56 s first call); the kernel module
+    imports fastmath itself when numba compiles or loads it, off the caller's thread."""
+    tree = ast.parse(_SOURCE.read_text(encoding="utf-8"))
+    defs, names = {}, set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            defs[node.name] = node
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return defs, frozenset(names)
 
 
 @functools.lru_cache(maxsize=None)
 def _parsed(name: str):
     """(parameter name, [(target, value expr)], return expr) of one helper body."""
-    fn = getattr(_fastmath(), name).py_func
-    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    fdef = tree.body[0]
+    fdef = _fastmath_source()[0][name]
     params = [a.arg for a in fdef.args.args]
     if len(params) != 1:
         raise NotInlinable(f"{name} takes {len(params)} arguments")
@@ -122,7 +136,7 @@ class _Paster:
             def visit_Name(self, n):
                 if n.id in local:
                     return ast.copy_location(ast.Name(rename[n.id], ast.Load()), n)
-                if n.id not in _MODULES and n.id not in _INLINABLE and hasattr(_fastmath(), n.id):
+                if n.id not in _MODULES and n.id not in _INLINABLE and n.id in _fastmath_source()[1]:
                     paster.names.add(n.id)
                 return n
 

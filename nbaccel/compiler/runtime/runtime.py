@@ -66,14 +66,17 @@ class NumbaKernel:
             self._warm = cache.is_warm(self.source)
         return self._warm
 
-    def compile(self, signature):
+    def compile(self, kinds):
+        """Build (or load) the kernel for arguments of these kinds (:func:`argument_kinds`)."""
         t0 = time.perf_counter()
+        signature = ()
         try:
             # numba's set-up, once per process and with the collector paused, on the thread
             # that compiles (the main thread's first result does not wait for it unless the
             # compile is synchronous); waits for the background warm-up when one is running
             numba_warmup.ensure()
             _quiet_numba_ir_warnings()
+            signature = _signature(kinds)
             self._compile(signature)
         except Exception as e:   # a kernel numba cannot build stays on the NumPy tier
             self.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -99,9 +102,23 @@ class NumbaKernel:
         self.state = "ready"
 
 
-def _signature(arrays):
+def argument_kinds(arrays) -> tuple:
+    """What numba's type of each kernel argument depends on (an array's dtype, dimensions,
+    layout and writability; any other value itself), taken on the caller's thread without numba:
+    a process's first compiled call asks while the warm-up thread imports numba, and
+    ``numba.typeof`` there waited for that import (0.38 s of a warm start's first call). The
+    compile thread makes the types (:func:`_signature`), and the arrays are not kept alive."""
+    return tuple((a.dtype, a.ndim, "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous
+                  else "A", not a.flags.writeable) if type(a) is np.ndarray else a for a in arrays)
+
+
+def _signature(kinds) -> tuple:
+    """numba's argument types for :func:`argument_kinds`, as ``numba.typeof`` gives them for the
+    arrays, then the launcher's two trailing arguments."""
     import numba
-    return tuple(numba.typeof(a) for a in arrays)
+    from numba.np import numpy_support
+    return tuple(numba.types.Array(numpy_support.from_dtype(k[0]), k[1], k[2], readonly=k[3])
+                 if type(k) is tuple else numba.typeof(k) for k in kinds) + numba_launch.signature_tail()
 
 
 def empty_reduction_error(k: Kernel):
@@ -157,7 +174,7 @@ class KernelSlot:
             return
         with _LOCK:
             if nk.future is None:
-                sig = _signature(arrays + (self.P,)) + numba_launch.signature_tail()
+                sig = argument_kinds(arrays + (self.P,))
                 if self.sync:
                     nk.future = concurrent.futures.Future()
                     nk.compile(sig)
