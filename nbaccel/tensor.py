@@ -302,8 +302,7 @@ class Tensor(TensorMetadata, TensorValues):
     def __setitem__(self, index, value):
         OPS["setitem"].front(self, index, value)
 
-    def __getitem__(self, index):
-        return OPS["getitem"].front(self, index)
+    # __getitem__ is getitem's front (its op-table entry lists the method)
 
     # -- protocols ----------------------------------------------------------------------------
     def __array_namespace__(self, *, api_version=None):

@@ -223,3 +223,13 @@ def test_the_op_modules_call_dispatch_apply_directly():
     from nbaccel.ops import fronts
     assert fronts.apply is dispatch.apply
     assert sys.modules["nbaccel.ops.elementwise"].apply is dispatch.apply
+    assert nb.Tensor.__getitem__ is OPS["getitem"].front     # listed in getitem's methods
+
+
+def test_an_index_key_is_remembered_and_tensor_indices_are_not():
+    x, _ = _pair()
+    for _ in range(2):                       # a miss, then the memo's hit
+        np.testing.assert_array_equal(x[1:3, None]._data, x._data[1:3, None])
+    i = nb.tensor([3, 0])
+    np.testing.assert_array_equal(x[i]._data, x._data[[3, 0]])
+    np.testing.assert_array_equal(x[i, 1:]._data, x._data[[3, 0], 1:])

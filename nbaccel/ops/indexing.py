@@ -17,6 +17,7 @@ import numpy as np
 from .. import dtypes as D, ops, autograd
 from .batching import batched_index_key, logical_ndim, pad_batched, with_batch
 from .fronts import _tensor, apply, as_tensor, as_tensor_arg
+from .indexing_plan import _KEYS as _INDEX_KEYS
 from .indexing_plan import (_adv_shape, _index_key, _key, _mask_count, _plan, _rebuild,
                             _result_shape, _slice_key, _written_copy, encode_index)
 from .meta import DataDependentShape, broadcast_shapes
@@ -190,7 +191,10 @@ def _getitem_front(x, index):
 
 getitem = defop(
     "getitem", kind="index", view=True, decomp=_getitem_decomp,
-    impl=lambda xp, x, *arrays, index: x[_index_key(index, arrays)],
+    # (an index without tensors finds its NumPy key in _index_key's memo directly: a call less;
+    # a key is never empty, so ``or`` falls through only on a miss)
+    impl=lambda xp, x, *arrays, index: x[(not arrays and _INDEX_KEYS.get(index))
+                                         or _index_key(index, arrays)],
     # the result's shape is the index's and the input's shape, except that a boolean mask's
     # count is its values': memoised only without index tensors
     infer_memo="one input",
@@ -198,7 +202,7 @@ getitem = defop(
     grad=lambda g, out, x, *idx, index: (
         apply(setitem, (_zeros(x, g.dtype), g) + idx, {"index": index, "accumulate": True}),
     ) + (None,) * len(idx),
-    front=_getitem_front)
+    front=_getitem_front, methods="__getitem__")   # (Tensor.__getitem__ is the front itself)
 
 
 def _setitem_impl(xp, x, value, *arrays, index, accumulate):

@@ -264,7 +264,7 @@ def _transpose(x, *args, axes=None, dim0=None, dim1=None):
     if len(args) == 2 and axes is None and dim0 is None and dim1 is None and type(args[0]) is int \
             and type(args[1]) is int and isinstance(x, TensorMetadata):
         a1, a2 = args            # the common call, x.transpose(0, 1): _swapaxes' work, inline
-        nd = len(x.shape)
+        nd = x._data.ndim if x._node is None else len(x.shape)
         if -nd <= a1 < nd and -nd <= a2 < nd:
             axes = list(range(nd))
             a1 %= nd
