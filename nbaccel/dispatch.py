@@ -20,6 +20,7 @@ from .devices import array_module, cpu
 from .ops import fronts
 from .ops.meta import infer
 from .ops.registry import ALIAS_METHODS, OPS, document_sites, documented
+from .ops.ufunc_errors import first_error
 from .convert import is_passthrough
 from .tensor import Tensor
 
@@ -393,19 +394,30 @@ def _inplace(front):
     return documented(method, front, "In place: the tensor is overwritten with the result of")
 
 
-def _inplace_operator(front):
+def _inplace_operator(front, op):
     """``t += x``. A NumPy scalar has no in-place operators, so Python rebinds ``s **= 2`` to
     ``s ** 2`` (no cast to s's dtype): a traced NumPy value that NumPy gives as a scalar (a
     reduction's, a ufunc's) does the same; its graph says which."""
     def method(self, *args, **kwargs):
         if self._read_only():    # NumPy refuses before it computes (a shape error comes after)
             raise ValueError("output array is read-only")
-        new = front(self, *args, **kwargs)
-        node = self._node
-        if self._np and node is not None and not self.shape and \
-                getattr(node.graph, "numpy_scalar", lambda t: False)(self):
-            return new
-        return self._assign(new)
+        try:
+            new = front(self, *args, **kwargs)
+            node = self._node
+            if self._np and node is not None and not self.shape and \
+                    getattr(node.graph, "numpy_scalar", lambda t: False)(self):
+                return new
+            return self._assign(new)
+        except (TypeError, ValueError) as e:
+            # NumPy's order: a missing loop or an uncastable result before the shapes; on
+            # NumPy values the error raised is NumPy's own (only the failing path pays)
+            first = first_error(getattr(np, op.numpy[0], None), self, (self, *args)) \
+                if self._np and op.numpy and not kwargs else None
+            if first is None or str(first) == str(e):
+                raise
+            if isinstance(first, ValueError) and isinstance(e, ValueError):
+                first = type(e)(str(first))          # a ShapeError stays one
+            raise first from None
     return documented(method, front, "``t <op>= x``: the tensor is overwritten with the result of")
 
 
@@ -424,7 +436,7 @@ def install_methods():
             setattr(Tensor, m, _binary_dunder(op.front) if binary_dunder else op.front)
             if op.inplace:
                 if m.startswith("__"):  # reflected forms were handled above (__rshift__ is not one)
-                    setattr(Tensor, "__i" + m[2:], _inplace_operator(op.front))
+                    setattr(Tensor, "__i" + m[2:], _inplace_operator(op.front, op))
                 elif not m.startswith("__"):
                     setattr(Tensor, m + "_", _inplace(op.front))
     for m, front in ALIAS_METHODS.items():

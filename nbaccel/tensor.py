@@ -19,6 +19,7 @@ from . import dtypes as D
 from .devices import Device, array_module, device as _device
 from .ops.registry import NUMPY_FUNCS, OPS
 from .ops.meta import broadcast_shapes, numpy_scalar
+from .ops.ufunc_errors import first_error
 from .tensor_meta import TensorMetadata, _Size  # noqa: F401 - _Size: importable here too
 from .tensor_values import TensorValues
 import nbaccel
@@ -348,11 +349,22 @@ class Tensor(TensorMetadata, TensorValues):
         if isinstance(target, Tensor) and target._np and numpy_scalar(target):
             # a traced value NumPy holds as a NumPy scalar (a reduction's): no place to write
             raise TypeError("return arrays must be of ArrayType")
-        for k in ("casting", "order", "subok"):
+        casting = kwargs.pop("casting", "same_kind")
+        for k in ("order", "subok"):
             kwargs.pop(k, None)
         dtype = kwargs.pop("dtype", None)
         if kwargs:
             raise TypeError(f"numpy.{ufunc.__name__}: unsupported argument(s) {sorted(kwargs)}")
+        if isinstance(target, Tensor) and target._np and dtype is None:
+            try:
+                return target._assign(front(*inputs))
+            except (TypeError, ValueError) as e:
+                # NumPy's exception, in NumPy's order (the loop and the cast before the shapes)
+                first = first_error(ufunc, target, inputs, casting)
+                if first is None or str(first) == str(e):
+                    raise
+                raise (type(e)(str(first)) if isinstance(first, ValueError) and isinstance(e, ValueError)
+                       else first) from None
         res = front(*inputs)
         if dtype is not None:
             res = res.astype(dtype)

@@ -352,7 +352,10 @@ def matmul(b):
 INPLACE = ["{t} += 1", "{t} *= 2", "{t} -= {y}", "{t} /= 2", "{t} += {y}", "{t}[1:] *= 2",
            "{t}[..., ::2] += 1", "{t}[::-1] -= {y}", "{t}[0] = 0", "{t}[:] = {y}",
            "{t}[..., -1:] = 1.5", "{t} **= 2", "np.multiply({t}, 2, out={t})",
-           "np.copyto({t}[..., ::2], 1)"]
+           "np.copyto({t}[..., ::2], 1)",
+           # NumPy refuses some before their shapes: bool subtract, a float or an int32 result
+           # into bool, bitwise ops on floats (the loop and the cast come first)
+           "np.subtract({t}, {y}, out={t})", "{t} //= {y}", "{t} |= {y}", "{t}[::2] ^= {y}"]
 
 
 def inplace(b):

@@ -1,0 +1,65 @@
+"""NumPy's own first error for a ufunc that writes into an output (``t -= x``, ``np.subtract(t,
+x, out=t)``), asked of NumPy only once nbaccel's op has failed.
+
+A ufunc resolves its loop and checks the cast of its result into ``out`` before it broadcasts:
+``bool_array -= int32_array`` of mismatched shapes is NumPy's UFuncTypeError (int32 can't be
+cast to bool), not a shape error, and ``bool_array -= bool_array`` is NumPy's TypeError about
+boolean subtract whatever the shapes. nbaccel's ops check shapes in their shape/dtype rule and
+the cast when they write, so a NumPy value that fails takes its exception from here: NumPy's
+class and message, in NumPy's order. Only the failing path pays."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _empty_like(x):
+    """A stand-in of ``x``'s dtype and rank with no elements (a Python scalar stays itself: it
+    is weak in NumPy's promotion), or None for an operand this cannot stand in for."""
+    if isinstance(x, np.generic):
+        return np.empty(0, x.dtype)
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and hasattr(x, "ndim"):
+        return np.empty((0,) * x.ndim, getattr(dtype, "np", dtype))
+    return x if type(x) in (bool, int, float, complex) else None
+
+
+def _shape_text(s) -> str:
+    return "(" + ",".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"
+
+
+def _shape_error(ufunc, out, inputs):
+    """NumPy's ValueError for the shapes of an elementwise ufunc into ``out``, or None: its
+    iterator broadcasts the inputs together with the output, which it may not stretch."""
+    if ufunc.signature is not None:       # a gufunc (matmul) words its core dimensions itself
+        return None
+    shapes = [tuple(x.shape) for x in inputs if hasattr(x, "shape")]
+    out_shape = tuple(out.shape)
+    try:
+        full = np.broadcast_shapes(*shapes, out_shape)
+    except ValueError:
+        return ValueError("operands could not be broadcast together with shapes "
+                          + "".join(_shape_text(s) + " " for s in (*shapes, out_shape)))
+    if full != out_shape:
+        return ValueError(f"non-broadcastable output operand with shape {_shape_text(out_shape)} "
+                          f"doesn't match the broadcast shape {_shape_text(full)}")
+    return None
+
+
+def first_error(ufunc, out, inputs, casting="same_kind"):
+    """The exception NumPy raises first for ``ufunc(*inputs, out=out)``, or None where NumPy
+    would raise nothing this can see (the caller's own error then stands).
+
+    The ufunc on empty stand-ins of the same dtypes and ranks raises exactly NumPy's type
+    error (no loop, or an output it can't cast to); the shapes come after."""
+    if not isinstance(ufunc, np.ufunc):
+        return None
+    stand_ins = [_empty_like(x) for x in (*inputs, out)]
+    if any(s is None for s in stand_ins):
+        return None
+    try:
+        ufunc(*stand_ins[:-1], out=stand_ins[-1], casting=casting)
+    except TypeError as e:
+        return e
+    except ValueError:            # a shape error of the empty stand-ins says nothing
+        pass
+    return _shape_error(ufunc, out, inputs)
