@@ -34,10 +34,7 @@ import numpy as np
 
 from . import dtypes as D
 from .tensor import Tensor, asarray, Parameter
-from .quant.tensor import QuantizedTensor
 from .dtypes import DType
-from .export.program import ExportedProgram
-from .export.load import load as load_program
 
 _META = "__nbaccel__"
 _FORMAT = 1
@@ -45,6 +42,37 @@ _TREE_FORMAT = 2
 # formats 1 / 2 with a non-row-major QuantizedTensor in them (module docstring)
 _LAYOUT_FORMAT = {_FORMAT: 3, _TREE_FORMAT: 4}
 _KNOWN = {_FORMAT: _FORMAT, _TREE_FORMAT: _TREE_FORMAT, 3: _FORMAT, 4: _TREE_FORMAT}
+
+# What the layers above save through this module register here, so that it imports none of
+# them (they sit above it and import the engine it is part of):
+# kind -> (type, parts(value) -> ({part: Tensor}, metadata), from_parts(metadata, {part: Tensor}))
+_PARTED: dict = {}
+_DIRECTORY: list = []          # (type, load(path)): saved as a directory by ``value.save(path)``
+
+
+def register_parted(kind: str, cls, parts, from_parts):
+    """Save ``cls`` values as named tensor parts and JSON metadata, under entries of ``kind``
+    (``nbaccel.quant`` registers QuantizedTensor as ``"quantized"``)."""
+    _PARTED[kind] = (cls, parts, from_parts)
+
+
+def register_directory(cls, load_directory):
+    """Save ``cls`` values as a directory, with their own ``save(path)``, and read a directory
+    back with ``load_directory(path)`` (``nbaccel.export`` registers ExportedProgram)."""
+    _DIRECTORY.append((cls, load_directory))
+
+
+def _parted_kind(value):
+    return next((kind for kind, (cls, _, _) in _PARTED.items() if isinstance(value, cls)), None)
+
+
+def _tensor_like(value) -> bool:
+    return isinstance(value, (Tensor, np.ndarray)) or _parted_kind(value) is not None
+
+
+def _from_parts(kind, meta, z, key, dtypes, device):
+    parts = {p: _restore(z[f"{key}.{p}"], dt, device) for p, dt in dtypes.items()}
+    return _PARTED[kind][2](meta, parts)
 
 
 def _host(t: Tensor):
@@ -66,9 +94,7 @@ def _restore(arr, dtype_name, device=None):
 
 def _flat(obj):
     """Is ``obj`` a dict that format 1 holds (string keys, tensor-like values)?"""
-    return isinstance(obj, dict) and all(
-        isinstance(k, str) and isinstance(v, (Tensor, np.ndarray, QuantizedTensor))
-        for k, v in obj.items())
+    return isinstance(obj, dict) and all(isinstance(k, str) and _tensor_like(v) for k, v in obj.items())
 
 
 def _write(arrays, f):
@@ -81,11 +107,13 @@ def _write(arrays, f):
 
 def _tensor_entry(value, key, arrays):
     """Store one tensor-like under ``key``; its JSON description."""
-    if isinstance(value, QuantizedTensor):
+    kind = _parted_kind(value)
+    if kind is not None:
+        tensors, meta = _PARTED[kind][1](value)
         parts = {}
-        for part, t in value.tensors().items():
+        for part, t in tensors.items():
             arrays[f"{key}.{part}"], parts[part] = _host(t)
-        return {"kind": "quantized", "parts": parts, "meta": value.metadata()}   # (layout in meta)
+        return {"kind": kind, "parts": parts, "meta": meta}   # (a quantized layout in meta)
     t = value if isinstance(value, Tensor) else asarray(value, _np=False)
     arrays[key], dtype_name = _host(t)
     entry = {"kind": "tensor", "dtype": dtype_name}
@@ -100,7 +128,7 @@ def _tensor_entry(value, key, arrays):
 
 def _encode(obj, arrays):
     """The JSON tree of ``obj``; tensors go into ``arrays``."""
-    if isinstance(obj, (Tensor, np.ndarray, QuantizedTensor)):
+    if _tensor_like(obj):
         key = f"t{len(arrays)}"          # unique: earlier keys are t{m} or t{m}.part, m < len
         return {"$tensor": key, **_tensor_entry(obj, key, arrays)}
     if obj is None or isinstance(obj, (bool, str)):
@@ -130,8 +158,9 @@ def save(obj, f, *args, **kwargs) -> None:
     of tensors, numbers, strings and None (see the module docstring for the layout). An
     ``ExportedProgram`` is saved as its directory (``ep.save(f)``). PyTorch's extra arguments
     (``pickle_module``, ``_use_new_zipfile_serialization``) are accepted and ignored."""
-    if isinstance(obj, ExportedProgram):
-        return obj.save(f)                     # an exported program: a directory (docs/export.md)
+    for cls, _ in _DIRECTORY:
+        if isinstance(obj, cls):
+            return obj.save(f)                 # an exported program: a directory (docs/export.md)
     arrays = {}
     if _flat(obj):
         entries = []
@@ -178,9 +207,8 @@ def _decode(node, z, device):
         return node
     if "$tensor" in node:
         key = node["$tensor"]
-        if node["kind"] == "quantized":
-            parts = {p: _restore(z[f"{key}.{p}"], dt, device) for p, dt in node["parts"].items()}
-            return QuantizedTensor.from_parts(node["meta"], parts)
+        if node["kind"] in _PARTED:
+            return _from_parts(node["kind"], node["meta"], z, key, node["parts"], device)
         if node.get("ndarray"):
             arr = z[key]
             dt = D.dtype(node["dtype"])
@@ -217,7 +245,9 @@ def load(f, map_location=None, *, weights_only=None, mmap=None, **kwargs):
     value. A directory written by ``ExportedProgram.save`` loads as that ``ExportedProgram``
     (see docs/export.md)."""
     if isinstance(f, (str, os.PathLike)) and os.path.isdir(f):
-        return load_program(f)
+        if not _DIRECTORY:
+            raise ValueError(f"nb.load: {os.fspath(f)!r} is a directory, and no saver of directories is registered")
+        return _DIRECTORY[0][1](f)
     device = _device_of(map_location)
     with np.load(f, allow_pickle=False) as z:
         if _META not in z.files:
@@ -231,9 +261,8 @@ def load(f, map_location=None, *, weights_only=None, mmap=None, **kwargs):
         out = {}
         for i, e in enumerate(meta["entries"]):
             key = f"t{i}"
-            if e["kind"] == "quantized":
-                parts = {p: _restore(z[f"{key}.{p}"], dt, device) for p, dt in e["parts"].items()}
-                out[e["name"]] = QuantizedTensor.from_parts(e["meta"], parts)
+            if e["kind"] in _PARTED:
+                out[e["name"]] = _from_parts(e["kind"], e["meta"], z, key, e["parts"], device)
             else:
                 out[e["name"]] = _restore(z[key], e["dtype"], device)
     return out

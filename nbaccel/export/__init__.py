@@ -12,6 +12,11 @@ from .dims import Dim, ExportError
 from .export import export
 from .load import FORMAT_VERSION, load, save
 from .program import ExportedProgram
+from .. import serialization as _serialization
+
+# nb.save(ep, path) writes the program's directory and nb.load(path) reads one back: the saver
+# sits in the engine below this package and knows the type only through this entry
+_serialization.register_directory(ExportedProgram, load)
 
 __all__ = ["export", "Dim", "ExportError", "ExportedProgram", "load", "save", "FORMAT_VERSION"]
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from nbaccel_kernels.quant import packing
 
-from .. import dtypes as D
+from .. import dtypes as D, serialization
 from ..ops.quantized import dequantize_weight
 from ..tensor import Tensor, asarray
 from . import layout as L
@@ -209,3 +209,9 @@ class QuantizedTensor:
         if self.layout != "rows":
             extra += f", layout={self.layout}"
         return f"QuantizedTensor(int{self.bits}, shape={self.shape}{extra})"
+
+
+# nb.save / nb.load keep a QuantizedTensor as its parts and metadata (the layout in it); the
+# saver sits in the engine below this package and knows the type only through this entry
+serialization.register_parted("quantized", QuantizedTensor, lambda q: (q.tensors(), q.metadata()),
+                              QuantizedTensor.from_parts)
