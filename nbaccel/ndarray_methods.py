@@ -18,6 +18,7 @@ a traced array would share memory under another dtype) raises :class:`NumPyOnly`
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import numpy as np
 
@@ -211,16 +212,44 @@ _NUMPY_MEANING = {"sort": _sort, "fill": _fill, "repeat": _repeat, "item": _item
 _numpy_code = [0]        # > 0 while NumPy code runs on tensors (a %%compile cell)
 
 
+_SWAPS: dict = {}        # name -> (class, the method that picks NumPy's meaning, Tensor's own)
+_SWAP_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def numpy_code():
     """While NumPy code runs (the ``%%compile`` magic wraps a cell's run in it), the methods
     whose NumPy meaning differs from PyTorch's follow NumPy on NumPy-flavoured tensors. Outside
-    it a Tensor keeps PyTorch's methods (``nb.tensor(a).sort()`` gives values and indices)."""
-    _numpy_code[0] += 1
+    it a Tensor keeps PyTorch's methods (``nb.tensor(a).sort()`` gives values and indices).
+
+    The methods that choose (``_either``) are on the class only while NumPy code runs: the
+    first ``numpy_code`` in installs them and the last one out puts Tensor's own methods back,
+    so that PyTorch code calls ``x.view(...)``, ``x.sum()`` without a wrapper's call per op
+    (issue 36: about 0.3 us of a 3 us op). A method Tensor lacks keeps its wrapper always."""
+    with _SWAP_LOCK:
+        _numpy_code[0] += 1
+        if _numpy_code[0] == 1:
+            _swap(True)
     try:
         yield
     finally:
-        _numpy_code[0] -= 1
+        with _SWAP_LOCK:
+            _numpy_code[0] -= 1
+            if _numpy_code[0] == 0:
+                _swap(False)
+
+
+def _swap(numpy_meaning):
+    for name, (cls, wrapper, own) in _SWAPS.items():
+        setattr(cls, name, wrapper if numpy_meaning else own)
+
+
+def _install_either(cls, name, wrapper, own):
+    if own is None:          # nothing to swap back to: the wrapper raises Tensor's AttributeError
+        setattr(cls, name, wrapper)
+        return
+    _SWAPS[name] = (cls, wrapper, own)
+    setattr(cls, name, wrapper if _numpy_code[0] else own)
 
 
 def _either(name, numpy_fn, tensor_fn):
@@ -275,12 +304,14 @@ def install(tensor_cls):
         current = tensor_cls.__dict__.get(name)
         if getattr(current, "__nbaccel_either__", False):
             continue
-        setattr(tensor_cls, name, _either(name, fn, current))
+        _install_either(tensor_cls, name, _either(name, fn, current), current)
     for name in _ORDER_OR_DTYPE:
         current = tensor_cls.__dict__.get(name)
         if current is None or getattr(current, "__nbaccel_either__", False):
             continue
         _TENSOR_METHODS[name] = current
         numpy_fn = _through_namespace(name)
-        setattr(tensor_cls, name, _either(name, lambda self, *a, _f=numpy_fn, **k: _f(self, *a, **k), current))
+        _install_either(tensor_cls, name,
+                        _either(name, lambda self, *a, _f=numpy_fn, **k: _f(self, *a, **k), current),
+                        current)
     tensor_cls.__getattr__ = _getattr

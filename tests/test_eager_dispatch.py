@@ -233,3 +233,27 @@ def test_an_index_key_is_remembered_and_tensor_indices_are_not():
     i = nb.tensor([3, 0])
     np.testing.assert_array_equal(x[i]._data, x._data[[3, 0]])
     np.testing.assert_array_equal(x[i, 1:]._data, x._data[[3, 0], 1:])
+
+
+def test_numpys_method_meanings_are_on_the_class_only_while_numpy_code_runs():
+    # outside NumPy code x.view / x.sum are Tensor's own (no wrapper call per op); inside,
+    # a NumPy-flavoured tensor gets NumPy's meaning, nested blocks included
+    from nbaccel.ndarray_methods import numpy_code
+
+    def either(name):
+        return getattr(nb.Tensor.__dict__[name], "__nbaccel_either__", False)
+
+    t = nb.tensor(np.arange(6.0))             # NumPy-flavoured (made from an ndarray)
+    assert not either("view") and not either("sum") and not either("sort")
+    assert t.view(3, 2).shape == (3, 2)
+    vals, idx = t.sort()                      # PyTorch's: values and indices
+    with numpy_code():
+        assert either("view") and either("sum")
+        with numpy_code():
+            assert t.view().shape == (6,)     # NumPy's: the same data, the same shape
+        assert either("view")                 # the inner block's exit keeps them
+        assert t.copy().sort() is None        # NumPy's: in place, returns None
+        assert nb.ones(3).sort()[0].shape == (3,)   # PyTorch's own tensor keeps PyTorch's
+    assert not either("view") and not either("sort")
+    with pytest.raises(AttributeError, match="no attribute 'fill'"):
+        t.fill(0)                             # Tensor has none: its wrapper stays, and says so
