@@ -20,7 +20,7 @@ import numpy as np
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
 from .capture.capture import TraceSession, TraceTooCostly
-from .capture import heap
+from .capture import heap, numpy_identity
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
 from .replay.compiled import Compiled, CompiledModule
 from .replay.entries import GraphCache
@@ -261,11 +261,12 @@ class CompiledFunction(Compiled):
         prev = set_active_trace(session.graph_proxy)
         heap.freeze()                 # (full collections walk only what the trace makes: heap.py)
         try:
-            if recorder is not None:
-                with recorder:
+            with numpy_identity.installed():     # np.asarray(tracer) is the tracer itself
+                if recorder is not None:
+                    with recorder:
+                        out = self.fn(*targs, **tkwargs)
+                else:
                     out = self.fn(*targs, **tkwargs)
-            else:
-                out = self.fn(*targs, **tkwargs)
             final = [t for _, t in array_leaves(out, "out", []) if isinstance(t, Tensor)]
             session.flush(final=final)
             session.share_views(final)          # (nb.from_numpy's tensors: views.py)
