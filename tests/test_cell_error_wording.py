@@ -85,3 +85,19 @@ def test_a_traceback_reads_as_the_plain_cells(ip, src, now, capsys):
             assert shown == plain, (shown, plain)
     finally:
         ip.run_line_magic("nbaccel", "config report=auto")
+
+
+def test_a_graph_break_error_shows_the_users_cell_only(ip, capsys):
+    """--fullgraph's GraphBreakError: its traceback heads the cell's frame as the plain cell's
+    ("Cell In[n], line 2"), never as nbaccel's cell function ("in cell_3(x, __nbaccel_env__)"),
+    and its message names the same running cell, on later runs of the reused cell file too."""
+    ip.user_ns.update(np=np, a=np.ones((3, 4)))
+    ip.run_line_magic("nbaccel", "config report=none")
+    try:
+        for _ in range(3):
+            shown, count = _shown(ip, "%%compile --fullgraph\ny = a * 2\nif y.sum() > 3:\n    y = y + 1\n", capsys)
+            assert "Cell In[N], line 2\n" in shown, shown
+            assert "cell_" not in shown and "__nbaccel_env__" not in shown, shown
+            assert "graph break at Cell In[N]:2" in shown, shown
+    finally:
+        ip.run_line_magic("nbaccel", "config report=auto")

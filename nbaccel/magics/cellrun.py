@@ -321,8 +321,7 @@ def _shown_as_plain(exc, tb, filename, shell, count):
     there, lazily, from the user's frames alone, with the cell's file name mapped to ``count``
     while it is. The number is the one IPython gave this run's cell (its running result's; the
     magic's ``count`` counts only stored cells)."""
-    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
-    count = getattr(running, "execution_count", None) or count
+    count = shown_count(shell, count)
 
     def render():
         names = getattr(shell.compile, "_filename_map", None)
@@ -342,6 +341,34 @@ def _shown_as_plain(exc, tb, filename, shell, count):
         exc._render_traceback_ = render
     except (AttributeError, TypeError):  # an exception type without a __dict__: IPython's own way
         pass
+
+
+def shown_count(shell, count):
+    """The number IPython shows for this run's cell: its running result's (the magic's
+    ``count`` counts only stored cells, and a reused cell file keeps its first number)."""
+    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    return getattr(running, "execution_count", None) or count
+
+
+def framed_as_module(fn):
+    """``fn`` (a cell's function) with its code named ``<module>``, as the plain cell's code is:
+    IPython heads a traceback's frame with the function and its arguments ("in
+    cell_3(x, __nbaccel_env__)") for any other name. The entry's ``fname`` is this name."""
+    code = fn.__code__
+    fn.__code__ = code.replace(co_name="<module>", **({"co_qualname": "<module>"}
+                                                     if hasattr(code, "co_qualname") else {}))
+
+
+def graph_break_as_shown(exc, entry, shell, count, label):
+    """A GraphBreakError's message names the cell as its traceback does: ``label`` for the
+    cell's file, IPython's "Cell In[k]" with this run's number."""
+    names = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
+    text = str(exc).replace(entry.filename, label)
+    stored = names.get(entry.filename)
+    if stored is not None:
+        text = text.replace(f"Cell In[{stored}]", f"Cell In[{shown_count(shell, count)}]")
+    exc.args = (text,)
+    return exc
 
 
 def _as_name_error(exc, entry):

@@ -25,7 +25,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from . import boundary, cell_clock, cellfunc, cellnames, ipython_calls, options, per_element, plain_runs, snapshot, verify
 from .cell_entry import CellEntry, Deferred
 from .cell_values import _Env, _swap_in, _swap_out, _traceable
-from .cellrun import CellRuns, _as_name_error, _from_cell, _settled, safety_net_disabled
+from .cellrun import (CellRuns, _as_name_error, _from_cell, _settled, framed_as_module,
+                      graph_break_as_shown, safety_net_disabled)
 from .commands import NbaccelCommands, _in_notebook
 from .. import ndarray_methods, numpy_api
 from ..compiler import api as capi
@@ -146,7 +147,8 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                 sys.stdout.write(printed.getvalue())
                 self._write_partial(e, entry, ns)
                 if isinstance(e, GraphBreakError):  # name the cell, not IPython's temporary file
-                    e.args = (str(e).replace(entry.filename, ("cell " if count > 0 else "") + cellfunc.cell_label(count, src)),)
+                    graph_break_as_shown(e, entry, self.shell, count,
+                                         ("cell " if count > 0 else "") + cellfunc.cell_label(count, src))
                 raise _from_cell(_as_name_error(e, entry), entry.filename, self.shell, count)
             if safety_net_disabled() and not isinstance(e, TraceTooCostly):   # (a decision, not a failure)
                 sys.stdout.write(printed.getvalue())
@@ -336,6 +338,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                     exec(code, ns, scope)          # defines __nbaccel_make__ only; ns untouched
                     fn = scope["__nbaccel_make__"](numpy_api, boundary.call, boundary.setmask,
                                                    boundary.sync, ipython_calls.call)
+                    framed_as_module(fn)           # its frames show as the plain cell's
                 else:                              # it runs plainly (`from m import *` cannot be
                     def fn(*args):                 # compiled inside a function at all)
                         raise AssertionError("a cell that runs plainly is never called compiled")
@@ -345,7 +348,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
                 cf._in_cell = True
                 return cf
             entry = CellEntry(key, Deferred(make_cf), traced, boxed, outputs, set(dels),
-                              cellfunc.ends_quiet(src), filename, shared=shared, src=src, fname=name,
+                              cellfunc.ends_quiet(src), filename, shared=shared, src=src, fname="<module>",
                               qualprefix=f"__nbaccel_make__.<locals>.{name}.<locals>.",
                               plain_reason=plain_reason, local_of=renamed, maybe=maybe,
                               reads=known[0], tree=analysed_tree)
