@@ -329,6 +329,39 @@ def test_a_function_past_its_trace_budget_runs_plainly_and_warns():
     np.testing.assert_array_equal(np.asarray(out), f(x))
 
 
+STEP_LOOP_SETUP = "@nb.compile\ndef step(v):\n    return (v * 2.0).sum()\n"
+STEP_LOOP_CELL = "out = [float(step(x)) for _ in range(20)]\n"
+
+
+def test_a_loop_that_calls_a_compiled_function_past_a_graph_break_runs_plainly(shell, monkeypatch):
+    """``float(step(x))`` in a loop: the trace inlines ``step``, breaks on the float, and calls it
+    again; it would trace ``step`` and compile a segment every round (notebooks 07 and 08's
+    training loops spent their whole trace budget so) while the plain cell runs it compiled.
+    A trace the decision bet on gives up at the second call, with the reason."""
+    from nbaccel.magics import plain_runs
+    monkeypatch.setitem(nb.config, "cell_first_run", "plain")
+    monkeypatch.setattr(plain_runs, "_compile_estimate", lambda ext: 1e-9)   # compile on run 2
+    shell.run_line_magic("nbaccel", "reset")
+    shell.user_ns.update(nb=nb)
+    shell.run_cell(STEP_LOOP_SETUP).raise_error()
+    x = np.linspace(0, 1, 64)
+    assert _cell(shell, STEP_LOOP_CELL, x=x).path == "plain"
+    rep = _cell(shell, STEP_LOOP_CELL, x=x)
+    assert rep.graphs == 0 and "calls the compiled function step again after a graph break" in \
+        (rep.fallback or ""), rep.fallback
+    assert shell.user_ns["out"] == [float((x * 2.0).sum())] * 20
+    rep = _cell(shell, STEP_LOOP_CELL, x=x)                 # and so do its later runs
+    assert "compiled function step again" in (rep.fallback or "")
+
+
+def test_a_loop_over_a_compiled_function_compiles_when_asked(shell):
+    shell.run_line_magic("nbaccel", "reset")
+    shell.user_ns.update(nb=nb, np=np, x=np.linspace(0, 1, 64))
+    shell.run_cell(STEP_LOOP_SETUP).raise_error()
+    shell.run_cell("%%compile --now -o rep\n" + STEP_LOOP_CELL).raise_error()
+    assert shell.user_ns["rep"].fallback is None and len(shell.user_ns["rep"].graph_breaks) == 20
+
+
 def test_a_cells_first_replay_is_no_sample(shell):
     """An entry's first replay runs a new program once (its kernels load, its buffers are made):
     as for a function, it is not a median sample; the replays after it are."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
-from .capture.capture import TraceSession, TraceTooCostly
+from .capture.capture import TraceSession, TraceTooCostly, note_inline
 from .capture import heap, numpy_identity
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
 from .replay.compiled import Compiled, CompiledModule
@@ -207,6 +207,7 @@ class CompiledFunction(Compiled):
                     step_snap = train_step.Snapshot(self.fn, gleaves)
         if active_trace() is not None or any(isinstance(x, Tensor) and x._node is not None
                                              for _, x in array_leaves((args, kwargs), "", [])):
+            note_inline(self)      # (in a loop with a graph break each round: the trace gives up)
             return self.fn(*args, **kwargs)   # called while another function is traced: inline it
         handler = foreign.handler_for(args, kwargs)   # inputs a package above runs (Dask: daskbridge/)
         if handler is not None:
@@ -238,9 +239,7 @@ class CompiledFunction(Compiled):
         session.events = []
         names = self._arg_names(args, kwargs)
         session.names.update(self.param_names())   # id(parameter) -> "fc1.weight"
-        leaves = {}
-
-        leaf_index = {}
+        leaves, leaf_index = {}, {}
 
         def to_tracer(x):
             key = id(x)

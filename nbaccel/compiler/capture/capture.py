@@ -16,7 +16,6 @@ tracer tensors (``tracer._node.graph.session``), never through a global.
 """
 from __future__ import annotations
 
-import time
 import weakref
 
 import numpy as np
@@ -25,6 +24,7 @@ from ...ops.meta import DataDependentShape, infer  # (DataDependentShape is rais
 from ...tensor import NP_ARRAY_0D, Tensor, _eager, set_active_trace
 from ..runtime import fpflags
 from ..schedule.views import COPY, ViewTracking, numpy_gives_array
+from .give_up import _BUDGET_EVERY, GivingUp, note_inline  # noqa: F401 (note_inline: api.py)
 from ..schedule.ir import Graph
 from ...devices import cpu
 from ...ops.registry import OPS
@@ -98,13 +98,7 @@ class _SessionProxy:
         return self.session.graph.lift_args(args)
 
 
-_BUDGET_EVERY = 256     # ops between two looks at the clock (a look costs ~0.1 µs per op)
-# what compiling a graph is expected to cost per node, for the deadline's look before a flush:
-# a 34,000-op graph (256 unrolled grads) took 16 s to schedule and build, ~0.5 ms a node
-_COMPILE_SECONDS_PER_NODE = 0.25e-3
-
-
-class TraceSession(ViewTracking):
+class TraceSession(ViewTracking, GivingUp):
     """Traces one call. ``runner.run_segment(session, graph, live)`` compiles and runs a segment
     and returns one array per graph output."""
 
@@ -148,6 +142,7 @@ class TraceSession(ViewTracking):
         # the call (views.py, share_views); a call that returns one never replays (no_replay)
         self.shared_views: list[Tensor] = []
         self.no_replay: str | None = None
+        self.inlined: dict[int, int] = {}         # id(compiled function called) -> breaks by then
         self._new_segment()
 
     def _new_segment(self):
@@ -333,18 +328,6 @@ class TraceSession(ViewTracking):
             raise TooManyGraphBreaks(
                 f"too many graph breaks: more than {self.max_breaks}, {lines[worst]} at line {worst} "
                 f"({why}); it runs plainly")
-
-    def _check_deadline(self, compiling=0):
-        """Past the deadline (or, before a flush, expected past it once the ``compiling`` nodes
-        have compiled): give up."""
-        now = time.perf_counter()
-        if now + compiling * _COMPILE_SECONDS_PER_NODE > self.deadline:
-            start = getattr(self, "t_start", now)
-            todo = f", {compiling:,} graph nodes to compile" if compiling else ""
-            raise TraceOverBudget(
-                f"tracing would cost more than its budget of {self.deadline - start:.3g} s, several "
-                f"plain runs ({now - start:.3g} s so far: {self._recorded:,} ops traced{todo}); a "
-                f"Python loop unrolls into a long trace, so it runs plainly")
 
     def realize(self, t: Tensor, reason):
         node = t._node

@@ -42,6 +42,11 @@ class TooManyGraphBreaks(TraceTooCostly):
     """A call passed the graph-break limit (``config["max_graph_breaks"]``)."""
 
 
+class TraceLoopsCompiled(TraceTooCostly):
+    """A traced call with a budget calls a compiled function again after a graph break: a
+    Python loop that reads a value every round (``TraceSession.note_inline``)."""
+
+
 class TraceOverBudget(TraceTooCostly):
     """A trace ran past its deadline (``TraceSession.deadline``, set from the plain code's
     measured time): its Python loops unroll into a graph that costs more to trace and compile
