@@ -257,3 +257,15 @@ def test_numpys_method_meanings_are_on_the_class_only_while_numpy_code_runs():
     assert not either("view") and not either("sort")
     with pytest.raises(AttributeError, match="no attribute 'fill'"):
         t.fill(0)                             # Tensor has none: its wrapper stays, and says so
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "uint8", "int64"])
+def test_relu_with_its_dtypes_zero_gives_numpys_bits(dtype):
+    # relu's impl passes a zero of the input's dtype, where np.maximum(x, 0) converts the int
+    a = np.array([-0.0, 1.5, -2, 3, 0] if dtype[0] == "f" else [-1, 2, 0, 5, 1]).astype(dtype)
+    if dtype[0] == "f":
+        a = np.concatenate([a, np.array([np.nan, -np.inf, np.inf], dtype)])
+    got = nb.tensor(a).relu().numpy()
+    want = np.maximum(a, 0)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))

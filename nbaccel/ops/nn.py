@@ -68,9 +68,23 @@ def _inplace_front(op, **fixed):
     return front
 
 
+_ZEROS: dict = {}    # a NumPy dtype -> its zero scalar
+
+
+def _relu_impl(xp, x):
+    if type(x) is np.ndarray:
+        # the zero of x's own dtype: the operand NumPy makes of a Python 0 here (so the same
+        # bits), without converting the Python int on every call (about 0.1 us of 0.6)
+        zero = _ZEROS.get(x.dtype)
+        if zero is None:
+            zero = _ZEROS[x.dtype] = x.dtype.type(0)
+        return np.maximum(x, zero)
+    return xp.maximum(x, 0)
+
+
 relu = defop("relu", kind="unary", dtype_rule="nobool",
              decomp=lambda x: ops.where(x > 0, x, 0),
-             impl=lambda xp, x: xp.maximum(x, 0),
+             impl=_relu_impl,
              grad=lambda g, out, x: (ops.where(out > 0, g, 0),),
              front=_inplace_front(lambda: relu), methods="relu", inplace=True,
              doc="max(x, 0), elementwise (``F.relu``).")
