@@ -140,3 +140,69 @@ def test_a_replay_fault_raises_under_strict(monkeypatch):
     _fault_from_the_second_call(monkeypatch)
     with pytest.raises(OverflowError, match="injected replay fault"):
         cf(x)
+
+
+def _sgd_step():
+    nb.manual_seed(0)
+    model = nb.nn.Sequential(nb.nn.Linear(8, 16), nb.nn.ReLU(), nb.nn.Linear(16, 4))
+    opt = nb.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = nb.tensor(np.random.default_rng(0).standard_normal((6, 8)).astype(np.float32))
+    y = nb.tensor(np.arange(6) % 4)
+
+    def step():
+        opt.zero_grad()
+        loss = nb.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return model, step
+
+
+def _step_replay(cf):
+    """The compiled step's one replay (reduce-overhead keeps it by key, the default mode on guards)."""
+    (rp,) = list(cf._replays.values()) + [e.replay for e in cf._guarded.entries.values()]
+    return rp
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_a_replayed_step_fault_before_any_in_place_write_runs_eagerly(mode, lenient, monkeypatch):
+    """A replayed training step whose kernels write the parameters in place: a kernel fault
+    before any of them had a parameter's buffer (the forward's and backward's kernels come
+    first) leaves the inputs intact, so the step falls back as any replay does, with eager's
+    losses and weights (it raised nbaccel's internal error before)."""
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+    model, eager = _sgd_step()
+    want = [float(eager()) for _ in range(4)]
+    compiled_model, step = _sgd_step()
+    cf = nb.compile(step, backend="numpy", mode=mode)
+    got = [float(cf()) for _ in range(2)]      # (the first call makes the momentum buffers)
+    rp = _step_replay(cf)
+    assert getattr(rp.prog, "destinations", None), "the step writes its parameters in place"
+    real = runtime.KernelSlot.__call__
+    _fault_from_the_second_call(monkeypatch)
+    got.append(float(cf()))                     # a replay: its first kernel raises
+    assert cf.stats["replays"] >= 1 and rp.fell_back and "injected replay fault" in rp.fell_back
+    monkeypatch.setattr(runtime.KernelSlot, "__call__", real)
+    got.append(float(cf()))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for p, q in zip(compiled_model.parameters(), model.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_a_replayed_step_fault_after_an_in_place_write_stays(lenient, monkeypatch):
+    """Once a kernel had a parameter's buffer, the inputs may be half updated: the fault is
+    raised (running the graph again would read updated weights as old ones)."""
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+    _, step = _sgd_step()
+    cf = nb.compile(step, backend="numpy")
+    cf(), cf()
+    real = runtime.KernelSlot.__call__
+    rp = _step_replay(cf)
+
+    def late_fault(self, *arrays):
+        if not rp.inputs_intact():
+            raise OverflowError("injected late fault")
+        return real(self, *arrays)
+    monkeypatch.setattr(runtime.KernelSlot, "__call__", late_fault)
+    with pytest.raises(OverflowError, match="injected late fault"):
+        cf()

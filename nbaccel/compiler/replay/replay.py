@@ -88,13 +88,14 @@ def run_program(rp, inputs):
     the replay runs eagerly from now on (``rp.fell_back`` says why; ``strict`` raises the
     fault). An error the interpreter raises too is the user's own, the one the plain code
     raises, and propagates unchanged. A training step whose kernels write parameters in place
-    cannot be run again once a kernel failed (its inputs are half updated): its fault stays."""
+    can be run again only while none of them had its buffer (``rp.inputs_intact()``): a fault
+    after that leaves its inputs half updated, and the fault stays."""
     try:
         return rp.prog.run(inputs + rp.consts)
     except Exception as e:       # (handled below, outside this block: the user's error, if
         fault = e                # the interpreter raises one, carries no internal context)
     if isinstance(rp.prog, EagerProgram) or rp.prog_graph is None \
-            or getattr(rp.prog, "destinations", None):
+            or not getattr(rp, "inputs_intact", lambda: True)():
         raise fault
     out = interpret(rp.prog_graph, inputs)
     if config.get("strict"):

@@ -231,11 +231,20 @@ class StepReplay:
             return acc[1].grad
         return acc[1]
 
+    def inputs_intact(self) -> bool:
+        """Whether the run so far left every input as it was: no kernel was given a parameter's
+        (or an optimizer state's) own buffer to write (``run_program`` may then run the graph
+        again on the same inputs, after a fault)."""
+        run_fn = getattr(self.prog, "run_fn", None)
+        dest = run_fn.__globals__.get("alloc") if run_fn is not None else None
+        return not (isinstance(dest, _Destinations) and dest.placed)
+
     def run(self, leaves):
         run_fn = getattr(self.prog, "run_fn", None)     # (none: it fell back, run_program)
         dest = run_fn.__globals__.get("alloc") if run_fn is not None else None
         if isinstance(dest, _Destinations):
             dest.leaves = leaves
+            dest.placed = False
         inputs = []
         for acc in self.plan:
             if acc[0] == "hyper":
@@ -401,6 +410,7 @@ class _Destinations:
         self.pool = pool
         self.places = places          # node index -> accessor of the tensor it is written into
         self.leaves = None
+        self.placed = False           # this run handed out a tensor's own buffer (a write began)
 
     def __call__(self, key, n, dtype):
         acc = self.places.get(key)
@@ -408,6 +418,7 @@ class _Destinations:
             t = StepReplay._tensor(acc, self.leaves)
             a = t._data if isinstance(t, Tensor) else t
             if a.dtype == dtype and a.size == n and a.flags.c_contiguous:
+                self.placed = True
                 return a.reshape(-1)
         return self.pool(key, n, dtype)
 
