@@ -86,3 +86,12 @@ def test_matmul_in_place_keeps_numpy_type_first():
         assert got[0] != "ok" and issubclass(got[0], want[0]), (got, want)
         if not issubclass(want[0], ValueError):
             assert got[1] == want[1]
+
+
+@pytest.mark.parametrize("other", [[1, 2, 3], [[1.5, 2], [3, 4]], [[1, 2], [3, 4]], (True, False)])
+def test_a_list_operand_is_numpys_array_of_it(other):
+    # (a list of Python ints is an int64 array to NumPy: not weak, so bool -= [1, 2, 3] is the cast error)
+    ns = {"np": np, "other": other}
+    exec("def f(a):\n    t = a.copy()\n    t -= other\n    return t\n", ns)
+    for dt, shape in itertools.product((np.bool_, np.int32, np.float32), ((2, 2), (2, 3))):
+        same_error_as_numpy(ns["f"], np.ones(shape, dt))

@@ -12,9 +12,28 @@ from __future__ import annotations
 import numpy as np
 
 
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def _plain_list(x):
+    """A (nested) list or tuple of Python numbers as NumPy's array of it, else None (one that
+    holds arrays or tensors is not converted here: a tracer's values are not to be read)."""
+    def plain(v):
+        return type(v) in _PY_SCALARS or (isinstance(v, (list, tuple)) and all(plain(u) for u in v))
+    if not isinstance(x, (list, tuple)) or not plain(x):
+        return None
+    try:
+        return np.asarray(x)
+    except ValueError:            # ragged: NumPy's own call says so
+        return None
+
+
 def _empty_like(x):
     """A stand-in of ``x``'s dtype and rank with no elements (a Python scalar stays itself: it
     is weak in NumPy's promotion), or None for an operand this cannot stand in for."""
+    if isinstance(x, (list, tuple)):
+        x = _plain_list(x)
+        return None if x is None else np.empty((0,) * x.ndim, x.dtype)
     if isinstance(x, np.generic):
         return np.empty(0, x.dtype)
     dtype = getattr(x, "dtype", None)
@@ -32,7 +51,8 @@ def _shape_error(ufunc, out, inputs):
     iterator broadcasts the inputs together with the output, which it may not stretch."""
     if ufunc.signature is not None:       # a gufunc (matmul) words its core dimensions itself
         return None
-    shapes = [tuple(x.shape) for x in inputs if hasattr(x, "shape")]
+    shapes = [tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+              for x in inputs if hasattr(x, "shape") or isinstance(x, (list, tuple))]
     out_shape = tuple(out.shape)
     try:
         full = np.broadcast_shapes(*shapes, out_shape)

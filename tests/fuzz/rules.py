@@ -127,6 +127,10 @@ def astype(b):
     x = b.operand()
     dt = b.rng.choice(DTYPE_NAMES)
     form = b.rng.choice(["{x}.astype(np.{dt})", "{x}.astype({dt!r})", "np.asarray({x}, dtype=np.{dt})"])
+    if b.rng.random() < 0.3:      # the array itself, or a copy where NumPy makes one (issue 37)
+        form = b.rng.choice(["np.asarray({x})", "np.asanyarray({x})", "np.ascontiguousarray({x})",
+                             "np.asarray({x}, copy=True)"])
+        return _assign(b, form.format(x=x), "as-is")
     return _assign(b, form.format(x=x, dt=dt), f"{b.dtype(x)} -> {dt}")
 
 
