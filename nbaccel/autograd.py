@@ -31,6 +31,17 @@ class _State(threading.local):
 
 
 _state = _State()
+# how many threads have grad mode off now (set_grad_enabled keeps it): while none has, an op
+# knows grad mode is on without reading the thread-local (dispatch.apply, issue 36)
+GRAD_OFF = 0
+_GRAD_OFF_LOCK = threading.Lock()
+
+
+def _set_enabled(mode):
+    global GRAD_OFF
+    with _GRAD_OFF_LOCK:
+        GRAD_OFF += (not mode) - (not _state.enabled)
+        _state.enabled = mode
 
 
 class ConsumedGraphError(RuntimeError):
@@ -47,10 +58,10 @@ class set_grad_enabled(contextlib.ContextDecorator):
 
     def __enter__(self):
         self.prev = is_grad_enabled()
-        _state.enabled = self.mode
+        _set_enabled(self.mode)
 
     def __exit__(self, *exc):
-        _state.enabled = self.prev
+        _set_enabled(self.prev)
         return False
 
 

@@ -269,3 +269,48 @@ def test_relu_with_its_dtypes_zero_gives_numpys_bits(dtype):
     want = np.maximum(a, 0)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+def test_grad_mode_off_in_another_thread_leaves_this_one_recording():
+    # apply reads the thread-local grad mode only while some thread has it off (GRAD_OFF)
+    import threading
+    from nbaccel import autograd
+    x, y = _pair(grad=True)
+    inside, leave = threading.Event(), threading.Event()
+
+    def other():
+        with nb.no_grad():
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert inside.wait(10)
+    assert autograd.GRAD_OFF >= 1
+    assert (x + y).grad_fn is not None and x.exp().grad_fn is not None   # on in this thread
+    with nb.no_grad():
+        assert (x + y).grad_fn is None and x.exp().grad_fn is None
+        with nb.enable_grad():
+            assert (x * y).grad_fn is not None
+        assert (x * y).grad_fn is None
+    leave.set()
+    t.join()
+    assert (x + y).grad_fn is not None
+
+
+def test_the_trace_count_follows_set_active_trace():
+    # apply reads the thread-local trace only while some thread traces (_TRACING)
+    base = dispatch._TRACING
+    g1, g2 = object(), object()
+    prev = dispatch.set_active_trace(g1)
+    try:
+        assert dispatch._TRACING == base + 1
+        dispatch.set_active_trace(g2)                 # another graph: still one thread
+        assert dispatch._TRACING == base + 1 and dispatch.active_trace() is g2
+    finally:
+        dispatch.set_active_trace(prev)
+    assert dispatch._TRACING == base
+    x, y = _pair()
+    f = nb.compile(lambda a, b: (a * b).exp())
+    np.testing.assert_allclose(f(x, y).numpy(), (x * y).exp().numpy(), rtol=1e-6)
+    assert dispatch._TRACING == base
