@@ -178,6 +178,16 @@ def test_transpose_of_two_ints_swaps_as_axis_index_does(a, b):
     _same_call(lambda: nb.swapaxes(x, a, b), lambda: nb.swapaxes(x, I64(a), I64(b)))
 
 
+def test_transpose_remembers_its_permutation_per_ndim():
+    x2, x3 = nb.ones(2, 3), nb.ones(2, 3, 4)
+    for _ in range(2):                       # a miss, then the remembered permutation
+        assert x2.transpose(0, 1).shape == (3, 2) and x2.transpose(-1, 0).shape == (3, 2)
+        assert x3.transpose(0, 1).shape == (3, 2, 4) and x3.transpose(-1, 0).shape == (4, 3, 2)
+        with pytest.raises(np.exceptions.AxisError, match="axis 2 is out of bounds"):
+            x2.transpose(0, 2)
+        assert x3.transpose(0, 2).shape == (4, 3, 2)
+
+
 def test_transpose_out_of_range_names_the_axis():
     with pytest.raises(np.exceptions.AxisError, match="axis 2 is out of bounds for a tensor of "
                                                       "dimension 2"):

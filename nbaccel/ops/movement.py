@@ -259,19 +259,25 @@ def _swapaxes(x, axis1, axis2):
 defalias("swapaxes", _swapaxes, numpy="swapaxes", methods=("swapaxes", "swapdims"))
 
 
+_SWAPPED: dict = {}
+
+
 def _transpose(x, *args, axes=None, dim0=None, dim1=None):
     """Two int arguments swap two dims (PyTorch); none or one axes tuple permute (NumPy)."""
     if len(args) == 2 and axes is None and dim0 is None and dim1 is None and type(args[0]) is int \
             and type(args[1]) is int and isinstance(x, TensorMetadata):
         a1, a2 = args            # the common call, x.transpose(0, 1): _swapaxes' work, inline
         nd = x._data.ndim if x._node is None else len(x.shape)
-        if -nd <= a1 < nd and -nd <= a2 < nd:
+        perm = _SWAPPED.get((nd, a1, a2))    # the permutation, remembered per (ndim, a1, a2)
+        if perm is None:
+            if not (-nd <= a1 < nd and -nd <= a2 < nd):
+                return _swapaxes(x, *args)   # (axis_index raises, naming the axis)
             axes = list(range(nd))
-            a1 %= nd
-            a2 %= nd
-            axes[a1], axes[a2] = axes[a2], axes[a1]
-            return apply(permute, (x,), {"axes": tuple(axes)})
-        return _swapaxes(x, *args)
+            axes[a1 % nd], axes[a2 % nd] = axes[a2 % nd], axes[a1 % nd]
+            if len(_SWAPPED) > 10_000:
+                _SWAPPED.clear()
+            perm = _SWAPPED[(nd, a1, a2)] = tuple(axes)
+        return apply(permute, (x,), {"axes": perm})
     x = as_tensor(x)
     if dim0 is not None or dim1 is not None:
         args = (dim0, dim1)
