@@ -324,3 +324,11 @@ def test_the_trace_count_follows_set_active_trace():
     f = nb.compile(lambda a, b: (a * b).exp())
     np.testing.assert_allclose(f(x, y).numpy(), (x * y).exp().numpy(), rtol=1e-6)
     assert dispatch._TRACING == base
+
+
+def test_a_binary_dunder_passes_extra_arguments_on_to_the_front():
+    # an operator's call is a plain call of the front; explicit extra arguments still reach it
+    x, y = _pair("float64")
+    np.testing.assert_array_equal(x.__add__(y, alpha=2).numpy(), (x + 2 * y).numpy())
+    np.testing.assert_array_equal(x.__sub__(y, alpha=3).numpy(), (x - 3 * y).numpy())
+    assert x.__add__(np.ma.masked_array([1.0])) is NotImplemented   # a masked array's own
