@@ -332,3 +332,26 @@ def test_a_binary_dunder_passes_extra_arguments_on_to_the_front():
     np.testing.assert_array_equal(x.__add__(y, alpha=2).numpy(), (x + 2 * y).numpy())
     np.testing.assert_array_equal(x.__sub__(y, alpha=3).numpy(), (x - 3 * y).numpy())
     assert x.__add__(np.ma.masked_array([1.0])) is NotImplemented   # a masked array's own
+
+
+def test_an_impl_gets_its_params_as_keywords_on_a_miss_and_a_hit():
+    # the memo entry of a call with params carries a caller that spells the keywords out; names
+    # that cannot be spelled (a Python keyword) take the ** call
+    from nbaccel.ops.registry import defop, remove_op
+    seen = []
+
+    def impl(xp, x, **kw):
+        seen.append(kw)
+        return x * 2
+
+    op = defop("toy_scaled_copy", kind="unary", impl=impl, differentiable=False, infer_memo=True,
+               infer=lambda args, p: (args[0].shape, args[0].dtype))
+    try:
+        x, _ = _pair()
+        for params in ({"scale": 2.0, "shift": None}, {"scale": 2.0, "shift": None},
+                       {"lambda": 1}, {"lambda": 1}, {"shift": [1]}):   # (a list: no memo)
+            got = dispatch.apply(op, (x,), dict(params))
+            assert seen[-1] == params
+            np.testing.assert_array_equal(got.numpy(), x.numpy() * 2)
+    finally:
+        remove_op("toy_scaled_copy")
