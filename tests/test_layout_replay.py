@@ -44,6 +44,42 @@ def write_exp_of_transpose(a):
     return b, t
 
 
+def write_after_inplace(a):
+    b = np.where(a > 3, 0.5, 1.5)   # laid out as a: F order for a transposed a
+    b[:] = 1.5                      # NumPy writes into b's buffer: the layout stays
+    t = b.reshape(-1)               # a copy of an F-ordered b, a view of a C-ordered one
+    b -= 2
+    return t * -1
+
+
+def write_np_copy_ravel(a):
+    b = np.copy(a)                  # order "K": F order for a transposed a (a.copy() is C)
+    t = b.ravel()
+    t[0] = 100
+    return b
+
+
+def write_concat_reshape(a):
+    b = np.concatenate([a, a])      # F order for F-ordered operands
+    t = b.reshape(-1)
+    t[0] = 100
+    return b
+
+
+def write_pad_reshape(a):
+    b = np.pad(a, 1)                # F order for an F-ordered operand
+    t = b.reshape(-1)
+    t[0] = 100
+    return b
+
+
+def write_roll_column(a):
+    b = np.roll(a, (0, 4), (0, 1)) if a.shape[1] == 4 else np.roll(a, (0, 3), (0, 1))
+    t = np.ravel(b[:, 1])           # a whole roll: a copy laid out as a; a column of an
+    b[::2, 1] = -7                  # F-ordered b is contiguous, so its ravel is a view
+    return t
+
+
 def layout(kind):
     base = np.arange(12, dtype=np.float64)
     return {"C": lambda: base.reshape(3, 4).copy(),
@@ -73,7 +109,9 @@ def _same(want, got):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("tensors", [False, True], ids=["ndarray", "Tensor"])
 @pytest.mark.parametrize("fn", [write_input_view, return_written_view, write_ufunc_ravel,
-                                write_exp_of_transpose], ids=lambda f: f.__name__)
+                                write_exp_of_transpose, write_after_inplace, write_np_copy_ravel,
+                                write_concat_reshape, write_pad_reshape, write_roll_column],
+                         ids=lambda f: f.__name__)
 def test_replay_follows_numpy_for_every_layout(fn, tensors, mode, kw):
     """C, T, S and back: each call traces or replays, and matches NumPy on a fresh input."""
     cf = nb.compile(fn, mode=mode, **kw)
@@ -161,4 +199,16 @@ def test_fuzzer_layout_phase_programs(seed):
     from tests.fuzz.programs import generate
     weights = {n: (w if n in ONLY else 0) for n, w in rules.WEIGHTS.items()}
     outcome = check(generate(seed, weights), "numpy")
+    assert outcome.ok, str(outcome)
+
+
+@pytest.mark.parametrize("seed", [2101476, 2104298])
+def test_fuzzer_layouts_of_writes_and_whole_rolls(seed):
+    """Two programs of ``tests.fuzz.run --seed 2100000`` that gave wrong values for F inputs,
+    traced or replayed: an in-place write recorded as a new value took C order instead of its
+    buffer's (np.where's F-ordered result, then ``t[:] = ...``), and a roll by whole turns was a
+    C-order copy where np.roll's is laid out as its operand."""
+    from tests.fuzz.check import check
+    from tests.fuzz.programs import generate
+    outcome = check(generate(seed), "numpy")
     assert outcome.ok, str(outcome)

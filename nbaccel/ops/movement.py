@@ -206,10 +206,13 @@ def _clone_front(x, *, memory_format=None):
     return apply(clone, (as_tensor(x),), {})
 
 
+# ``order`` is NumPy's layout of the copy, which a later reshape's view-or-copy decision reads
+# (compiler/schedule/views.py): "C" (Tensor.clone, ndarray.copy), "K" (np.copy, and np.roll /
+# np.tile's copies: laid out as the operand) or "A" (np.pad's: F order for an F-ordered operand)
 clone = defop(
-    "clone", kind="unary", impl=lambda xp, x: xp.array(x, copy=True, order="C"),
-    grad=lambda g, out, x: (g,),
-    front=_clone_front, methods="clone", numpy="copy")
+    "clone", kind="unary", impl=lambda xp, x, order="C": xp.array(x, copy=True, order=order),
+    grad=lambda g, out, x, order="C": (g,),
+    front=_clone_front, methods="clone")
 
 
 def _copy_method(x, order="K"):
@@ -239,6 +242,17 @@ def _numpy(name, fn):
     fn.__name__ = fn.__qualname__ = name
     NUMPY_FUNCS[name] = fn
     return fn
+
+
+def _np_copy(a, order="K", subok=False):
+    """np.copy: laid out as ``a`` (order "K"), where ndarray.copy is C order."""
+    x = as_tensor(a)
+    if order not in ("C", "F", "A", "K"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got '{order}')")
+    return apply(clone, (x,), {} if order == "C" else {"order": order})
+
+
+_numpy("copy", _np_copy)
 
 
 # ---- views over reshape and permute ----------------------------------------------------------

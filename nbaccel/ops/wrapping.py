@@ -16,6 +16,11 @@ from .meta import normalize_axis
 from .registry import ALIASES, OPS, defmethod, defop
 
 
+def _copy(x, order):
+    """A copy laid out as NumPy's function lays out its copy (``clone``'s order)."""
+    return apply(OPS["clone"], (x,), {"order": order})
+
+
 def _fn(name):
     """An op's front or an alias, looked up when called (no import of the ops package)."""
     return OPS[name].front if name in OPS else ALIASES[name]
@@ -48,7 +53,7 @@ def _roll_front(x, shift=None, axis=None, *, dims=None, shifts=None):
         a = normalize_axis(a, x.ndim)[0]
         per[a] += s
     if all(n == 0 or s % n == 0 for s, n in zip(per, x.shape)):
-        return x.clone()
+        return _copy(x, "K")                  # (np.roll's copy is laid out as its operand)
     # the shifts stay as written (not reduced mod n): the graph of np.roll(Z, -1) is then the
     # same for every size, so a new board size makes the sizes dynamic instead of a new graph
     return apply(roll, (x,), {"shift": tuple(per)})
@@ -76,7 +81,7 @@ def _tile_front(x, reps):
     if x.ndim < nd:
         x = x.reshape((1,) * (nd - x.ndim) + tuple(x.shape))
     if all(r == 1 for r in reps):
-        return x.clone()
+        return _copy(x, "K")                  # (np.tile's copy is laid out as its operand)
     return apply(tile, (x,), {"reps": reps})
 
 
@@ -189,7 +194,7 @@ def _pad_front(array, pad_width, mode="constant", **kwargs):
                 steps.append([[[0, 0] for _ in range(x.ndim)], v])
             steps[-1][0][d][side] = w
     if not steps:
-        return x.clone()
+        return _copy(x, "A")                  # (np.pad's is F order for an F-ordered operand)
     for w, v in steps:
         w = tuple(tuple(p) for p in w)
         if x.size == 0:     # nothing to read: every element is the fill

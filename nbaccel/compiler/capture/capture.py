@@ -113,6 +113,9 @@ class TraceSession(ViewTracking, GivingUp):
         self.stale: set[int] = set()
         # view functionalization: id(view) -> (root tensor, [(op, params, extra args)], root version)
         self.view_of: dict[int, tuple] = {}
+        # id(node of a buffer's value after an in-place write) -> the node of the value it
+        # overwrote: the buffer, whose layout NumPy keeps (views.py reads it)
+        self.written_into: dict[int, object] = {}
         self.version: dict[int, int] = {}          # id(root) -> number of writes to it
         self.view_tensors: dict[int, Tensor] = {}
         # id(placeholder of a value realized at a graph break) -> the user's tensor it stands
@@ -287,6 +290,10 @@ class TraceSession(ViewTracking, GivingUp):
         self.stale.discard(id(target))
         if keeps_array and isinstance(new, Tensor) and not numpy_gives_array(new._node):
             new = self.record(OPS["clone"], (new,), {})
+        if info is None and target._node is not None and isinstance(new, Tensor) and \
+                new._node is not None and new._node is not target._node:
+            # NumPy wrote into the target's buffer: the new value keeps its layout (views.py)
+            self.written_into.setdefault(id(new._node), target._node)
         target._node = new._node
         self.mutated = True
         self.assigned[id(target)] = target

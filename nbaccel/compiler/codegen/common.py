@@ -97,6 +97,13 @@ def is_cast(e):
     return e.op.name == "astype"
 
 
+def unrendered_params(e) -> bool:
+    """Whether ``e`` has parameters a kernel renderer cannot spell: any op's but astype's (its
+    dtype, which each renderer spells) and clone's (its ``order``, NumPy's layout of the copy,
+    which only the trace's view decisions read: a kernel's copy is its output buffer)."""
+    return bool(e.params) and e.op.name not in ("astype", "clone")
+
+
 def small_power(e):
     """The exponent c of ``x ** c`` when NumPy computes it exactly another way, else None: 2 and
     3 are products, 0 and 1 trivial, and for floats -1 and 0.5 are a reciprocal and a square

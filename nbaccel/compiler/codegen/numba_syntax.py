@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import is_cast as _is_cast, small_power
+from .common import is_cast as _is_cast, small_power, unrendered_params
 
 SCALAR = {
     "add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
@@ -129,7 +129,7 @@ def unsupported_reason(k):
         if name == "power" and e.dtype.kind == "i" and not _nonnegative_const(e.args[1]):
             # (NumPy raises ValueError for a negative one; numba's ** gives a number)
             return "an integer power whose exponent may be negative"
-        if e.params and not _is_cast(e):
+        if unrendered_params(e):
             return f"{name} with parameters has no numba rendering"
         if any(a.dtype is not None and a.dtype.kind == "c" for a in e.args) or e.dtype.kind == "c":
             if name in _COMPLEX_UNSUPPORTED:

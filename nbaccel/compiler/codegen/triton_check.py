@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..schedule.loops import Kernel
 from . import triton_syntax as S
-from .common import is_cast as _is_cast, small_power
+from .common import is_cast as _is_cast, small_power, unrendered_params
 
 
 class TritonUnsupported(NotImplementedError):
@@ -25,7 +25,7 @@ def unsupported_reason(k: Kernel, interpret: bool) -> str | None:
         for d in [e.dtype] + [a.dtype for a in e.args if a.dtype is not None]:
             if d.name not in S.DTYPES:
                 return f"triton has no {d.name}"
-        if e.params and not _is_cast(e):
+        if unrendered_params(e):
             return f"{name} with parameters has no triton rendering"
         if _is_cast(e) or small_power(e) is not None:
             continue

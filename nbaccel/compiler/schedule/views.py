@@ -49,10 +49,13 @@ def layout_class(a) -> str:
     return "C-contiguous" if f.c_contiguous else "F-contiguous" if f.f_contiguous else "strided"
 
 
-# ops whose NumPy result is laid out like their operands (order="K": np.exp(a.T) is F order),
-# found by running the op on small stand-ins; any other op's result is C order (np.matmul, a
-# concatenation, creation), or taken as C order where the stand-ins cannot say (a reshape)
-_LAYOUT_KINDS = ("unary", "binary", "ternary", "reduce")
+# ops whose NumPy result is laid out as NumPy lays it out for their operands, found by running
+# the op's impl (NumPy's own function) on small stand-ins: elementwise ops and reductions
+# (order="K": np.exp(a.T) is F order), and the copies of the movement ops (np.concatenate,
+# np.roll and np.pad of F-ordered operands are F order, np.tile's repeats C order); any other
+# op's result is C order (np.matmul, creation), or taken as C order where the stand-ins cannot
+# say (a reshape)
+_LAYOUT_KINDS = ("unary", "binary", "ternary", "reduce", "movement")
 _LAYOUT_VIEWS = ("permute", "detach", "getitem", "strided_slice")
 
 
@@ -187,12 +190,23 @@ class ViewTracking:
         memo[id(node)] = None
         shape = _small_shape(node.shape)
         out = None
-        if node.is_placeholder:
+        written = getattr(self, "written_into", {}).get(id(node))
+        if written is not None:
+            # the value an in-place write left in a buffer: laid out as the buffer (NumPy writes
+            # into it), whatever op the graph computes the new value with
+            out = self._small(written, memo, depth + 1)
+        elif node.is_placeholder:
             src = self.ph_sources[node.index] if node.graph is self.graph else None
             data = getattr(src, "_data", None)
             if isinstance(data, np.ndarray) and data.ndim:
                 self._read_layout(node, data)
                 out = data[tuple(slice(0, 2) for _ in data.shape)]
+                # contiguous as the input is: an op that reads the flags, not only the stride
+                # order (np.pad's F order for an F-contiguous operand), sees what NumPy sees
+                if data.flags.c_contiguous:
+                    out = np.ascontiguousarray(out)
+                elif data.flags.f_contiguous:
+                    out = np.asfortranarray(out)
         elif depth < 64 and (node.op.kind in _LAYOUT_KINDS or node.op.name in _LAYOUT_VIEWS):
             # (64 ops deep is far enough: past it, C order, as Python's stack needs a bound)
             args = [self._small(a, memo, depth + 1) if hasattr(a, "op") else a for a in node.args]
@@ -202,6 +216,9 @@ class ViewTracking:
                         out = node.op.impl(np, *args, **node.params)
                 except Exception:       # noqa: BLE001 (a stand-in it refuses: C order)
                     out = None
+        if isinstance(out, np.ndarray) and out.ndim == len(shape) and out.shape != shape and \
+                all(o >= s for o, s in zip(out.shape, shape)):
+            out = out[tuple(slice(0, s) for s in shape)]     # (a pad's or concat's: its axis order)
         if not isinstance(out, np.ndarray) or out.shape != shape:
             out = np.zeros(shape, getattr(node.dtype, "np", np.float64))     # C order
         memo[id(node)] = out
