@@ -61,9 +61,12 @@ def _split(rest, flags):
 # ---- activations ------------------------------------------------------------------------
 
 def _inplace_front(op, **fixed):
+    resolved = []          # the op, once its defop has run (a call of ``op`` less per op)
+
     def front(input, inplace=False):
         x = input if isinstance(input, TensorMetadata) else as_tensor(input)
-        out = apply(op(), (x,), dict(fixed) if fixed else {})
+        out = apply(resolved[0] if resolved else resolved.append(op()) or resolved[0], (x,),
+                    dict(fixed) if fixed else {})
         return x._assign(out) if inplace else out
     return front
 
@@ -227,7 +230,7 @@ def _softmax_front_for(name):
             x = x.astype(dtype)
         if x.dtype.kind != "f":
             x = _float_input(x, name)
-        nd = len(x.shape)
+        nd = x._data.ndim if x._node is None else len(x.shape)
         if nd == 0:
             return front(x.reshape((1,)), 0).reshape(())
         if type(dim) is int and axis is None and -nd <= dim < nd:
@@ -249,10 +252,9 @@ def _softmax_impl(xp, x, axis):
     if x.size == 0:
         return x.copy()
     if type(x) is np.ndarray:      # the ufuncs' reductions directly (the methods are Python wrappers)
-        e = x - np.maximum.reduce(x, axis, None, None, True)
+        e = np.subtract(x, np.maximum.reduce(x, axis, None, None, True))
         np.exp(e, e)
-        e /= np.add.reduce(e, axis, None, None, True)
-        return e
+        return np.true_divide(e, np.add.reduce(e, axis, None, None, True), e)
     e = x - x.max(axis=axis, keepdims=True)    # (array methods: xp.max's wrapper costs ~1 us)
     xp.exp(e, out=e)
     e /= e.sum(axis=axis, keepdims=True)
