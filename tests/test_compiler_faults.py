@@ -159,7 +159,7 @@ def _sgd_step():
 
 
 def _step_replay(cf):
-    """The compiled step's one replay (reduce-overhead keeps it by key, the default mode on guards)."""
+    """The compiled function's one replay (reduce-overhead keeps it by key, the default mode on guards)."""
     (rp,) = list(cf._replays.values()) + [e.replay for e in cf._guarded.entries.values()]
     return rp
 
@@ -206,3 +206,42 @@ def test_a_replayed_step_fault_after_an_in_place_write_stays(lenient, monkeypatc
     monkeypatch.setattr(runtime.KernelSlot, "__call__", late_fault)
     with pytest.raises(OverflowError, match="injected late fault"):
         cf()
+
+
+def _numba_refuses(monkeypatch):
+    """numba's dispatcher refuses the arguments (as for a layout it has no machine code for)."""
+    from nbaccel.compiler.codegen import numba_launch
+
+    def refuse(fn, arrays, P, parallel):
+        raise TypeError("No matching definition for argument type(s) (injected)")
+    monkeypatch.setattr(numba_launch, "launch", refuse)
+
+
+def test_a_kernel_numba_refuses_runs_its_numpy_version(monkeypatch):
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+    x = np.arange(12.0).reshape(3, 4)
+    cf = nb.compile(lambda x: np.exp(x) * 2 + 1, backend="numba")
+    np.testing.assert_array_equal(cf(x), np.exp(x) * 2 + 1)
+    _numba_refuses(monkeypatch)
+    np.testing.assert_array_equal(cf(x + 1), np.exp(x + 1) * 2 + 1)     # strict: no fault at all
+    (k,) = _step_replay(cf).prog.kernels()        # (the replay's program ran the call)
+    assert k["backend"] == "numpy" and "numba refused the arguments" in k["note"]
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_a_replayed_step_whose_numba_kernels_are_refused_still_steps(mode, monkeypatch):
+    """numba refuses before a kernel writes anything, so even the kernels that write parameters
+    in place (after which a fault could not be run again) fall back to their NumPy versions."""
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+    model, eager = _sgd_step()
+    want = [float(eager()) for _ in range(4)]
+    compiled_model, step = _sgd_step()
+    cf = nb.compile(step, backend="numba", mode=mode)
+    got = [float(cf()) for _ in range(2)]
+    assert getattr(_step_replay(cf).prog, "destinations", None)
+    _numba_refuses(monkeypatch)
+    got += [float(cf()) for _ in range(2)]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for p, q in zip(compiled_model.parameters(), model.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
+    assert cf.stats["replays"] >= 2 and not cf.stats["eager_fallbacks"]

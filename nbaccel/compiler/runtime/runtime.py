@@ -192,8 +192,7 @@ class KernelSlot:
         nk = self.numba
         if nk is not None and nk.state == "pending":
             self.start(arrays)
-        if nk is not None and nk.state == "ready":
-            numba_launch.launch(nk.fn, arrays, self.P, self.parallel)
+        if nk is not None and nk.state == "ready" and self._numba_took(nk, arrays):
             self.backend = "numba"
             if self.P[-1]:                # the kernel stored an inf or a NaN (codegen/numba.py)
                 self.P[-1] = 0
@@ -202,6 +201,25 @@ class KernelSlot:
             self.np_fn(*arrays)
             self.backend = "numpy"
         self.seconds = time.perf_counter() - t0
+
+    def _numba_took(self, nk, arrays) -> bool:
+        """Run the numba version; False where numba refused these arguments. A numba kernel
+        raises nothing once it runs (error_model='numpy', no bounds checks): an exception is its
+        dispatcher's (a layout or a read-only array its signature has no machine code for, and
+        cannot compile), raised before any element was written, so the slot's NumPy version
+        can run the call instead, and runs its later calls too (the report's note says why). A
+        replayed training step whose kernels write parameters in place relies on it: once a
+        parameter's buffer is handed out, a fault cannot be run again (replay.run_program)."""
+        try:
+            numba_launch.launch(nk.fn, arrays, self.P, self.parallel)
+            return True
+        except Exception as e:    # noqa: BLE001 - told apart below
+            if not isinstance(e, TypeError) and not type(e).__module__.startswith("numba"):
+                raise
+            first = str(e).splitlines()[0] if str(e) else ""
+            self.numba = None
+            self.why_not_numba = f"numba refused the arguments at run time ({type(e).__name__}: {first})"
+            return False
 
 
 class CpuTier:
