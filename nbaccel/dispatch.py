@@ -443,18 +443,17 @@ def _inplace_operator(front, op):
     def method(self, *args, **kwargs):
         if self._read_only():    # NumPy refuses before it computes (a shape error comes after)
             raise ValueError("output array is read-only")
+        node = self._node
+        if self._np and node is not None and not self.shape and \
+                getattr(node.graph, "numpy_scalar", lambda t: False)(self):
+            return front(self, *args, **kwargs)      # (no output: its errors are the op's own)
         try:
-            new = front(self, *args, **kwargs)
-            node = self._node
-            if self._np and node is not None and not self.shape and \
-                    getattr(node.graph, "numpy_scalar", lambda t: False)(self):
-                return new
-            return self._assign(new)
+            return self._assign(front(self, *args, **kwargs))
         except (TypeError, ValueError) as e:
             # NumPy's order: a missing loop or an uncastable result before the shapes; on
             # NumPy values the error raised is NumPy's own (only the failing path pays)
-            first = first_error(getattr(np, op.numpy[0], None), self, (self, *args)) \
-                if self._np and op.numpy and not kwargs else None
+            first = first_error(getattr(np, op.numpy[0], None), self, (self, *args),
+                                inplace_operator=True) if self._np and op.numpy and not kwargs else None
             if first is None or str(first) == str(e):
                 raise
             if isinstance(first, ValueError) and isinstance(e, ValueError):

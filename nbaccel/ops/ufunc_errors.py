@@ -65,14 +65,53 @@ def _shape_error(ufunc, out, inputs):
     return None
 
 
-def first_error(ufunc, out, inputs, casting="same_kind"):
+_MATMUL_WORK_CAP = 1 << 16     # (multiply-adds NumPy may do on stand-ins where it would not fail)
+_TOO_BIG = object()
+
+
+def _zeros_shaped(x, shape):
+    """A stand-in of ``x``'s dtype and ``shape`` in one element's memory (strides 0)."""
+    dtype = getattr(x, "dtype", None)
+    dtype = getattr(dtype, "np", dtype) if dtype is not None else np.asarray(x).dtype
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, (0,) * len(shape))
+
+
+def _matmul_inplace_error(t, other):
+    """NumPy's error for the shapes of ``t @= other``, or None: ndarray's in-place matmul is
+    ``np.matmul(t, other, out=t, axes=...)`` with the axes that keep ``t``'s rank, and words an
+    AxisError of those axes as its own ValueError. NumPy checks every shape before it
+    multiplies: its call on stand-ins of the real shapes in one element's memory raises what it
+    raises, dtypes included, and multiplies only where it would not raise (capped: then
+    ``_TOO_BIG``, and only the dtypes are asked)."""
+    a, b = tuple(t.shape), tuple(np.shape(other))
+    if int(np.prod(a, dtype=np.int64)) * max(b[-2:], default=1) > _MATMUL_WORK_CAP:
+        return _TOO_BIG
+    axes = [(-1,), (-2, -1), (-1,)] if len(a) == 1 else [(-2, -1)] * 3
+    try:
+        np.matmul(_zeros_shaped(t, a), _zeros_shaped(other, b), out=_zeros_shaped(t, a), axes=axes)
+    except np.exceptions.AxisError:
+        return ValueError("inplace matrix multiplication requires the first operand to have at "
+                          "least one and the second at least two dimensions.")
+    except (TypeError, ValueError) as e:     # (the axes come before the loop's dtypes, some of
+        return e                             # the shapes after: the real call's order)
+    except Exception:            # noqa: BLE001 - anything else is not a shape's word
+        return None
+    return None
+
+
+def first_error(ufunc, out, inputs, casting="same_kind", inplace_operator=False):
     """The exception NumPy raises first for ``ufunc(*inputs, out=out)``, or None where NumPy
     would raise nothing this can see (the caller's own error then stands).
 
     The ufunc on empty stand-ins of the same dtypes and ranks raises exactly NumPy's type
-    error (no loop, or an output it can't cast to); the shapes come after."""
+    error (no loop, or an output it can't cast to); the shapes come after.
+    ``inplace_operator``: ``out <op>= inputs[1]``, which NumPy's matmul words its own way."""
     if not isinstance(ufunc, np.ufunc):
         return None
+    if inplace_operator and ufunc is np.matmul and len(inputs) == 2 and _empty_like(inputs[1]) is not None:
+        worded = _matmul_inplace_error(out, inputs[1])
+        if worded is not _TOO_BIG:
+            return worded
     stand_ins = [_empty_like(x) for x in (*inputs, out)]
     if any(s is None for s in stand_ins):
         return None
@@ -82,4 +121,6 @@ def first_error(ufunc, out, inputs, casting="same_kind"):
         return e
     except ValueError:            # a shape error of the empty stand-ins says nothing
         pass
+    if inplace_operator and ufunc is np.matmul:
+        return None                   # (too big to ask with real shapes: the dtypes were asked)
     return _shape_error(ufunc, out, inputs)
