@@ -5,7 +5,8 @@ The program fuzzer (programs.py) checks one function on fresh inputs. What it ca
 notebook's state between cells: a name an earlier cell bound as a float64 16x16 array that the
 next cell rebinds as an int64 50x50 one, a function whose parameter has the name of a global,
 a lambda that reads a global the cell then rebinds, a method that writes into an array in
-place and a later line that prints it. numpy-100's Game of Life lost its `Z` that way.
+place and a later line that prints it, a view bound in one cell whose base a later cell
+writes. numpy-100's Game of Life lost its `Z` that way.
 
 ``generate(seed)`` writes a sequence of cells over a small pool of names, each cell drawn from
 ``CELLS`` (one function per construct). While it writes, it runs every candidate cell plainly
@@ -193,7 +194,34 @@ def warn(r, env):
     return f"{name} = {_array_expr(r)}\n{line}\nprint({other}.dtype)"
 
 
+def bind_view(r, env):
+    """A view of an array bound to a name, written through in the same cell now and then: after
+    the cell the two names share memory as NumPy's do, so a later cell's write into either
+    (write_shared) shows through both (a compiled cell handed back copies before)."""
+    arrays = [k for k in _arrays(env) if env[k].ndim]
+    base = r.choice(arrays) if arrays else r.choice(NAMES)
+    name = _other(r, base)
+    make = "" if arrays else f"{base} = {_array_expr(r)}\n"
+    view = r.choice(["{b}[1:]", "{b}[::2]", "{b}.T", "{b}.reshape(-1)", "{b}[...]", "{b}[:1]",
+                     "{b}[::-1]", "np.ravel({b})", "{b}[None]"])
+    src = f"{make}{name} = {view.format(b=base)}"
+    if r.random() < 0.4:
+        src += f"\n{r.choice([name, base])} {r.choice(['+=', '*='])} {r.choice(['1', '2'])}"
+    return src
+
+
+def write_shared(r, env):
+    """A write into an array that may be a view or a view's base; every name is compared after
+    the cell, so the other side of the view is read too."""
+    name = r.choice(_arrays(env) or list(NAMES))
+    write = r.choice(["{n} += 1", "{n}[...] = 7", "{n}.fill(2)", "np.copyto({n}, 5)",
+                      "{n} *= 3", "{n}[:1] = -1"])
+    return f"{write.format(n=name)}\nprint({name})"
+
+
 CELLS = {
+    "bind_view": (bind_view, 2),
+    "write_shared": (write_shared, 2),
     "rebind": (rebind, 4),
     "warn": (warn, 2),
     "rebind_from_itself": (rebind_from_itself, 3),

@@ -145,6 +145,7 @@ class TraceSession(ViewTracking, GivingUp):
         # the call (views.py, share_views); a call that returns one never replays (no_replay)
         self.shared_views: list[Tensor] = []
         self.no_replay: str | None = None
+        self.written_inputs: set[int] = set()     # ids of inputs written in place (note_input_write)
         self.inlined: dict[int, int] = {}         # id(compiled function called) -> breaks by then
         self._new_segment()
 
@@ -282,6 +283,10 @@ class TraceSession(ViewTracking, GivingUp):
             self.view_of[id(target)] = (root, chain, self.version.get(id(root), 0))
         else:
             self.version[id(target)] = self.version.get(id(target), 0) + 1
+            src = target if target._node is None else self.sources.get(id(target))
+            if src is not None and id(src) not in self.written_inputs:
+                self.written_inputs.add(id(src))
+                self.note_input_write(src)           # (another input sharing its memory: give_up.py)
             if target._node is None:                 # a concrete tensor updated inside the trace
                 self._placeholder(target)            # (its old value stays readable as an input)
                 self.concrete_targets[id(target)] = target

@@ -6,6 +6,8 @@ the code plainly (a %%compile cell, and its later runs) or eagerly (a compiled f
   (``TraceSession.deadline``), or would once its pending graph compiled.
 * :meth:`GivingUp.note_inline`: the traced code calls a compiled function again after a graph
   break since its last call.
+* :meth:`GivingUp.note_input_write`: the traced code writes into an input whose memory another
+  input shares (not a cost: the trace cannot keep the two in step, and the plain code can).
 
 (The graph-break limit, ``TooManyGraphBreaks``, is checked where a break is recorded.)
 """
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ...tensor import active_trace
-from .user_code import TraceLoopsCompiled, TraceOverBudget
+from .user_code import TraceAliasedInputs, TraceLoopsCompiled, TraceOverBudget
 
 _BUDGET_EVERY = 256     # ops between two looks at the clock (a look costs ~0.1 µs per op)
 # what compiling a graph is expected to cost per node, for the deadline's look before a flush:
@@ -24,7 +28,30 @@ _COMPILE_SECONDS_PER_NODE = 0.25e-3
 
 class GivingUp:
     """A TraceSession's give-ups (it provides ``deadline``, ``t_start``, ``_recorded``,
-    ``breaks`` and ``inlined``)."""
+    ``breaks``, ``inlined``, ``names`` and ``placeholders_made``)."""
+
+    def note_input_write(self, source):
+        """The traced code writes into ``source``, a concrete array the trace reads as an input.
+        Another input that shares its memory (``b = a[:2]`` bound in an earlier cell, then
+        ``a[0] = 5; print(b)``) is a separate value to the graph, which would read its old value
+        after the write: give up, and the code runs plainly, where NumPy's memory is shared."""
+        data = getattr(source, "_data", None)
+        if not isinstance(data, np.ndarray) or not data.size:
+            return
+        for _, other in self.placeholders_made:
+            o = getattr(other, "_data", None)
+            if other is source or o is data or not isinstance(o, np.ndarray) or not o.size \
+                    or not np.may_share_memory(data, o):
+                continue
+            try:
+                shared = np.shares_memory(data, o, max_work=10_000)
+            except np.exceptions.TooHardError:
+                shared = True
+            if shared:
+                names = [self.names.get(id(t), "an input") for t in (source, other)]
+                raise TraceAliasedInputs(
+                    f"it writes into {names[0]}, which shares memory with {names[1]} (a view and "
+                    "its base): the compiled code would hold them apart; it runs plainly")
 
     def _check_deadline(self, compiling=0):
         """Past the deadline (or, before a flush, expected past it once the ``compiling`` nodes

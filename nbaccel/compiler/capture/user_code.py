@@ -47,6 +47,12 @@ class TraceLoopsCompiled(TraceTooCostly):
     Python loop that reads a value every round (``TraceSession.note_inline``)."""
 
 
+class TraceAliasedInputs(TraceTooCostly):
+    """A traced call writes into an input whose memory another input shares (a view bound in
+    an earlier cell and its base): the graph holds them as separate values, so a read of the
+    other after the write would see the old value (``GivingUp.note_input_write``)."""
+
+
 class TraceOverBudget(TraceTooCostly):
     """A trace ran past its deadline (``TraceSession.deadline``, set from the plain code's
     measured time): its Python loops unroll into a graph that costs more to trace and compile

@@ -17,7 +17,7 @@ from ...tensor import Tensor
 from ..config import config
 from ..runtime import fpflags
 from ..runtime.runtime import EagerProgram, interpret
-from ..schedule.views import numpy_gives_array
+from ..schedule.views import numpy_gives_array, view_by_chain
 
 
 def metadata_key(leaves, scalars):
@@ -71,8 +71,13 @@ class Replay:
             if kind == "value":
                 values.append(v)
                 continue
-            a = arrays[v] if kind == "out" else inputs[v]
-            dtype, device, keep_array, np_flag = meta
+            if kind == "view":
+                # (made again from its base as the trace made it: views.py, share_views; the
+                # layout guards keep what its reshapes read, so NumPy gives a view again)
+                a = view_by_chain(arrays[v[1]] if v[0] == "out" else inputs[v[1]], meta[4])
+            else:
+                a = arrays[v] if kind == "out" else inputs[v]
+            dtype, device, keep_array, np_flag = meta[:4]
             if self.numpy_out or (self.numpy_out is None and np_flag):   # as the trace gave it
                 values.append(a[()] if a.ndim == 0 and not keep_array else a)
             else:
@@ -136,10 +141,28 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, pr
     out_index = {id(n): i for i, n in enumerate(graph.outputs)}
     outs = []
 
+    views = getattr(session, "returned_views", {})
+
     def tensor_leaf(o):
         n = o._node
         if n is None or n.graph is not graph:
             raise LookupError
+        if id(o) in views:
+            # a view of an input or of another value it returns: the replay makes it again from
+            # that array, so that the two share memory as the traced call's (and NumPy's) do
+            root, chain = views[id(o)]
+            r = root._node
+            if r is None or r.graph is not graph:
+                raise LookupError
+            if r.is_placeholder:
+                if id(graph.sources[r.index]) not in leaves_by_id:
+                    raise LookupError
+                of = ("arg", r.index)
+            elif id(r) in out_index:
+                of = ("out", out_index[id(r)])
+            else:
+                raise LookupError           # a view of a value it does not hand back
+            return ("view", of, (n.dtype, o.device, numpy_gives_array(n), o._np, chain))
         if n.is_placeholder:
             if id(graph.sources[n.index]) not in leaves_by_id:
                 raise LookupError
@@ -152,7 +175,8 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, pr
         return None
     prog_graph = outputs_graph(graph, graph.outputs)    # (a copy: the list is the session's)
     if prune is not None:
-        used = sorted({i for kind, i, _ in outs if kind == "out"})
+        used = sorted({i for kind, i, _ in outs if kind == "out"} |
+                      {i[1] for kind, i, _ in outs if kind == "view" and i[0] == "out"})
         if len(used) < len(graph.outputs):
             # the trace's program also gives values to every tracer still alive (views kept for
             # aliasing, say); a replay needs only the returned ones: compile without the rest
@@ -161,7 +185,9 @@ def record(session, leaves_by_id, out, numpy_out, key, local_writes_ok=False, pr
                 prog, consts = pruned
                 prog_graph = outputs_graph(graph, [graph.outputs[i] for i in used])
                 remap = {i: j for j, i in enumerate(used)}
-                outs = [(kind, remap[i], m) if kind == "out" else (kind, i, m) for kind, i, m in outs]
+                outs = [(kind, remap[i], m) if kind == "out" else
+                        (kind, ("out", remap[i[1]]), m) if kind == "view" and i[0] == "out" else
+                        (kind, i, m) for kind, i, m in outs]
     rp = Replay(key, prog, consts, plan, outs, tree, numpy_out)
     rp.graph = graph             # the user's ops: their floating-point warnings (fpflags.py)
     rp.prog_graph = prog_graph

@@ -92,6 +92,15 @@ def _no_copy_reshape(a, shape):
         return v
 
 
+def view_by_chain(a, chain):
+    """NumPy's view of array ``a`` by a view chain (``(op, params, extra args)`` each), as the
+    user's code made it; ValueError where a reshape in it would have to copy."""
+    for op, params, extra in chain:
+        a = (_no_copy_reshape(a, params["shape"]) if op.name == "reshape"
+             else op.impl(np, a, *extra, **params))
+    return a
+
+
 class ViewTracking:
     """The view bookkeeping of a TraceSession (which provides ``record``, ``lift``, ``graph``,
     ``_keep``, the dicts ``view_of``, ``view_tensors``, ``version``, ``realized_as``,
@@ -263,31 +272,59 @@ class ViewTracking:
         return None
 
     def share_views(self, final):
-        """After the last flush: each tensor ``nb.from_numpy`` made gets its array's final
-        memory (the root's array viewed by the chain), as ``torch.from_numpy`` shares it, so
-        that writes through either reach the other after the call too. A call that returns
-        one (``final``: its returned tensors) never replays: a replay's fresh arrays would
-        share nothing. Raises RuntimeError when the memory cannot be shared."""
-        if not self.shared_views:
-            return
+        """After the last flush: the views the call hands back share their base's final memory,
+        as NumPy's and ``torch.from_numpy``'s do, so that a write through either after the call
+        (in a later cell) shows through the other. The graph computed each view as a value of
+        its own; here it becomes the root's final array viewed by the chain. ``final``: the
+        returned tensors (a cell's bound names). Each tensor ``nb.from_numpy`` made gets its
+        array's memory whether returned or not, and a call that returns one never replays (a
+        replay's fresh arrays would share nothing; raises RuntimeError when the memory cannot
+        be shared). A returned NumPy view is noted in ``returned_views`` (id -> (root, chain)),
+        which a replay rebuilds from the root's array (replay.record)."""
         returned = {id(t) for t in final}
+        self.returned_views = {}
         for t in self.shared_views:
-            root, chain, ver = self.view_of.get(id(t), (None, (), None))
-            base = self._final_concrete(root) if root is not None else None
-            if base is None or self.version.get(id(root), 0) != ver:
-                raise RuntimeError("nbaccel.from_numpy: the tensor's array was replaced inside "
-                                   "the trace, so it cannot share its final memory")
-            a = base._data
-            for op, params, extra in chain:
-                a = (_no_copy_reshape(a, params["shape"]) if op.name == "reshape"
-                     else op.impl(np, a, *extra, **params))
-            if not np.may_share_memory(a, base._data):
-                raise RuntimeError("nbaccel.from_numpy: the tensor's view of its array is a copy "
-                                   "in NumPy's layout, so it cannot share its memory")
-            self.materialized[id(t)] = (t, Tensor._wrap(a, t.dtype, t.device, False, base._version))
+            if self._share(t) is None:
+                raise RuntimeError("nbaccel.from_numpy: the tensor's array was replaced inside the "
+                                   "trace, or its view is a copy in NumPy's layout, so it cannot "
+                                   "share its final memory")
             if id(t) in returned and self.no_replay is None:
                 self.no_replay = ("it returns a tensor nb.from_numpy made from an array, which "
                                   "shares the array's memory; a replay's new arrays would not")
+        done = {id(t) for t in self.shared_views}
+        for t in final:
+            if id(t) in done or id(t) not in self.view_of:
+                continue
+            done.add(id(t))
+            hit = self.materialized.get(id(t))
+            if hit is None or hit[0] is not t or hit[1].requires_grad:
+                continue                            # (autograd's views keep their own values)
+            if self._share(t, hit[1]._data) is not None:
+                root, chain, _ = self.view_of[id(t)]
+                self.returned_views[id(t)] = (root, chain)
+
+    def _share(self, t, value=None):
+        """Give view ``t`` its root's final array viewed by its chain (``materialized``); the
+        array, or None where NumPy's view cannot be had (the root was replaced since, a write
+        went through a part that is not a view, the final buffer's layout allows no view).
+        ``value``: the view's own final array, which the shared one must equal; it differs where
+        NumPy code at a graph break wrote into the view's realized array and the trace did not
+        carry that write to the root (``np.negative(v, out=v)``), and then ``t`` keeps it."""
+        root, chain, ver = self.view_of.get(id(t), (None, (), None))
+        base = self._final_concrete(root) if root is not None else None
+        if base is None or self.version.get(id(root), 0) != ver or \
+                not isinstance(base._data, np.ndarray) or \
+                (id(t) in self.version and any(op.name not in self._INVERTIBLE for op, _, _ in chain)):
+            return None                             # (last: a write into t's .real, say)
+        try:
+            a = view_by_chain(base._data, chain)
+        except ValueError:
+            return None
+        if not np.may_share_memory(a, base._data) or value is not None and not (
+                a.shape == value.shape and np.array_equal(a, value, equal_nan=a.dtype.kind in "fc")):
+            return None
+        self.materialized[id(t)] = (t, Tensor._wrap(a, t.dtype, t.device, t._np, base._version))
+        return a
 
     def _final_concrete(self, root):
         """The concrete tensor that holds ``root``'s value after the last flush, or None."""
