@@ -196,6 +196,41 @@ def _write_into_first(func, target, rest, kwargs, reason):
     return _wrap_result(res)
 
 
+def _traced_outs(kwargs):
+    """The traced tensors a NumPy call is asked to write into (``out=``), or ()."""
+    out = kwargs.get("out")
+    outs = out if isinstance(out, tuple) else (out,)
+    if active_trace() is None or not builtins.all(isinstance(o, Tensor) or o is None for o in outs):
+        return ()
+    return tuple(o for o in outs if o is not None and o._node is not None and o.device.type == "cpu")
+
+
+def _write_into_outs(func, args, kwargs, targets, reason):
+    """``func(..., out=t)`` with ``t`` traced (``np.negative(v, out=v)`` where the ufunc's front
+    takes no ``out``): NumPy writes into copies of the targets' values, which are then assigned
+    back as in-place updates, so a view's write reaches the array it views (its realized value
+    is an array of its own) and the trace knows the new value. The result is the target itself,
+    as NumPy returns its ``out``."""
+    works = []
+    for t in targets:
+        read_only = t._read_only()
+        work = _concrete(t, reason).copy()
+        work.flags.writeable = not read_only
+        works.append(work)
+    swap = dict(zip(map(id, targets), works))
+    out = kwargs["out"]
+    kw = dict(_concrete({k: v for k, v in kwargs.items() if k != "out"}, reason))
+    kw["out"] = tuple(swap.get(id(o), o) for o in out) if isinstance(out, tuple) else swap[id(out)]
+    res = func(*_concrete(args, reason), **kw)
+    for t, work in zip(targets, works):
+        t._assign(_asarray(work), "copy_")
+    back = {id(w): t for t, w in zip(targets, works)}
+
+    def result(r):
+        return back[id(r)] if id(r) in back else _wrap_result(r)
+    return tuple(result(r) for r in res) if isinstance(res, tuple) else result(res)
+
+
 def fallback(func, qualname):
     """``func`` (a NumPy function) made safe for tensors: concrete values in, tensors out."""
     reason = f"np.{qualname} is not in the op table (no-op fallback): NumPy runs it on concrete values"
@@ -209,6 +244,9 @@ def fallback(func, qualname):
         if qualname in _WRITES_FIRST and args and isinstance(args[0], Tensor) \
                 and args[0].device.type == "cpu":
             return _write_into_first(func, args[0], args[1:], kwargs, reason)
+        targets = _traced_outs(kwargs)
+        if targets:
+            return _write_into_outs(func, args, kwargs, targets, reason)
         return _wrap_result(func(*_concrete(args, reason), **_concrete(kwargs, reason)))
     call.__nbaccel_fallback__ = True
     return call

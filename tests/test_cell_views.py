@@ -66,6 +66,10 @@ def test_a_cells_views_share_their_base_afterwards(shell, not_strict, traced, se
     ["a = np.arange(6.0); b = a[:2]", "a[0] = 5\nprint(b)"],
     ["x0 = np.arange(5.0)", "c = x0[1:]\nc += 1", "x0[1] = 9", "c *= 2\nprint(x0)"],
     ["Z = np.arange(12.0).reshape(3, 4)\nx = Z.T\nx += 1", "Z[0] = 0", "x.fill(4)\nprint(Z)"],
+    # a ufunc's out= that its op does not take: NumPy wrote into the view's own realized array,
+    # and `R` never saw it (numpy_routing._write_into_outs)
+    ["R = np.arange(4.0) * 1\nZ = R.reshape(2, 2)[1:]\nr = np.negative(Z, out=Z)\nprint(R, r is Z)",
+     "R[3] = 9\nprint(Z)"],
 ])
 def test_a_later_cell_writes_through_a_compiled_cells_view(shell, not_strict, cells):
     assert cellseq.check(shell, cellseq.Sequence(0, cells)) == []

@@ -215,7 +215,7 @@ def write_shared(r, env):
     the cell, so the other side of the view is read too."""
     name = r.choice(_arrays(env) or list(NAMES))
     write = r.choice(["{n} += 1", "{n}[...] = 7", "{n}.fill(2)", "np.copyto({n}, 5)",
-                      "{n} *= 3", "{n}[:1] = -1"])
+                      "{n} *= 3", "{n}[:1] = -1", "np.negative({n}, out={n})"])
     return f"{write.format(n=name)}\nprint({name})"
 
 

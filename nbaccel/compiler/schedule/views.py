@@ -307,9 +307,10 @@ class ViewTracking:
         """Give view ``t`` its root's final array viewed by its chain (``materialized``); the
         array, or None where NumPy's view cannot be had (the root was replaced since, a write
         went through a part that is not a view, the final buffer's layout allows no view).
-        ``value``: the view's own final array, which the shared one must equal; it differs where
-        NumPy code at a graph break wrote into the view's realized array and the trace did not
-        carry that write to the root (``np.negative(v, out=v)``), and then ``t`` keeps it."""
+        ``value``: the view's own final array, which the shared one must equal; it would differ
+        where code at a graph break wrote into the view's realized array without the trace
+        carrying the write to the root (as ``np.negative(v, out=v)`` did before
+        numpy_routing._write_into_outs), and then ``t`` keeps its own array, as before."""
         root, chain, ver = self.view_of.get(id(t), (None, (), None))
         base = self._final_concrete(root) if root is not None else None
         if base is None or self.version.get(id(root), 0) != ver or \
