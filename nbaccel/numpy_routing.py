@@ -244,6 +244,9 @@ def fallback(func, qualname):
         if qualname in _WRITES_FIRST and args and isinstance(args[0], Tensor) \
                 and args[0].device.type == "cpu":
             return _write_into_first(func, args[0], args[1:], kwargs, reason)
+        if isinstance(func, _np.ufunc) and len(args) > func.nin and "out" not in kwargs:
+            # outputs given positionally (np.negative(v, v)) are its out= (one: NumPy's tuple)
+            args, kwargs = args[:func.nin], {**kwargs, "out": tuple(args[func.nin:])}
         targets = _traced_outs(kwargs)
         if targets:
             return _write_into_outs(func, args, kwargs, targets, reason)

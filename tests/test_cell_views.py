@@ -70,6 +70,7 @@ def test_a_cells_views_share_their_base_afterwards(shell, not_strict, traced, se
     # and `R` never saw it (numpy_routing._write_into_outs)
     ["R = np.arange(4.0) * 1\nZ = R.reshape(2, 2)[1:]\nr = np.negative(Z, out=Z)\nprint(R, r is Z)",
      "R[3] = 9\nprint(Z)"],
+    ["R = np.arange(4.0) * 1\nZ = R[1:]\nnp.add(Z, 1, Z)\nprint(R)"],     # its out, positionally
 ])
 def test_a_later_cell_writes_through_a_compiled_cells_view(shell, not_strict, cells):
     assert cellseq.check(shell, cellseq.Sequence(0, cells)) == []

@@ -147,7 +147,7 @@ def inplace_method_then_print(r, env):
                       "{n}.partition(1)", "{n}.clip(0, 1, out={n})", "{n}.byteswap(inplace=True)",
                       "{n}.resize((2, 2), refcheck=False)", "np.put({n}, [0], [7])",
                       "np.copyto({n}, 2)", "np.putmask({n}, {n} > 0, 5)", "{n}[...] = 1",
-                      "np.negative({n}, out={n})"])
+                      "np.negative({n}, out={n})", "np.add({n}, 1, {n})"])
     return (f"{name} = {_array_expr(r)}\n"
             f"{write.format(n=name)}\n"
             f"print({name})\n"
@@ -215,7 +215,7 @@ def write_shared(r, env):
     the cell, so the other side of the view is read too."""
     name = r.choice(_arrays(env) or list(NAMES))
     write = r.choice(["{n} += 1", "{n}[...] = 7", "{n}.fill(2)", "np.copyto({n}, 5)",
-                      "{n} *= 3", "{n}[:1] = -1", "np.negative({n}, out={n})"])
+                      "{n} *= 3", "{n}[:1] = -1", "np.negative({n}, out={n})", "np.add({n}, 1, {n})"])
     return f"{write.format(n=name)}\nprint({name})"
 
 
