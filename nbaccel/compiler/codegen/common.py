@@ -97,11 +97,15 @@ def is_cast(e):
     return e.op.name == "astype"
 
 
+# params that say how NumPy lays out a copy (clone's ``order``): only the trace's view
+# decisions read them (schedule/views.py); a kernel's copy is its output buffer
+_LAYOUT_ONLY = frozenset({"order"})
+
+
 def unrendered_params(e) -> bool:
-    """Whether ``e`` has parameters a kernel renderer cannot spell: any op's but astype's (its
-    dtype, which each renderer spells) and clone's (its ``order``, NumPy's layout of the copy,
-    which only the trace's view decisions read: a kernel's copy is its output buffer)."""
-    return bool(e.params) and e.op.name not in ("astype", "clone")
+    """Whether ``e`` has parameters a kernel renderer cannot spell: any but a cast's dtype
+    (each renderer spells it) and a copy's layout (:data:`_LAYOUT_ONLY`)."""
+    return not is_cast(e) and any(k not in _LAYOUT_ONLY for k in e.params)
 
 
 def small_power(e):
