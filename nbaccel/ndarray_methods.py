@@ -205,8 +205,16 @@ _ORDER_OR_DTYPE = ("ravel", "flatten", "copy", "reshape", "sum", "prod", "mean",
                    "std", "var", "trace")
 _TENSOR_METHODS: dict = {}
 
+def _transpose(self, *axes):
+    """ndarray.transpose: the axes are one permutation, as a tuple or as separate ints
+    (``a.transpose(0, 1)`` of a 2-d array is the array itself); none reverses them."""
+    if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        axes = axes[0]
+    return NUMPY_FUNCS["transpose"](self, None if axes in ((), None) else tuple(axes))
+
+
 _NUMPY_MEANING = {"sort": _sort, "fill": _fill, "repeat": _repeat, "item": _item, "view": _view,
-                  "nonzero": _nonzero}
+                  "nonzero": _nonzero, "transpose": _transpose}
 
 
 _numpy_code = [0]        # > 0 while NumPy code runs on tensors (a %%compile cell)

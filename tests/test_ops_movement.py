@@ -212,3 +212,9 @@ def test_version_counter_catches_view_write_after_use():
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.backward()
     del y
+
+
+def test_transpose_of_a_tensor_swaps_two_dims_given_as_numpy_ints():
+    """PyTorch takes np.int64 dims as ints: they swap, as two Python ints do."""
+    x = nb.arange(6.0).reshape(2, 3)
+    assert x.transpose(np.int64(0), np.int64(1)).shape == (3, 2) == x.transpose(0, 1).shape

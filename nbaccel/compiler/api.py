@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import time
@@ -17,6 +18,7 @@ import weakref
 
 import numpy as np
 
+from .. import ndarray_methods
 from ..tensor import Tensor, active_trace, asarray, set_active_trace
 from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
 from .capture.capture import TraceSession, TraceTooCostly, note_inline
@@ -259,8 +261,13 @@ class CompiledFunction(Compiled):
         tkwargs = map_arrays(kwargs, to_tracer)
         prev = set_active_trace(session.graph_proxy)
         heap.freeze()                 # (full collections walk only what the trace makes: heap.py)
+        # NumPy arrays handed in: the plain function runs NumPy, whose methods mean what
+        # ndarray's do (a.repeat(2), a.transpose(0, 1), a.view(dtype)), as in a cell
+        numpy_methods = ndarray_methods.numpy_code() if not self._in_cell and any(
+            isinstance(x, np.ndarray) for _, x in array_leaves((args, kwargs), "", [])) \
+            else contextlib.nullcontext()
         try:
-            with numpy_identity.installed():     # np.asarray(tracer) is the tracer itself
+            with numpy_identity.installed(), numpy_methods:   # np.asarray(tracer) is the tracer
                 if recorder is not None:
                     with recorder:
                         out = self.fn(*targs, **tkwargs)

@@ -297,8 +297,8 @@ def _transpose(x, *args, axes=None, dim0=None, dim1=None):
         args = (dim0, dim1)
     elif axes is not None:
         args = (axes,)
-    if len(args) == 2 and isinstance(args[0], int) and isinstance(args[1], int):
-        return _swapaxes(x, *args)
+    if len(args) == 2 and all(isinstance(a, (int, np.integer)) for a in args):
+        return _swapaxes(x, *args)          # (np.int64 dims too, as PyTorch takes them)
     if not args or args == (None,):
         return x.permute(*reversed(range(x.ndim)))
     return x.permute(*(args[0] if len(args) == 1 else args))

@@ -236,9 +236,11 @@ def transpose(b):
     if n:
         forms += ["np.swapaxes({x}, {i}, {j})", "np.moveaxis({x}, {i}, {j})", "{x}.swapaxes({i}, {j})"]
     if n >= 2:
-        forms += ["{x}.mT"]
+        # (ndarray.transpose takes the permutation as separate ints too: a.transpose(1, 0),
+        # and a.transpose(0, 1) of a 2-d array is the array itself, not PyTorch's swap)
+        forms += ["{x}.mT", "{x}.transpose({s})"]
     form = b.rng.choice(forms)
-    return _assign(b, form.format(x=x, p=tuple(perm), i=i, j=j))
+    return _assign(b, form.format(x=x, p=tuple(perm), i=i, j=j, s=", ".join(map(str, perm))))
 
 
 def _new_shape(b, shape):
