@@ -59,6 +59,13 @@ def write_np_copy_ravel(a):
     return b
 
 
+def write_asarray_copy_ravel(a):
+    b = np.asarray(a, copy=True)    # np.asarray's copy is order "K", as np.copy's
+    t = b.ravel()
+    t[0] = 100
+    return b
+
+
 def write_concat_reshape(a):
     b = np.concatenate([a, a])      # F order for F-ordered operands
     t = b.reshape(-1)
@@ -212,3 +219,13 @@ def test_fuzzer_layouts_of_writes_and_whole_rolls(seed):
     from tests.fuzz.programs import generate
     outcome = check(generate(seed), "numpy")
     assert outcome.ok, str(outcome)
+
+
+@pytest.mark.parametrize("kw", BACKENDS, ids=lambda kw: kw.get("backend", "default"))
+def test_np_asarray_copy_is_laid_out_as_its_operand(kw):
+    """np.asarray(a, copy=True) of an ndarray is order "K" (ndarray.copy is C order). (Arrays
+    only: np.asarray of a Tensor copies its __array__, C order plainly too.)"""
+    cf = nb.compile(write_asarray_copy_ravel, **kw)
+    for kind in "CTSC":
+        mine, theirs = layout(kind), layout(kind)
+        _same(write_asarray_copy_ravel(theirs), cf(mine))

@@ -21,6 +21,7 @@ import threading
 
 import numpy as np
 
+from ...ops.registry import NUMPY_FUNCS
 from ...tensor import Tensor, active_trace
 from .user_code import _is_internal
 
@@ -61,7 +62,9 @@ def _as(t, dtype, copy):
             return None                           # NumPy raises: its own call says how
         return _mark_array(t.astype(np.dtype(dtype)))
     if copy or _numpy_scalar(t):                  # (a NumPy scalar becomes a new 0-d array)
-        return _mark_array(t.copy())
+        # np.asarray's copy is laid out as its operand (order "K", np.copy's), where
+        # ndarray.copy's is C order: a later ravel of it is a view or a copy by that layout
+        return _mark_array(NUMPY_FUNCS["copy"](t))
     return t
 
 
@@ -69,22 +72,21 @@ def _original(name, a, **kwargs):
     return _ORIGINAL[name](a, **{k: v for k, v in kwargs.items() if v is not None})
 
 
-def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
-    t = _user_tracer(a)
-    if t is not None and order in (None, "K", "A") and device is None and like is None:
-        out = _as(t, dtype, copy)
-        if out is not None:
-            return out
-    return _original("asarray", a, dtype=dtype, order=order, device=device, copy=copy, like=like)
+def _as_wrapper(name):
+    """np.asarray or np.asanyarray (one meaning on a tracer, which is never a subclass)."""
+    def wrapper(a, dtype=None, order=None, *, device=None, copy=None, like=None):
+        t = _user_tracer(a)
+        if t is not None and order in (None, "K", "A") and device is None and like is None:
+            out = _as(t, dtype, copy)
+            if out is not None:
+                return out
+        return _original(name, a, dtype=dtype, order=order, device=device, copy=copy, like=like)
+    wrapper.__name__ = wrapper.__qualname__ = name
+    return wrapper
 
 
-def asanyarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
-    t = _user_tracer(a)
-    if t is not None and order in (None, "K", "A") and device is None and like is None:
-        out = _as(t, dtype, copy)
-        if out is not None:
-            return out
-    return _original("asanyarray", a, dtype=dtype, order=order, device=device, copy=copy, like=like)
+asarray = _as_wrapper("asarray")
+asanyarray = _as_wrapper("asanyarray")
 
 
 def ascontiguousarray(a, dtype=None, *, like=None):
