@@ -282,3 +282,13 @@ def test_argument_kinds_give_the_types_numba_gives_the_arrays():
             np.zeros((2, 3), bool), ro, np.zeros((0, 3), np.uint8), np.asfortranarray(base[0])]
     kinds = runtime.argument_kinds(tuple(args))
     assert runtime._signature(kinds) == tuple(numba.typeof(a) for a in args) + numba_launch.signature_tail()
+
+
+def test_numbas_version_while_another_thread_imports_it(monkeypatch):
+    """A module still being imported on another thread (numba on the warm-up thread) is in
+    sys.modules without its __version__ yet: the version comes from its installation then, not
+    "none" (the disk cache's key then differed between processes: a parent looked for kernels
+    in another version's folder, and a warm process missed)."""
+    import types
+    monkeypatch.setitem(sys.modules, "numba", types.ModuleType("numba"))
+    assert cache._installed_version("numba") == numba.__version__

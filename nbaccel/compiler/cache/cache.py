@@ -74,9 +74,11 @@ def _installed_version(name: str) -> str:
     A process's first compiled call asks for numba's version while the warm-up thread imports
     numba, and an ``import numba`` here waited for that import: 0.45 s of a warm start's first
     call, for a string."""
-    mod = sys.modules.get(name)
-    if mod is not None:
-        return mod.__version__
+    # (a module another thread is still importing, numba on the warm-up thread, has no
+    # __version__ yet: the dist-info's answer then, never "none" for a race)
+    version = getattr(sys.modules.get(name), "__version__", None)
+    if version is not None:
+        return version
     spec = importlib.util.find_spec(name)
     if spec is not None and spec.origin:
         site = os.path.dirname(os.path.dirname(spec.origin))
