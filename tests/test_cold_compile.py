@@ -290,5 +290,7 @@ def test_numbas_version_while_another_thread_imports_it(monkeypatch):
     "none" (the disk cache's key then differed between processes: a parent looked for kernels
     in another version's folder, and a warm process missed)."""
     import types
-    monkeypatch.setitem(sys.modules, "numba", types.ModuleType("numba"))
+    half = types.ModuleType("numba")
+    half.__spec__ = numba.__spec__          # (set before its body runs, as the import system does)
+    monkeypatch.setitem(sys.modules, "numba", half)
     assert cache._installed_version("numba") == numba.__version__
