@@ -81,7 +81,12 @@ def test_tile_is_one_kernel_and_composes_with_roll():
     check(lambda a: np.tile(a, (2, 3)) * 2, x, kernels=1)
     check(lambda a: np.tile(np.roll(a, 2, 1), (1, 2)) + 1, x, kernels=1)
     check(lambda a: np.tile(a[:, :1], 4) + 0, x)              # a size-1 axis: a broadcast
-    check(lambda a: a.repeat(2, 1) * 1 if isinstance(a, nb.Tensor) else np.tile(a, (2, 1)), x)
+    # PyTorch's Tensor.repeat is NumPy's tile, eagerly and compiled on a Tensor (an array handed
+    # to a compiled function has ndarray's repeat, which repeats elements, as plainly)
+    t = nb.from_numpy(x)
+    np.testing.assert_array_equal(np.asarray(t.repeat(2, 1)), np.tile(x, (2, 1)))
+    got = nb.compile(lambda a: a.repeat(2, 1) * 1, backend="numpy")(t)
+    np.testing.assert_array_equal(np.asarray(got), np.tile(x, (2, 1)))
 
 
 # ---- pad -----------------------------------------------------------------------------------------

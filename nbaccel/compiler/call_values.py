@@ -69,7 +69,9 @@ def to_output(session, t, numpy_out):
             c = session.materialized[id(t)][1]
     else:
         c = t
-    if numpy_out or (numpy_out is None and c._np):
+    # (a cell's NumPy-flavoured value on a GPU goes back as its Tensor: the magic copies it to
+    # the host and counts the transfer, magics/boundary.to_numpy)
+    if numpy_out or (numpy_out is None and c._np and isinstance(c._data, np.ndarray)):
         a = c._data
         return a[()] if a.ndim == 0 and not numpy_gives_array(made_by) else a
     return c
