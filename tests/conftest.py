@@ -122,3 +122,14 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason=f"needs an NVIDIA GPU with CuPy: {why}")
         for it in gpu_items:
             it.add_marker(skip)
+
+
+@pytest.fixture
+def compiled_runs_only():
+    """Every nb.compile call runs compiled (no plain run chosen by timing, which would hide a
+    wrong compiled result)."""
+    from nbaccel.compiler.config import config
+    saved = config["decide_functions"]
+    config["decide_functions"] = False
+    yield
+    config["decide_functions"] = saved

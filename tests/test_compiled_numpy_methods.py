@@ -6,15 +6,9 @@ import numpy as np
 import pytest
 
 import nbaccel as nb
-from nbaccel.compiler.config import config
 
 
-@pytest.fixture(autouse=True)
-def compiled_runs_only():
-    saved = config["decide_functions"]
-    config["decide_functions"] = False
-    yield
-    config["decide_functions"] = saved
+pytestmark = pytest.mark.usefixtures("compiled_runs_only")   # (tests/conftest.py)
 
 
 PROGRAMS = {

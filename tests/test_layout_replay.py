@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import nbaccel as nb
-from nbaccel.compiler.config import config
 from tests.fuzz.check import LAYOUTS, relaid
 
 BACKENDS = [{"backend": "numpy"}, {"backend": "numba"}, {}]
@@ -94,12 +93,7 @@ def layout(kind):
             "S": lambda: np.arange(24, dtype=np.float64).reshape(3, 8)[:, ::2]}[kind]()
 
 
-@pytest.fixture(autouse=True)
-def compiled_runs_only():
-    saved = config["decide_functions"]
-    config["decide_functions"] = False
-    yield
-    config["decide_functions"] = saved
+pytestmark = pytest.mark.usefixtures("compiled_runs_only")   # (tests/conftest.py)
 
 
 def _same(want, got):
