@@ -24,6 +24,7 @@ from ..parameter_holder import ParameterHolder   # an nn.Module, known without i
 from .capture.capture import TraceSession, TraceTooCostly, note_inline
 from .capture import heap, numpy_identity
 from .call_values import array_leaves, map_arrays, numpy_like, to_output
+from .dynamic_marks import mark_dynamic, marked_dims as _marked_dims  # noqa: F401 (nb.mark_dynamic)
 from .replay.compiled import Compiled, CompiledModule
 from .replay.entries import GraphCache
 from .replay.guarded import GuardedReplays, call_key, layout_failure, layout_guard
@@ -39,22 +40,7 @@ from .replay.replay import record, metadata_key, scalar_args
 MODES = ("default", "reduce-overhead", "max-autotune")
 BACKENDS = ("auto", "numba", "numpy", "eager", "triton")
 
-_marked: dict[int, tuple] = {}               # id(tensor or array) -> (weakref, dims marked dynamic)
 _all_functions: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
-
-
-def mark_dynamic(t, dim):
-    """Compile ``t``'s dimension ``dim`` as a symbol from the first call (like torch._dynamo)."""
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    entry = _marked.get(id(t))
-    if entry is None or entry[0]() is not t:
-        entry = _marked[id(t)] = (weakref.ref(t), set())
-    entry[1].update(d % max(t.ndim, 1) for d in dims)
-
-
-def _marked_dims(x):
-    entry = _marked.get(id(x))
-    return entry[1] if entry is not None and entry[0]() is x else None
 
 
 class Stats(dict):
@@ -261,18 +247,15 @@ class CompiledFunction(Compiled):
         tkwargs = map_arrays(kwargs, to_tracer)
         prev = set_active_trace(session.graph_proxy)
         heap.freeze()                 # (full collections walk only what the trace makes: heap.py)
+        kinds = {isinstance(x, np.ndarray) for _, x in array_leaves((args, kwargs), "", [])}
         # NumPy arrays handed in: the plain function runs NumPy, whose methods mean what
         # ndarray's do (a.repeat(2), a.transpose(0, 1), a.view(dtype)), as in a cell
-        numpy_methods = ndarray_methods.numpy_code() if not self._in_cell and any(
-            isinstance(x, np.ndarray) for _, x in array_leaves((args, kwargs), "", [])) \
+        numpy_methods = ndarray_methods.numpy_code() if True in kinds and not self._in_cell \
             else contextlib.nullcontext()
         try:
-            with numpy_identity.installed(), numpy_methods:   # np.asarray(tracer) is the tracer
-                if recorder is not None:
-                    with recorder:
-                        out = self.fn(*targs, **tkwargs)
-                else:
-                    out = self.fn(*targs, **tkwargs)
+            with numpy_identity.installed(), numpy_methods, \
+                    recorder if recorder is not None else contextlib.nullcontext():
+                out = self.fn(*targs, **tkwargs)        # (np.asarray(tracer) is the tracer)
             final = [t for _, t in array_leaves(out, "out", []) if isinstance(t, Tensor)]
             session.flush(final=final)
             session.share_views(final)          # (nb.from_numpy's tensors: views.py)
@@ -290,7 +273,6 @@ class CompiledFunction(Compiled):
             set_active_trace(prev)
             heap.thaw()
         self.stats["graph_breaks"] += len(session.breaks)
-        kinds = {isinstance(x, np.ndarray) for _, x in array_leaves((args, kwargs), "", [])}
         # None: each value follows its flavour (a cell). A function with no array argument hands
         # back what its plain code returns: Tensors, also from NumPy data (closure tensors)
         numpy_out = None if self._in_cell else True if kinds == {True} else False
