@@ -104,7 +104,7 @@ def view_by_chain(a, chain):
 class ViewTracking:
     """The view bookkeeping of a TraceSession (which provides ``record``, ``lift``, ``graph``,
     ``_keep``, the dicts ``view_of``, ``view_tensors``, ``version``, ``realized_as``,
-    ``materialized`` and ``sources``, and ``shared_views`` and ``no_replay``)."""
+    ``materialized``, ``sources`` and ``written_into``, and ``shared_views`` and ``no_replay``)."""
 
     # NumPy views share memory; the graph is functional. A view remembers its root and the view
     # ops from it: a write through a view becomes a scatter into the root (and a new version of
@@ -144,12 +144,8 @@ class ViewTracking:
         """Whether NumPy's reshape of the view ``chain`` of ``root`` is a view: it copies when the
         strides do not allow one (``np.ravel(a.T)``, ``np.ravel(np.exp(a.T))``), and a write into
         the copy leaves ``a`` alone."""
-        a = self._numpy_layout(root)
         try:
-            for op, params, extra in chain:
-                a = (_no_copy_reshape(a, params["shape"]) if op.name == "reshape"
-                     else op.impl(np, a, *extra, **params))
-            _no_copy_reshape(a, shape)
+            _no_copy_reshape(view_by_chain(self._numpy_layout(root), chain), shape)
         except ValueError:
             return False
         return True
@@ -159,14 +155,10 @@ class ViewTracking:
         it only then (``reshape(-1)`` wherever the strides allow one: ``a[::2]``)."""
         info = self.view_of.get(id(t))
         root, chain = (info[0], info[1]) if info is not None else (t, [])
-        a = self._numpy_layout(root)
         try:
-            for op, params, extra in chain:
-                a = (_no_copy_reshape(a, params["shape"]) if op.name == "reshape"
-                     else op.impl(np, a, *extra, **params))
+            return bool(view_by_chain(self._numpy_layout(root), chain).flags.c_contiguous)
         except ValueError:
             return False
-        return bool(a.flags.c_contiguous)
 
     def _numpy_layout(self, root):
         """An array with the strides of NumPy's array for ``root``: an input's own strides, a
@@ -199,7 +191,7 @@ class ViewTracking:
         memo[id(node)] = None
         shape = _small_shape(node.shape)
         out = None
-        written = getattr(self, "written_into", {}).get(id(node))
+        written = self.written_into.get(id(node))
         if written is not None:
             # the value an in-place write left in a buffer: laid out as the buffer (NumPy writes
             # into it), whatever op the graph computes the new value with
