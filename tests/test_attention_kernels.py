@@ -66,6 +66,47 @@ def test_cpu_kernel_with_masks_and_dead_rows(mask):
         _close(g, r, 1e-11)
 
 
+@pytest.mark.parametrize("mask", [None, "additive", "per-head"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + [(5, 6, 2, 17, 9, 8, 4), (16, 4, 4, 64, 64, 32, 32)],
+                         ids=str)
+def test_whole_score_path_matches_reference(shape, causal, dtype, mask):
+    # with the default blocks these shapes are one tile a head: attention_forward/backward
+    # take whole.py's stacked products over blocks of images instead of the flash tiles
+    from nbaccel_kernels.attention import whole
+    assert whole.fits(shape[3], shape[4], cpu.BLOCK_Q, cpu.BLOCK_K)
+    q, k, v, do, m, scale = _inputs(shape, dtype, mask)
+    tol = TOL[dtype]
+    ref_out, ref_lse = reference.attention_forward(q, k, v, scale, causal, m)
+    for threads in (1, 3):
+        out, lse = cpu.attention_forward(q, k, v, scale, causal, m, threads=threads)
+        _close(out, ref_out, tol)
+        _close(lse, ref_lse, tol)
+        ref_grads = reference.attention_backward(do, q, k, v, ref_out, ref_lse, scale, causal, m)
+        grads = cpu.attention_backward(do, q, k, v, out, lse, scale, causal, m, threads=threads)
+        for g, r, x in zip(grads, ref_grads, (q, k, v)):
+            assert g.shape == x.shape and g.dtype == dtype
+            _close(g, r, tol * 5)
+
+
+def test_whole_score_path_writes_strided_outputs_and_accumulates():
+    # the fused op hands the kernel views of a packed buffer (strided rows) and zero-filled
+    # gradient views to add into: results must land in those views, not in copies
+    q, k, v, do, _, scale = _inputs((3, 4, 2, 10, 12, 8, 6), np.float64)
+    packed = np.full((3, 4, 10, 7), 7.0)
+    cpu.attention_forward(q, k, v, scale, True, out=packed[..., :-1], lse=packed[..., -1])
+    ref_out, ref_lse = reference.attention_forward(q, k, v, scale, True)
+    _close(packed[..., :-1], ref_out, 1e-12)
+    _close(packed[..., -1], ref_lse, 1e-12)
+    dq, dk, dv = np.zeros_like(q), np.ones_like(k), np.ones_like(v)
+    cpu.attention_backward(do, q, k, v, ref_out, ref_lse, scale, True, dq=dq, dk=dk, dv=dv)
+    rq, rk, rv = reference.attention_backward(do, q, k, v, ref_out, ref_lse, scale, True)
+    _close(dq, rq, 1e-11)
+    _close(dk, rk + 1, 1e-11)
+    _close(dv, rv + 1, 1e-11)
+
+
 def test_cpu_kernel_default_blocks_and_threads_agree():
     q, k, v, do, _, scale = _inputs((1, 3, 3, 300, 300, 64, 64), np.float32)
     one, _ = cpu.attention_forward(q, k, v, scale, True, threads=1)

@@ -12,6 +12,10 @@ The backward rebuilds each probability tile from the saved log-sum-exp. A task o
 head in its group, accumulating dK and dV for the key block and dQ for the query rows it owns,
 so no two threads write the same memory.
 
+When each (batch, head) is one tile (short sequences, a small GPT's T = 64), the tiling gains
+nothing and its per-task Python dominates: ``whole.py`` then computes whole score matrices for
+blocks of images with stacked products instead.
+
 Both BLAS (``np.matmul``) and the numba functions release the GIL, so tasks run on a small
 thread pool (``NBACCEL_KERNEL_THREADS``, else ``NUMBA_NUM_THREADS``, else the CPU count).
 
@@ -26,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _tasks
-from . import _tiles
+from . import _tiles, whole
 from .checks import check_inputs
 
 BLOCK_Q = 128
@@ -66,6 +70,9 @@ def attention_forward(q, k, v, scale, causal=False, mask=None, block_q=BLOCK_Q, 
     out = np.empty((b, hq, n_q, d_v), dt) if out is None else out
     lse = np.empty((b, hq, n_q), dt) if lse is None else lse
     mask4, dummy = _mask_views(mask, (b, hq, n_q, n_k), dt)
+    if whole.fits(n_q, n_k, block_q, block_k):      # one tile a head: no tiling to gain
+        whole.forward(qs, k, v, causal, mask4, out, lse, threads, dt)
+        return out, lse
     # the last query blocks of a causal task see the most keys: start with them
     tasks = [(i, bi, h) for i in range(0, n_q, block_q) for bi in range(b) for h in range(hq)]
     if causal:
@@ -115,6 +122,10 @@ def attention_backward(do, q, k, v, out, lse, scale, causal=False, mask=None, bl
     dk = np.zeros(k.shape, dt) if dk is None else dk
     dv = np.zeros(v.shape, dt) if dv is None else dv
     mask4, dummy = _mask_views(mask, (b, hq, n_q, n_k), dt)
+    if whole.fits(n_q, n_k, block_q, block_k):
+        whole.backward(do, qs, k, v, lse, delta, causal, mask4, dq, dk, dv, threads, dt)
+        dq *= dt.type(scale)
+        return dq, dk, dv
     tasks = [(bi, kh) for bi in range(b) for kh in range(hkv)]
 
     def work(task, state):
