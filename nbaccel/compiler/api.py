@@ -258,6 +258,7 @@ class CompiledFunction(Compiled):
                 out = self.fn(*targs, **tkwargs)        # (np.asarray(tracer) is the tracer)
             final = [t for _, t in array_leaves(out, "out", []) if isinstance(t, Tensor)]
             session.flush(final=final)
+            session.check_raw_writes()          # (a %%compile cell's untraced views: give_up.py)
             session.share_views(final)          # (nb.from_numpy's tensors: views.py)
         except BaseException as exc:
             set_active_trace(prev)

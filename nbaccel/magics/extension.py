@@ -22,7 +22,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import boundary, cell_clock, cellfunc, cellnames, ipython_calls, options, per_element, plain_runs, snapshot, verify
+from . import (boundary, cell_clock, cellfunc, cellnames, ipython_calls, options, per_element, plain_runs,
+               raw_aliases, snapshot, verify)
 from .cell_entry import CellEntry, Deferred
 from .cell_values import _Env, _swap_in, _swap_out, _traceable
 from .cellrun import (CellRuns, _as_name_error, _from_cell, _settled, framed_as_module,
@@ -126,10 +127,14 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
         progress = self._progress(entry, opts, count)
         printed = io.StringIO()                     # shown once the attempt is known to stand
         before = snapshot.take(entry.src, ns, cellfunc.read_names(entry), entry.traced)
-        failure = None
+        # arrays the cell reaches untraced that share a traced input's memory (raw_aliases.py)
+        aliases = raw_aliases.find(ns, cellfunc.read_names(entry), entry.traced)
+        entry.cf.raw_aliases = aliases.arrays
+        failure = self.last_fallback = aliases.unchecked
         try:
             with contextlib.redirect_stdout(printed), ndarray_methods.numpy_code(), before.watching():
-                outs, value = entry.cf(*args, env)
+                if failure is None:
+                    outs, value = entry.cf(*args, env)
         except (KeyboardInterrupt, SystemExit):     # interrupted: show what it printed so far
             sys.stdout.write(printed.getvalue())
             for k in entry.shared & set(ns):        # shared names hold NumPy's own objects again

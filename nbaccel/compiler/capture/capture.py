@@ -146,6 +146,9 @@ class TraceSession(ViewTracking, GivingUp):
         self.shared_views: list[Tensor] = []
         self.no_replay: str | None = None
         self.written_inputs: set[int] = set()     # ids of inputs written in place (note_input_write)
+        # (array, its name, the input's name): arrays the traced code reaches untraced that share
+        # an input's memory (a %%compile cell's view held in a list: magics/raw_aliases.py)
+        self.raw_aliases = getattr(runner, "raw_aliases", ())
         self.inlined: dict[int, int] = {}         # id(compiled function called) -> breaks by then
         self._new_segment()
 

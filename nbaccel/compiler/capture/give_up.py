@@ -7,7 +7,8 @@ the code plainly (a %%compile cell, and its later runs) or eagerly (a compiled f
 * :meth:`GivingUp.note_inline`: the traced code calls a compiled function again after a graph
   break since its last call.
 * :meth:`GivingUp.note_input_write`: the traced code writes into an input whose memory another
-  input shares (not a cost: the trace cannot keep the two in step, and the plain code can).
+  input shares, or an array the code reaches untraced (``raw_aliases``: a %%compile cell's view
+  held in a list); not a cost: the trace cannot keep the two in step, and the plain code can.
 
 (The graph-break limit, ``TooManyGraphBreaks``, is checked where a break is recorded.)
 """
@@ -26,9 +27,19 @@ _BUDGET_EVERY = 256     # ops between two looks at the clock (a look costs ~0.1 
 _COMPILE_SECONDS_PER_NODE = 0.25e-3
 
 
+def _shares(a, b) -> bool:
+    """Whether arrays ``a`` and ``b`` share memory (True where NumPy cannot tell cheaply)."""
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=10_000))
+    except np.exceptions.TooHardError:
+        return True
+
+
 class GivingUp:
     """A TraceSession's give-ups (it provides ``deadline``, ``t_start``, ``_recorded``,
-    ``breaks``, ``inlined``, ``names`` and ``placeholders_made``)."""
+    ``breaks``, ``inlined``, ``names``, ``placeholders_made`` and ``raw_aliases``)."""
 
     def note_input_write(self, source):
         """The traced code writes into ``source``, a concrete array the trace reads as an input.
@@ -40,18 +51,32 @@ class GivingUp:
             return
         for _, other in self.placeholders_made:
             o = getattr(other, "_data", None)
-            if other is source or o is data or not isinstance(o, np.ndarray) or not o.size \
-                    or not np.may_share_memory(data, o):
+            if other is source or o is data or not isinstance(o, np.ndarray) or not o.size:
                 continue
-            try:
-                shared = np.shares_memory(data, o, max_work=10_000)
-            except np.exceptions.TooHardError:
-                shared = True
-            if shared:
+            if _shares(data, o):
                 names = [self.names.get(id(t), "an input") for t in (source, other)]
                 raise TraceAliasedInputs(
                     f"it writes into {names[0]}, which shares memory with {names[1]} (a view and "
                     "its base): the compiled code would hold them apart; it runs plainly")
+        for raw, desc, name, _ in self.raw_aliases:
+            # an array the code reads untraced (held in a list, say): a plain read of it after
+            # the write would run before the trace computed the write
+            if _shares(data, raw):
+                raise TraceAliasedInputs(
+                    f"it writes into {self.names.get(id(source), name)}, which shares memory with "
+                    f"{desc}, an array it reaches untraced: the compiled code would hold them "
+                    "apart; it runs plainly")
+
+    def check_raw_writes(self):
+        """After the last flush: give up where an array the code reached untraced and that shares
+        an input's memory changed (``raw_aliases``: ``lst[0][0] = 9`` with ``lst = [a[:2]]``). The
+        plain write went to memory at once, before the trace computed its pending reads of the
+        input (``c = a * 2`` above it), which may have seen the new values."""
+        for raw, desc, name, saved in self.raw_aliases:
+            if raw.tobytes() != saved.tobytes():
+                raise TraceAliasedInputs(
+                    f"it writes into {desc}, an array it reaches untraced, which shares memory "
+                    f"with {name}: the compiled code would hold them apart; it runs plainly")
 
     def _check_deadline(self, compiling=0):
         """Past the deadline (or, before a flush, expected past it once the ``compiling`` nodes
