@@ -16,6 +16,10 @@ from . import thread_pools as _thread_pools
 # numba's OpenMP workers sleep when idle, so they leave the cores to BLAS and the notebook
 # (docs/threads.md); set before numba's first parallel launch, a user's own choice kept
 _thread_pools.configure()
+# freed arrays' memory stays in the heap for the next ones instead of being faulted in again
+# every eager step (nbaccel/heap.py, docs/eager.md)
+from . import heap as _heap  # noqa: E402
+_heap.configure()
 
 from . import dtypes  # noqa: E402
 from .dtypes import (DType, bool_, int8, uint8, int16, int32, int64, float16, bfloat16,  # noqa: F401
