@@ -152,3 +152,51 @@ def test_a_cell_that_only_reads_an_untraced_view_still_compiles(shell, not_stric
     why = get_extension(shell).last_fallback
     assert "shares memory with `lst[0]`" in why and "runs plainly" in why
     np.testing.assert_array_equal(shell.user_ns["t"], [1.0, 2.0])
+
+
+# A write through .real or .imag reaches the complex array (the root is rebuilt from the new part
+# and the old other part, views.py's _scatter): before, the trace wrote `r` alone, `z` kept its
+# values, and `r` came back as a copy of its own
+@pytest.mark.parametrize("cells", [
+    ["z = np.arange(4.0) + 0j\nr = z.real\nr += 1", "z[0] = 9\nprint(r)"],
+    ["z = np.arange(4.0) + 0j\nr = z.imag\nr += 1\nprint(z)", "z[0] = 9j\nprint(r)"],
+    ["z = (np.arange(6.0) + 1j).reshape(2, 3)\nr = z.T.real[1:]\nr *= 2", "print(z)\nz[0, 1] = 5\nprint(r)"],
+    ["z = np.arange(4.0) + 2j\nnp.real(z)[::2] = 7\nz.imag[1] = -1\nprint(z)"],
+])
+def test_a_write_through_a_complex_part_reaches_the_array(shell, not_strict, cells):
+    assert cellseq.check(shell, cellseq.Sequence(0, cells)) == []
+
+
+@pytest.fixture
+def unshareable(monkeypatch):
+    """Every returned view's base allows no view by its chain at the end (as where the trace's
+    layout model and the final buffer disagree): the view could only be handed back a copy."""
+    from nbaccel.compiler.schedule import views
+    real = views.view_by_chain
+    state = {"on": True}
+
+    def refusing(a, chain):
+        if state["on"]:
+            raise ValueError("no view")
+        return real(a, chain)
+    monkeypatch.setattr(views, "view_by_chain", refusing)
+    return state
+
+
+def test_a_view_that_cannot_share_its_base_runs_the_cell_plainly(shell, not_strict, traced, unshareable):
+    from nbaccel.magics import get_extension
+    harness._fresh(shell, "import numpy as np\na = np.arange(6.0)")
+    _run(shell, "%%compile --now\nb = a[:2]\na += 1")
+    why = get_extension(shell).last_fallback
+    assert "cannot share that array's memory" in why and "runs plainly" in why
+    ns = shell.user_ns
+    assert np.shares_memory(ns["b"], ns["a"])       # before: a quiet copy
+    np.testing.assert_array_equal(ns["a"], np.arange(6.0) + 1)
+
+
+def test_a_functions_view_that_cannot_share_its_base_runs_eagerly(unshareable):
+    f = nb.compile(lambda a: a[1:])
+    a = np.arange(4.0)
+    with pytest.warns(RuntimeWarning, match="cannot share that array's memory"):
+        out = f(a)
+    assert np.shares_memory(out, a)

@@ -4,6 +4,8 @@ the code plainly (a %%compile cell, and its later runs) or eagerly (a compiled f
 
 * :meth:`GivingUp._check_deadline`: the trace ran past the budget the cell's decision gave it
   (``TraceSession.deadline``), or would once its pending graph compiled.
+* :meth:`GivingUp.note_view_not_shared`: a view the code hands back cannot share its base's
+  memory after the compiled run (views.py's ``share_views``), so it would be a quiet copy.
 * :meth:`GivingUp.note_inline`: the traced code calls a compiled function again after a graph
   break since its last call.
 * :meth:`GivingUp.note_input_write`: the traced code writes into an input whose memory another
@@ -19,7 +21,7 @@ import time
 import numpy as np
 
 from ...tensor import active_trace
-from .user_code import TraceAliasedInputs, TraceLoopsCompiled, TraceOverBudget
+from .user_code import TraceAliasedInputs, TraceLoopsCompiled, TraceOverBudget, TraceViewNotShared
 
 _BUDGET_EVERY = 256     # ops between two looks at the clock (a look costs ~0.1 µs per op)
 # what compiling a graph is expected to cost per node, for the deadline's look before a flush:
@@ -77,6 +79,16 @@ class GivingUp:
                 raise TraceAliasedInputs(
                     f"it writes into {desc}, an array it reaches untraced, which shares memory "
                     f"with {name}: the compiled code would hold them apart; it runs plainly")
+
+    def note_view_not_shared(self, view, why):
+        """A view the call hands back cannot share its base's final memory (``why``, from
+        views.py's ``_share``): handed back as its own array, a later write into either side
+        would not show in the other, as it does plainly. Give up: the code runs plainly."""
+        root = self.view_of.get(id(view), (None,))[0]
+        of = self.names.get(id(self.sources.get(id(root), root)), "a value it computes")
+        raise TraceViewNotShared(
+            f"a view of {of} that it hands back cannot share that array's memory after the "
+            f"compiled run ({why}); it runs plainly")
 
     def _check_deadline(self, compiling=0):
         """Past the deadline (or, before a flush, expected past it once the ``compiling`` nodes

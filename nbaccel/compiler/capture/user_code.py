@@ -53,6 +53,12 @@ class TraceAliasedInputs(TraceTooCostly):
     other after the write would see the old value (``GivingUp.note_input_write``)."""
 
 
+class TraceViewNotShared(TraceTooCostly):
+    """A view the traced call hands back cannot share its base's final memory (views.py,
+    ``share_views``): handed back, it would be a copy that a later write into either side does
+    not reach (``GivingUp.note_view_not_shared``)."""
+
+
 class TraceOverBudget(TraceTooCostly):
     """A trace ran past its deadline (``TraceSession.deadline``, set from the plain code's
     measured time): its Python loops unroll into a graph that costs more to trace and compile

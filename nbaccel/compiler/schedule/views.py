@@ -104,13 +104,16 @@ def view_by_chain(a, chain):
 class ViewTracking:
     """The view bookkeeping of a TraceSession (which provides ``record``, ``lift``, ``graph``,
     ``_keep``, the dicts ``view_of``, ``view_tensors``, ``version``, ``realized_as``,
-    ``materialized``, ``sources`` and ``written_into``, and ``shared_views`` and ``no_replay``)."""
+    ``materialized``, ``sources`` and ``written_into``, ``shared_views`` and ``no_replay``, and
+    ``note_view_not_shared``)."""
 
     # NumPy views share memory; the graph is functional. A view remembers its root and the view
     # ops from it: a write through a view becomes a scatter into the root (and a new version of
     # it), and a view read after its root changed is derived again from the root's new value.
-    _INVERTIBLE = {"getitem", "strided_slice", "reshape", "permute", "detach"}
-    _DERIVED = _INVERTIBLE | {"broadcast_to", "real", "imag"}   # re-read after a write to the root
+    # (.real and .imag of a complex array: a write through one is the root rebuilt from the new
+    # part and the other, old part; before, `r = z.real; r += 1` wrote r alone and z kept its values)
+    _INVERTIBLE = {"getitem", "strided_slice", "reshape", "permute", "detach", "real", "imag"}
+    _DERIVED = _INVERTIBLE | {"broadcast_to"}   # re-read after a write to the root
 
     def _note_view(self, t, op, params, args):
         extra = tuple(args[1:])
@@ -268,15 +271,18 @@ class ViewTracking:
         as NumPy's and ``torch.from_numpy``'s do, so that a write through either after the call
         (in a later cell) shows through the other. The graph computed each view as a value of
         its own; here it becomes the root's final array viewed by the chain. ``final``: the
-        returned tensors (a cell's bound names). Each tensor ``nb.from_numpy`` made gets its
-        array's memory whether returned or not, and a call that returns one never replays (a
-        replay's fresh arrays would share nothing; raises RuntimeError when the memory cannot
-        be shared). A returned NumPy view is noted in ``returned_views`` (id -> (root, chain)),
-        which a replay rebuilds from the root's array (replay.record)."""
+        returned tensors (a cell's bound names, also inside its lists, tuples and dicts). Each
+        tensor ``nb.from_numpy`` made gets its array's memory whether returned or not, and a
+        call that returns one never replays (a replay's fresh arrays would share nothing; raises
+        RuntimeError when the memory cannot be shared). A returned NumPy view is noted in
+        ``returned_views`` (id -> (root, chain)), which a replay rebuilds from the root's array
+        (replay.record). One that cannot share its root's memory gives up
+        (``note_view_not_shared``): its own array would be a copy, which a later write into
+        either side would not reach, so the code runs plainly (a function eagerly) instead."""
         returned = {id(t) for t in final}
         self.returned_views = {}
         for t in self.shared_views:
-            if self._share(t) is None:
+            if isinstance(self._share(t), str):
                 raise RuntimeError("nbaccel.from_numpy: the tensor's array was replaced inside the "
                                    "trace, or its view is a copy in NumPy's layout, so it cannot "
                                    "share its final memory")
@@ -291,31 +297,41 @@ class ViewTracking:
             hit = self.materialized.get(id(t))
             if hit is None or hit[0] is not t or hit[1].requires_grad:
                 continue                            # (autograd's views keep their own values)
-            if self._share(t, hit[1]._data) is not None:
+            shared = self._share(t, hit[1]._data)
+            if isinstance(shared, str):
+                self.note_view_not_shared(t, shared)
+            elif shared is not None:
                 root, chain, _ = self.view_of[id(t)]
                 self.returned_views[id(t)] = (root, chain)
 
     def _share(self, t, value=None):
-        """Give view ``t`` its root's final array viewed by its chain (``materialized``); the
-        array, or None where NumPy's view cannot be had (the root was replaced since, a write
-        went through a part that is not a view, the final buffer's layout allows no view).
-        ``value``: the view's own final array, which the shared one must equal; it would differ
-        where code at a graph break wrote into the view's realized array without the trace
-        carrying the write to the root (as ``np.negative(v, out=v)`` did before
-        numpy_routing._write_into_outs), and then ``t`` keeps its own array, as before."""
+        """Give view ``t`` its root's final array viewed by its chain (``materialized``): the
+        array; None where there is no memory to share (an empty view, a root whose final value
+        is not a NumPy array: a GPU's); else why NumPy's view cannot be had (the root has no
+        final value or was written since, the final buffer's layout allows no view by the chain, the view's own
+        final value differs from it). ``value``: the view's own final array, which the shared
+        one must equal; it would differ where code at a graph break wrote into the view's
+        realized array without the trace carrying the write to the root (as
+        ``np.negative(v, out=v)`` did before numpy_routing._write_into_outs)."""
         root, chain, ver = self.view_of.get(id(t), (None, (), None))
         base = self._final_concrete(root) if root is not None else None
-        if base is None or self.version.get(id(root), 0) != ver or \
-                not isinstance(base._data, np.ndarray) or \
-                (id(t) in self.version and any(op.name not in self._INVERTIBLE for op, _, _ in chain)):
-            return None                             # (last: a write into t's .real, say)
+        if base is None:
+            return "its base has no final array"
+        if not isinstance(base._data, np.ndarray) or (value is not None and getattr(value, "size", 1) == 0):
+            return None
+        if self.version.get(id(root), 0) != ver:
+            return "its base was written after the view was last derived from it"
+        if id(t) in self.version and any(op.name not in self._INVERTIBLE for op, _, _ in chain):
+            return "it was written through a part that does not lead back to its base"
         try:
             a = view_by_chain(base._data, chain)
         except ValueError:
-            return None
-        if not np.may_share_memory(a, base._data) or value is not None and not (
-                a.shape == value.shape and np.array_equal(a, value, equal_nan=a.dtype.kind in "fc")):
-            return None
+            return "its base's final layout allows no view by the same reshape"
+        if a.size and not np.may_share_memory(a, base._data):
+            return "NumPy's view of its base's final array is a copy"
+        if value is not None and not (a.shape == value.shape and
+                                      np.array_equal(a, value, equal_nan=a.dtype.kind in "fc")):
+            return "its own final value differs from its base's view"
         self.materialized[id(t)] = (t, Tensor._wrap(a, t.dtype, t.device, t._np, base._version))
         return a
 
@@ -346,4 +362,8 @@ class ViewTracking:
             axes = params["axes"]
             inv = tuple(sorted(range(len(axes)), key=lambda i: axes[i]))
             return self.record(OPS["permute"], (sub_new,), {"axes": inv})
+        if name in ("real", "imag"):               # the complex root from both parts
+            other = self.record(OPS["imag" if name == "real" else "real"], (base,), {})
+            parts = (sub_new, other) if name == "real" else (other, sub_new)
+            return self.record(OPS["complex"], parts, {})
         return sub_new                              # detach
