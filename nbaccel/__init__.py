@@ -27,20 +27,27 @@ from .dtypes import (DType, bool_, int8, uint8, int16, int32, int64, float16, bf
 from .dtypes import uint16, uint32, uint64, complex64, complex128  # noqa: F401,E402
 from .devices import Device, device  # noqa: F401
 from . import ops as _ops
-from .tensor import Tensor, Parameter, asarray, tensor, from_numpy, from_dlpack  # noqa: F401
+from .tensor import Tensor, Parameter  # noqa: F401
+from .convert import asarray, tensor, from_numpy, from_dlpack  # noqa: F401
+# NumPy's protocols on Tensor (np.exp(t), np.concatenate([t, u])): numpy_routing sits above Tensor
+# and installs them, before anything below can hand a tensor to NumPy
+from . import numpy_routing as _numpy_routing  # noqa: E402
+_numpy_routing.install(Tensor)
 from . import autograd  # noqa: F401
 from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
 from .ops.creation import manual_seed, rand, randn, randint, randperm, rand_like, randn_like  # noqa: F401
-from .tensor import install_methods as _install_methods
+from .dispatch import install_methods as _install_op_methods
+from . import ndarray_methods as _ndarray_methods
 from .array_api import (__array_api_version__, __array_namespace_info__, e, pi, inf, nan,  # noqa: F401
                         newaxis, isdtype, can_cast, finfo, iinfo, broadcast_shapes)
 
 # nbaccel.<name> for every op and alias of the op table (ops.namespace(): each op's front under
 # its name and NumPy names; the defining file:line ends each docstring)
 globals().update({k: v for k, v in _ops.namespace().items() if k not in globals()})
-# Tensor's op methods from the same table (dispatch.install_methods), then NumPy's meanings
-# inside a %%compile cell (ndarray_methods.install)
-_install_methods()
+# Tensor's op methods from the same table (dispatch.install_methods), then NumPy's meanings of
+# ndarray methods inside a %%compile cell (ndarray_methods.install: sort in place, repeat(axis=))
+_install_op_methods()
+_ndarray_methods.install(Tensor)
 from . import linalg  # noqa: E402,F401  (the Array API linalg extension)
 from . import fft  # noqa: E402,F401  (the Array API fft extension)
 

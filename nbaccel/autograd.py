@@ -15,8 +15,12 @@ import weakref
 
 from . import dtypes as _dtypes
 from . import ops
-from . import tensor as _tensor
 from .tensor_meta import is_tensor
+
+# The Tensor class: autograd makes gradients and results with it and recognises them by it, but
+# sits below it (tensor.py imports this module), so tensor.py hands the class in once, when it is
+# made (its last lines), as it does to convert.py and dispatch.py
+Tensor = None
 
 __all__ = ["Node", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Function"]
@@ -126,7 +130,7 @@ class Node:
         out = self._out
         if type(out) is tuple:
             data, dtype, device, npflag, version, saved_version = out
-            out = self._out = _tensor.Tensor._wrap(data, dtype, device, npflag, version)
+            out = self._out = Tensor._wrap(data, dtype, device, npflag, version)
             out.requires_grad = True
             out._saved_version = saved_version
         return out
@@ -203,7 +207,7 @@ def _as_saved(a, saved):
 
 def attach(op, args, params, out):
     """Record ``out = op(*args, **params)`` on the tape."""
-    T = _tensor.Tensor
+    T = Tensor
     kept = []
     saved = []
     for a in args:
@@ -302,7 +306,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, targets=None):
             for a, ga in zip(args, grads):
                 if ga is None or not is_tensor(a) or not a.requires_grad:
                     continue
-                if not isinstance(ga, _tensor.Tensor):
+                if not isinstance(ga, Tensor):
                     raise TypeError(f"grad rule of {node.name} returned {type(ga).__name__}")
                 ga = _unbroadcast(ga, a.shape)
                 if ga.dtype is not a.dtype and a.dtype.kind == "f":
@@ -341,7 +345,7 @@ def _default_grads(outputs, grad_outputs):
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs; "
                                    f"got an output of shape {tuple(t.shape)}: pass a gradient")
             g = ops.ones_like(t)
-        elif not isinstance(g, _tensor.Tensor):
+        elif not isinstance(g, Tensor):
             g = ops.asarray(g, dtype=t.dtype)
         if tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"gradient has shape {tuple(g.shape)} but the output has shape {tuple(t.shape)}")
@@ -351,8 +355,8 @@ def _default_grads(outputs, grad_outputs):
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad``."""
-    tensors = [tensors] if isinstance(tensors, _tensor.Tensor) else list(tensors)
-    if isinstance(grad_tensors, _tensor.Tensor):
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if isinstance(grad_tensors, Tensor):
         grad_tensors = [grad_tensors]
     grads = _default_grads(tensors, grad_tensors)
     retain = create_graph if retain_graph is None else retain_graph
@@ -368,13 +372,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
     """Return d(outputs)/d(inputs) without touching ``.grad`` (like ``torch.autograd.grad``)."""
-    outputs = [outputs] if isinstance(outputs, _tensor.Tensor) else list(outputs)
-    single = isinstance(inputs, _tensor.Tensor)
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    single = isinstance(inputs, Tensor)
     inputs = [inputs] if single else list(inputs)
     for t in inputs:
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated tensors does not require grad")
-    if isinstance(grad_outputs, _tensor.Tensor):
+    if isinstance(grad_outputs, Tensor):
         grad_outputs = [grad_outputs]
     grads = _default_grads(outputs, grad_outputs)
     retain = create_graph if retain_graph is None else retain_graph
@@ -422,12 +426,12 @@ class Function:
         ctx = Ctx()
         with no_grad():
             out = cls.forward(ctx, *args)
-        tensor_args = [a for a in args if isinstance(a, _tensor.Tensor)]
+        tensor_args = [a for a in args if isinstance(a, Tensor)]
         if is_grad_enabled() and any(a.requires_grad for a in tensor_args):
             def bw(g):
                 gs = cls.backward(ctx, g)
                 gs = gs if isinstance(gs, tuple) else (gs,)
                 # backward returns one grad per forward arg; keep those of tensor args
-                return tuple(g_ for a, g_ in zip(args, gs) if isinstance(a, _tensor.Tensor))
+                return tuple(g_ for a, g_ in zip(args, gs) if isinstance(a, Tensor))
             attach_custom(out, tensor_args, bw, cls.__name__)
         return out

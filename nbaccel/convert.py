@@ -6,11 +6,16 @@ import numpy as np
 from . import dtypes as D
 from .devices import array_module, device as _device, device_of_array
 from .ops.meta import numpy_scalar
-from .tensor import Tensor
+
+# The Tensor class, handed in by tensor.py when it is made: tensor.py imports this module (a
+# Tensor is built with asarray), so this one cannot import it back (the same for autograd.py and
+# dispatch.py: the engine's arrows point from Tensor down)
+Tensor = None
 
 # ndarray subclasses whose semantics a Tensor would lose (a mask; matrix `*`): nbaccel never
 # converts them, so NumPy handles them untouched (the NumPy namespace falls back to NumPy on
-# the TypeError, and Tensor's NumPy protocols run NumPy on concrete values; see tensor.py)
+# the TypeError, and Tensor's NumPy protocols run NumPy on concrete values; see
+# numpy_routing.py)
 PASSTHROUGH_TYPES = (np.ma.MaskedArray, np.matrix)
 
 

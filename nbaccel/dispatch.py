@@ -23,10 +23,12 @@ from .ops.meta import infer
 from .ops.registry import ALIAS_METHODS, OPS, document_sites, documented
 from .ops.ufunc_errors import first_error
 from .convert import is_passthrough
-from .tensor import Tensor
 
 _new = object.__new__
 _Node = autograd.Node
+# The Tensor class, handed in by tensor.py when it is made (tensor.py imports this module): a
+# module global, so the hot path's `type(a) is Tensor` stays one dictionary read
+Tensor = None
 
 # The one tracing context: while the compiler runs a function, in-place updates of concrete
 # tensors are deferred into the trace (so they happen after the graph reads the old values).

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as D
-from .tensor import Tensor, asarray
+from .convert import asarray
+from .tensor import Tensor
 
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
            "fftfreq", "rfftfreq", "fftshift", "ifftshift"]

@@ -22,7 +22,9 @@ import threading
 
 import numpy as np
 
-from .tensor import Tensor, asarray
+from .convert import asarray
+
+from .tensor import Tensor
 # NumPyOnly is defined in numpy_api (its fallback for memory queries raises it too)
 from .numpy_api import NumPyOnly, _wrap_result, settle_pending_readers  # noqa: F401
 from .ops.meta import numpy_scalar

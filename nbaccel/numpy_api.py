@@ -28,7 +28,8 @@ import numpy as _np
 
 from . import dtypes as D
 from .ops.registry import NUMPY_FUNCS, OPS
-from .tensor import Tensor, _flat_args, active_trace, asarray as _asarray
+from .convert import asarray as _asarray
+from .tensor import Tensor
 # the routing under the namespace (numpy_routing.py); its public names are importable from here too
 from .numpy_routing import (_PY_SCALARS, NumPyOnly, _concrete, _flat, _to_np_tensor, _untraced,  # noqa: F401
                             _untraced_input, _wrap_result, fallback, mark_array_result, routed,

@@ -14,8 +14,12 @@ import functools
 import numpy as _np
 
 from . import dtypes as D
-from .ops.registry import OPS
-from .tensor import Tensor, _flat_args, active_trace, asarray as _asarray
+from .convert import asarray as _asarray, is_passthrough
+from .dispatch import active_trace
+from .ops.meta import numpy_scalar
+from .ops.registry import NUMPY_FUNCS, OPS
+from .ops.ufunc_errors import first_error
+from .tensor import Tensor, _inplace_cast_error
 
 _PY_SCALARS = (bool, int, float, complex)
 # functions whose first argument is a sequence of arrays
@@ -51,6 +55,15 @@ def _to_np_tensor(x):
     if isinstance(x, _PY_SCALARS):
         return _asarray(x, _np=True)
     return x
+
+
+def _flat_args(args, kwargs):
+    """Every leaf of nested argument lists (the one flattening helper)."""
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, (list, tuple)):
+            yield from _flat_args(v, {})
+        else:
+            yield v
 
 
 def _flat(seq):
@@ -300,3 +313,73 @@ def routed(front, name, kind, numpy_func):
     call.__doc__ = f"numpy.{name} through nbaccel's op ``{getattr(front, '__name__', name)}``."
     call.__wrapped__ = numpy_func
     return call
+
+
+# -- Tensor's NumPy protocols (numpy_routing.install, which import nbaccel runs) ------------
+def array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    """``Tensor.__array_ufunc__``: ``_np.exp(t)`` and ``_np.add(a, b, out=t)`` run the ufunc's op."""
+    if any(is_passthrough(v) for v in inputs):   # masked arrays, matrices: NumPy's own result
+        return fallback(getattr(ufunc, method) if method != "__call__" else ufunc,
+                        f"{ufunc.__name__} of a masked array or matrix")(*inputs, **kwargs)
+    if method != "__call__":
+        raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}.{method}")
+    front = NUMPY_FUNCS.get(ufunc.__name__)
+    if front is None:
+        raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}")
+    out = kwargs.pop("out", None)
+    target = out[0] if isinstance(out, tuple) and out else out
+    if isinstance(target, Tensor) and target._np and numpy_scalar(target):
+        # a traced value NumPy holds as a NumPy scalar (a reduction's): no place to write
+        raise TypeError("return arrays must be of ArrayType")
+    casting = kwargs.pop("casting", "same_kind")
+    for k in ("order", "subok"):
+        kwargs.pop(k, None)
+    dtype = kwargs.pop("dtype", None)
+    if kwargs:
+        raise TypeError(f"numpy.{ufunc.__name__}: unsupported argument(s) {sorted(kwargs)}")
+    if isinstance(target, Tensor) and target._np and dtype is None:
+        try:
+            return target._assign(front(*inputs))
+        except (TypeError, ValueError) as e:
+            # NumPy's exception, in NumPy's order (the loop and the cast before the shapes)
+            first = first_error(ufunc, target, inputs, casting)
+            if first is None or str(first) == str(e):
+                raise
+            raise (type(e)(str(first)) if isinstance(first, ValueError) and isinstance(e, ValueError)
+                   else first) from None
+    res = front(*inputs)
+    if dtype is not None:
+        res = res.astype(dtype)
+    if out is not None:
+        target = out[0] if isinstance(out, tuple) else out
+        if isinstance(target, Tensor):
+            return target._assign(res)
+        if not _np.can_cast(res.dtype.np, target.dtype, "same_kind"):
+            raise _inplace_cast_error(res.dtype, D.dtype(target.dtype), "in-place operation")
+        _np.copyto(target, _np.asarray(res), casting="same_kind")
+        return target
+    return res
+
+def array_function(self, func, types, args, kwargs):
+    """``Tensor.__array_function__``: ``_np.concatenate([t, u])`` runs the function's op; a
+    function with none falls back to NumPy on NumPy-flavoured tensors."""
+    if any(is_passthrough(v) for v in _flat_args(args, kwargs)):
+        return fallback(func, f"{func.__name__} of a masked array or matrix")(*args, **kwargs)
+    mod = func.__module__ or ""
+    prefix = mod[len("numpy."):] + "." if mod.startswith("numpy.") and not mod.startswith("numpy._") else ""
+    name = prefix + func.__name__
+    front = NUMPY_FUNCS.get(name) or NUMPY_FUNCS.get(func.__name__ if not prefix else name)
+    if front is None and any(getattr(t, "_np", False) for t in _flat_args(args, kwargs)):
+        # tensors that came from NumPy code keep NumPy's behaviour: NumPy runs the function on
+        # concrete values (on a tracer that is a graph break naming the function)
+        return fallback(func, name)(*args, **kwargs)
+    if front is None:
+        raise TypeError(f"nbaccel has no op for numpy.{name}: convert with _np.asarray(t) "
+                        "first, or use an nbaccel op")
+    return mark_array_result(func.__name__, front(*args, **kwargs))
+
+
+def install(cls):
+    """Give Tensor NumPy's two protocols (this module sits above Tensor, which cannot import it)."""
+    cls.__array_ufunc__ = array_ufunc
+    cls.__array_function__ = array_function

@@ -33,7 +33,8 @@ import os
 import numpy as np
 
 from . import dtypes as D
-from .tensor import Tensor, asarray, Parameter
+from .convert import asarray
+from .tensor import Tensor, Parameter
 from .dtypes import DType
 
 _META = "__nbaccel__"

@@ -1,25 +1,31 @@
-"""The eager Tensor: its fields, construction, autograd, in-place writes and the NumPy protocols.
+"""The eager Tensor: its fields, construction, autograd, in-place writes and its protocols.
 
 Its op methods (``exp``, ``sum``, ``sort``, ``add_``, ``__add__``, ...) are not written here:
-``import nbaccel`` installs them from the op table (``dispatch.install_methods``, then
-``ndarray_methods.install`` for NumPy's meanings inside a ``%%compile`` cell), and each one's
-docstring ends with the file and line of its ``defop`` (``help(nb.Tensor.sort)``). What it says
-about itself (shape, size, flags) is in its base class ``tensor_meta.TensorMetadata``, and its
-conversions to Python and NumPy values (``numpy()``, ``float()``, printing) in
+``import nbaccel`` installs them from the op table (``dispatch.install_methods``), then NumPy's
+protocols ``__array_ufunc__``/``__array_function__`` (``numpy_routing.install``) and NumPy's
+meanings of ndarray methods inside a ``%%compile`` cell (``ndarray_methods.install``); each op
+method's docstring ends with the file and line of its ``defop`` (``help(nb.Tensor.sort)``). What
+it says about itself (shape, size, flags) is in its base class ``tensor_meta.TensorMetadata``,
+and its conversions to Python and NumPy values (``numpy()``, ``float()``, printing) in
 ``tensor_values.TensorValues``; conversions into tensors live in ``convert.py``, the one
-dispatch path in ``dispatch.py``."""
+dispatch path in ``dispatch.py``.
+
+The engine's arrows point down to this module's imports: ``convert``, ``dispatch`` and
+``autograd`` sit below Tensor and import nothing of it; they are handed the class when it is made
+(the last line). The modules that install methods sit above it."""
 from __future__ import annotations
 
 import weakref
 
 import numpy as np
 
-from . import autograd
+from . import autograd, convert, dispatch
 from . import dtypes as D
+from .convert import asarray
+from .dispatch import active_trace, apply  # noqa: F401 - apply: the op fronts' binding (ops/fronts.py)
 from .devices import Device, array_module, device as _device
-from .ops.registry import NUMPY_FUNCS, OPS
-from .ops.meta import broadcast_shapes, numpy_scalar
-from .ops.ufunc_errors import first_error
+from .ops.registry import OPS
+from .ops.meta import broadcast_shapes
 from .tensor_meta import TensorMetadata, _Size  # noqa: F401 - _Size: importable here too
 from .tensor_values import TensorValues
 import nbaccel
@@ -335,64 +341,8 @@ class Tensor(TensorMetadata, TensorValues):
             raise AttributeError("a CPU tensor has no __cuda_array_interface__ (it has __array__ and DLPack)")
         return self._value("its device memory is needed (__cuda_array_interface__)").__cuda_array_interface__
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if any(is_passthrough(v) for v in inputs):   # masked arrays, matrices: NumPy's own result
-            return fallback(getattr(ufunc, method) if method != "__call__" else ufunc,
-                            f"{ufunc.__name__} of a masked array or matrix")(*inputs, **kwargs)
-        if method != "__call__":
-            raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}.{method}")
-        front = NUMPY_FUNCS.get(ufunc.__name__)
-        if front is None:
-            raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}")
-        out = kwargs.pop("out", None)
-        target = out[0] if isinstance(out, tuple) and out else out
-        if isinstance(target, Tensor) and target._np and numpy_scalar(target):
-            # a traced value NumPy holds as a NumPy scalar (a reduction's): no place to write
-            raise TypeError("return arrays must be of ArrayType")
-        casting = kwargs.pop("casting", "same_kind")
-        for k in ("order", "subok"):
-            kwargs.pop(k, None)
-        dtype = kwargs.pop("dtype", None)
-        if kwargs:
-            raise TypeError(f"numpy.{ufunc.__name__}: unsupported argument(s) {sorted(kwargs)}")
-        if isinstance(target, Tensor) and target._np and dtype is None:
-            try:
-                return target._assign(front(*inputs))
-            except (TypeError, ValueError) as e:
-                # NumPy's exception, in NumPy's order (the loop and the cast before the shapes)
-                first = first_error(ufunc, target, inputs, casting)
-                if first is None or str(first) == str(e):
-                    raise
-                raise (type(e)(str(first)) if isinstance(first, ValueError) and isinstance(e, ValueError)
-                       else first) from None
-        res = front(*inputs)
-        if dtype is not None:
-            res = res.astype(dtype)
-        if out is not None:
-            target = out[0] if isinstance(out, tuple) else out
-            if isinstance(target, Tensor):
-                return target._assign(res)
-            if not np.can_cast(res.dtype.np, target.dtype, "same_kind"):
-                raise _inplace_cast_error(res.dtype, D.dtype(target.dtype), "in-place operation")
-            np.copyto(target, np.asarray(res), casting="same_kind")
-            return target
-        return res
-
-    def __array_function__(self, func, types, args, kwargs):
-        if any(is_passthrough(v) for v in _flat_args(args, kwargs)):
-            return fallback(func, f"{func.__name__} of a masked array or matrix")(*args, **kwargs)
-        mod = func.__module__ or ""
-        prefix = mod[len("numpy."):] + "." if mod.startswith("numpy.") and not mod.startswith("numpy._") else ""
-        name = prefix + func.__name__
-        front = NUMPY_FUNCS.get(name) or NUMPY_FUNCS.get(func.__name__ if not prefix else name)
-        if front is None and any(getattr(t, "_np", False) for t in _flat_args(args, kwargs)):
-            # tensors that came from NumPy code keep NumPy's behaviour: NumPy runs the function on
-            # concrete values (on a tracer that is a graph break naming the function)
-            return fallback(func, name)(*args, **kwargs)
-        if front is None:
-            raise TypeError(f"nbaccel has no op for numpy.{name}: convert with np.asarray(t) "
-                            "first, or use an nbaccel op")
-        return mark_array_result(func.__name__, front(*args, **kwargs))
+    # __array_ufunc__ and __array_function__, how NumPy's own functions reach the op table, are
+    # numpy_routing.py's (it sits above Tensor and installs them: numpy_routing.install)
 
     def __reduce__(self):
         return (_rebuild, (np.asarray(self.cpu()._value()), self.dtype.name, str(self.device), self.requires_grad))
@@ -403,15 +353,6 @@ class Tensor(TensorMetadata, TensorValues):
             t.requires_grad_(True)
         memo[id(self)] = t
         return t
-
-
-def _flat_args(args, kwargs):
-    """Every leaf of nested argument lists (the one flattening helper; numpy_api uses it too)."""
-    for v in list(args) + list(kwargs.values()):
-        if isinstance(v, (list, tuple)):
-            yield from _flat_args(v, {})
-        else:
-            yield v
 
 
 def _rebuild(data, dtype, device, requires_grad):
@@ -446,20 +387,6 @@ def _rebuild_parameter(data, dtype, device, requires_grad):
     return Parameter(_rebuild(data, dtype, device, False), requires_grad)
 
 
-# conversions and dispatch are defined beside Tensor (they need the class) and used by its methods
-from .convert import _flat, _from_python, _np_of, _untensor, asarray, from_dlpack, from_numpy, tensor  # noqa: E402,F401
-from .convert import is_passthrough  # noqa: E402
-from .dispatch import (_eager, _inplace, _reflected, active_trace, apply,  # noqa: E402,F401
-                       set_active_trace)
-from .dispatch import install_methods as _install_op_methods  # noqa: E402
-# the NumPy fallbacks of __array_ufunc__ / __array_function__ and NumPy's ndarray methods (both
-# modules import Tensor, so they come after it)
-from .numpy_api import fallback, mark_array_result  # noqa: E402
-from . import ndarray_methods  # noqa: E402
-
-
-def install_methods():
-    """The op table's methods, then NumPy's meaning of ndarray methods for NumPy-flavoured
-    tensors (``ndarray_methods``: ``sort`` in place, ``repeat(axis=)``, ``.flat``, ...)."""
-    _install_op_methods()
-    ndarray_methods.install(Tensor)
+# The modules below Tensor make and recognise tensors by this class but cannot import it (this
+# module imports them): it is handed to each of them once, here
+autograd.Tensor = convert.Tensor = dispatch.Tensor = Tensor

@@ -22,7 +22,8 @@ from . import autograd
 from . import dtypes as D
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .devices import cuda_available, device as _device
-from .tensor import Tensor, tensor
+from .convert import tensor
+from .tensor import Tensor
 from .ops.creation import _full_front, generator, manual_seed
 
 __all__ = ["long", "float", "double", "half", "int", "short", "cfloat", "cdouble",

@@ -19,7 +19,9 @@ import weakref
 import numpy as np
 
 from .. import ndarray_methods
-from ..tensor import Tensor, active_trace, asarray, set_active_trace
+from ..convert import asarray
+from ..dispatch import active_trace, set_active_trace
+from ..tensor import Tensor
 from ..parameter_holder import ParameterHolder   # an nn.Module, known without importing nn
 from .capture.capture import TraceSession, TraceTooCostly, note_inline
 from .capture import heap, numpy_identity

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..dispatch import apply
 from ..ops.registry import OPS
-from ..tensor import Tensor, asarray
+from ..convert import asarray
+from ..tensor import Tensor
 from .. import dtypes as D
 from ..compiler import api as compiler_api
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor, asarray
+from ..convert import asarray
+
+from ..tensor import Tensor
 from ..ops import ALIASES
 
 

@@ -17,7 +17,9 @@ import numpy as np
 
 from ..compiler.schedule.ir import fmt_param, _SHORT
 from ..devices import cpu
-from ..tensor import Tensor, active_trace, asarray
+from ..convert import asarray
+from ..dispatch import active_trace
+from ..tensor import Tensor
 from .dims import ExportError, Poly
 from .runner import Executable, bind, replay
 from .serialize import Ref

@@ -18,7 +18,9 @@ import numpy as np
 from ..autograd import no_grad
 from ..compiler.capture.capture import TraceSession, _fix_for, user_frame
 from ..compiler.schedule.views import numpy_gives_array
-from ..tensor import Tensor, asarray, set_active_trace
+from ..convert import asarray
+from ..dispatch import set_active_trace
+from ..tensor import Tensor
 from .dims import ExportError
 from ..ops import creation
 

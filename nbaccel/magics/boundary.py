@@ -24,7 +24,8 @@ import numpy as np
 from . import snapshot
 from ..compiler.replay.read_recorder import calls_for_the_user
 from ..compiler.schedule.views import numpy_gives_array
-from ..tensor import NP_ARRAY_0D, Tensor, _Size, active_trace
+from ..dispatch import active_trace
+from ..tensor import NP_ARRAY_0D, Tensor, _Size
 from ..numpy_api import settle_pending_readers
 from .. import numpy_api
 

@@ -35,7 +35,8 @@ from ..compiler import GraphBreakError
 from ..compiler.capture.capture import TraceTooCostly
 from ..daskbridge.bridge import DaskFallback
 from ..gpu import placement as gpu_placement
-from ..tensor import Tensor, asarray
+from ..convert import asarray
+from ..tensor import Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 MODES = capi.MODES

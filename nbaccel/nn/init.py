@@ -10,7 +10,7 @@ import math
 
 from .. import autograd
 from ..ops.creation import generator as _default_rng
-from ..tensor import asarray
+from ..convert import asarray
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_",
            "ones_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]

@@ -11,7 +11,9 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..tensor import Parameter, Tensor, asarray
+from ..convert import asarray
+
+from ..tensor import Parameter, Tensor
 from .. import autograd, dtypes as D
 from ..parameter_holder import ParameterHolder
 

@@ -14,7 +14,7 @@ from ..devices import device as _device
 from .fronts import apply, as_tensor
 from .movement import _shape_arg
 from .registry import defalias, defop
-from ..tensor import asarray
+from ..convert import asarray
 from ..tensor_meta import is_tensor
 
 

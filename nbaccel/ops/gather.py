@@ -10,7 +10,7 @@ from .indexing_plan import _index_tensor
 from .meta import broadcast_shapes
 from .movement import axis_index
 from .registry import defalias, defmethod
-from ..tensor import asarray
+from ..convert import asarray
 from ..tensor_meta import is_tensor
 
 

@@ -22,7 +22,7 @@ from .indexing_plan import (_adv_shape, _index_key, _key, _mask_count, _plan, _r
                             _result_shape, _slice_key, _written_copy, encode_index)
 from .meta import DataDependentShape, broadcast_shapes
 from .registry import defalias, defop, OPS
-from ..tensor import asarray
+from ..convert import asarray
 from ..tensor_meta import TensorMetadata, is_tensor
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from .meta import DataDependentShape, broadcast_shapes
-from ..tensor import Tensor, asarray
+from ..convert import asarray
+from ..tensor import Tensor
 from ..tensor_meta import is_tensor, is_traced
 
 _FULL = ("s", None, None, None)

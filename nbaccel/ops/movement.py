@@ -16,7 +16,7 @@ from .batching import pad_batched
 from .fronts import apply, as_tensor
 from .meta import normalize_axis, broadcast_shapes, np_shape, numpy_scalar, shape_error
 from .registry import NUMPY_FUNCS, defalias, defmethod, defop
-from ..tensor import asarray
+from ..convert import asarray
 from ..tensor_meta import TensorMetadata, is_tensor
 
 

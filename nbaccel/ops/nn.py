@@ -21,7 +21,7 @@ from .fronts import apply, as_tensor, override
 from .meta import ShapeError, broadcast_shapes, default_float, normalize_axis  # noqa: F401
 from .registry import OPS, defop
 from ..autograd import needs_input_grad as need
-from ..tensor import asarray
+from ..convert import asarray
 from ..tensor_meta import TensorMetadata
 from . import creation
 

@@ -19,7 +19,7 @@ from .creation import _full_front, generator
 from .fronts import as_tensor
 from .meta import normalize_axis
 from .registry import defalias, defmethod
-from ..tensor import tensor, asarray
+from ..convert import tensor, asarray
 from ..tensor_meta import is_tensor
 
 

@@ -22,7 +22,8 @@ import numpy as np
 from .. import autograd, ops
 from ..devices import array_module
 from ..ops import kernel_modules
-from ..tensor import Tensor, active_trace
+from ..dispatch import active_trace
+from ..tensor import Tensor
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "RMSprop", "Adagrad", "lr_scheduler"]
 

@@ -16,7 +16,8 @@ from nbaccel_kernels.quant import packing
 
 from .. import dtypes as D, serialization
 from ..ops.quantized import dequantize_weight
-from ..tensor import Tensor, asarray
+from ..convert import asarray
+from ..tensor import Tensor
 from . import layout as L
 
 _MODES = {8: "int8", 4: "int4"}

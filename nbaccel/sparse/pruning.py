@@ -9,7 +9,8 @@ from ..nn import functional as F
 from ..nn.module import Module
 from ..nn.modules import Linear
 from ..ops import sparse as sparse_ops
-from ..tensor import Parameter, Tensor, asarray
+from ..convert import asarray
+from ..tensor import Parameter, Tensor
 from .semi_structured import SparseSemiStructuredTensor, _as_tensor, _check, compress_meta
 
 

@@ -13,7 +13,8 @@ import numpy as np
 from .. import dtypes as D
 from ..ops import OPS
 from ..ops import sparse as sparse_ops
-from ..tensor import Tensor, asarray
+from ..convert import asarray
+from ..tensor import Tensor
 
 _FLOATS = (D.float32, D.float64)
 

@@ -21,7 +21,8 @@ import weakref
 import numpy as np
 
 from ...ops.meta import DataDependentShape, infer  # (DataDependentShape is raised by infer rules)
-from ...tensor import NP_ARRAY_0D, Tensor, _eager, set_active_trace
+from ...dispatch import _eager, set_active_trace
+from ...tensor import NP_ARRAY_0D, Tensor
 from ..runtime import fpflags
 from ..schedule.views import COPY, ViewTracking, numpy_gives_array
 from .give_up import _BUDGET_EVERY, GivingUp, note_inline  # noqa: F401 (note_inline: api.py)

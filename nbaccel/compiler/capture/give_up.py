@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from ...tensor import active_trace
+from ...dispatch import active_trace
 from .user_code import TraceAliasedInputs, TraceLoopsCompiled, TraceOverBudget, TraceViewNotShared
 
 _BUDGET_EVERY = 256     # ops between two looks at the clock (a look costs ~0.1 µs per op)

@@ -22,7 +22,8 @@ import threading
 import numpy as np
 
 from ...ops.registry import NUMPY_FUNCS
-from ...tensor import Tensor, active_trace
+from ...dispatch import active_trace
+from ...tensor import Tensor
 from .user_code import _is_internal
 
 _NAMES = ("asarray", "asanyarray", "ascontiguousarray")

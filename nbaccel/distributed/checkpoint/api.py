@@ -7,7 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ... import dtypes as D
-from ...tensor import Tensor, asarray
+from ...convert import asarray
+from ...tensor import Tensor
 from ..sharded import ShardedTensor
 from . import store
 from .flatten import EMPTY, array_names, key_of, kind_of, walk

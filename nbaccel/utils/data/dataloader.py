@@ -20,7 +20,9 @@ import numpy as np
 from .dataset import IterableDataset, Subset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 from ... import ops, dtypes as D
+from ...convert import asarray, tensor as _tensor
 from ...ops.creation import generator
+from ...tensor import Tensor
 
 _worker = threading.local()
 
@@ -38,19 +40,13 @@ def get_worker_info():
     return getattr(_worker, "info", None)
 
 
-def _tensor_module():
-    import importlib
-    return importlib.import_module("nbaccel.tensor")    # (nbaccel.tensor is also a function)
-
-
 def default_convert(data):
     """NumPy arrays (not of strings or objects) become tensors, recursively through sequences
     and mappings; everything else stays."""
-    T = _tensor_module()
     if isinstance(data, np.ndarray) and data.dtype.kind not in "OSUV":
-        return T.asarray(data, _np=False)
+        return asarray(data, _np=False)
     if isinstance(data, np.generic) and data.dtype.kind not in "OSUV":
-        return T.asarray(np.asarray(data), _np=False)
+        return asarray(np.asarray(data), _np=False)
     if isinstance(data, collections.abc.Mapping):
         return {k: default_convert(v) for k, v in data.items()}
     if isinstance(data, tuple) and hasattr(data, "_fields"):
@@ -65,20 +61,19 @@ def default_collate(batch):
     a tensor; Python floats become a float64 tensor, ints an int64 tensor, bools a bool
     tensor; strings stay a list; tuples, lists, named tuples and dicts are collated field by
     field."""
-    T = _tensor_module()
     elem = batch[0]
-    if isinstance(elem, T.Tensor):
+    if isinstance(elem, Tensor):
         return ops.stack(list(batch), 0)
     if isinstance(elem, np.ndarray) and elem.dtype.kind not in "OSUV":
-        return T.asarray(np.stack(batch), _np=False)
+        return asarray(np.stack(batch), _np=False)
     if isinstance(elem, np.generic) and elem.dtype.kind not in "OSUV":
-        return T.asarray(np.array(batch), _np=False)
+        return asarray(np.array(batch), _np=False)
     if isinstance(elem, bool):
-        return T.tensor(batch, dtype=D.bool_)
+        return _tensor(batch, dtype=D.bool_)
     if isinstance(elem, int):
-        return T.tensor(batch, dtype=D.int64)
+        return _tensor(batch, dtype=D.int64)
     if isinstance(elem, float):
-        return T.tensor(batch, dtype=D.float64)
+        return _tensor(batch, dtype=D.float64)
     if isinstance(elem, (str, bytes)):
         return list(batch)
     if isinstance(elem, collections.abc.Mapping):
