@@ -189,21 +189,54 @@ def test_a_replayed_step_fault_before_any_in_place_write_runs_eagerly(mode, leni
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
 
 
-def test_a_replayed_step_fault_after_an_in_place_write_stays(lenient, monkeypatch):
-    """Once a kernel had a parameter's buffer, the inputs may be half updated: the fault is
-    raised (running the graph again would read updated weights as old ones)."""
-    monkeypatch.setitem(nb.config, "decide_functions", False)
-    _, step = _sgd_step()
-    cf = nb.compile(step, backend="numpy")
-    cf(), cf()
+def _late_fault(monkeypatch, rp):
+    """Kernels raise once one of them had a parameter's buffer (the inputs are half updated)."""
     real = runtime.KernelSlot.__call__
-    rp = _step_replay(cf)
 
     def late_fault(self, *arrays):
         if not rp.inputs_intact():
             raise OverflowError("injected late fault")
         return real(self, *arrays)
     monkeypatch.setattr(runtime.KernelSlot, "__call__", late_fault)
+    return real
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_a_replayed_step_fault_after_an_in_place_write_puts_the_weights_back(mode, lenient, monkeypatch):
+    """Kernels on the NumPy tier could raise after an earlier one wrote a parameter in place:
+    the run keeps the old values of the buffers it hands out, puts them back on a fault and
+    falls back as any replay does, with eager's losses and weights (the fault was raised
+    before, the parameters half updated)."""
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+    model, eager = _sgd_step()
+    want = [float(eager()) for _ in range(4)]
+    compiled_model, step = _sgd_step()
+    cf = nb.compile(step, backend="numpy", mode=mode)
+    got = [float(cf()) for _ in range(2)]
+    rp = _step_replay(cf)
+    assert getattr(rp.prog, "destinations", None), "the step writes its parameters in place"
+    real = _late_fault(monkeypatch, rp)
+    got.append(float(cf()))
+    assert rp.fell_back and "injected late fault" in rp.fell_back
+    monkeypatch.setattr(runtime.KernelSlot, "__call__", real)
+    got.append(float(cf()))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for p, q in zip(compiled_model.parameters(), model.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_an_all_numba_steps_fault_after_an_in_place_write_stays(lenient, monkeypatch):
+    """Every kernel on numba (which raises nothing once it runs, and whose refusal comes before
+    it writes): no old values are kept, so a fault injected after a write is raised. (Stood in
+    for by the NumPy tier told it is all numba: a step's kernels are not all numba's.)"""
+    from nbaccel.compiler.replay import train_step
+    monkeypatch.setitem(nb.config, "decide_functions", False)
+    monkeypatch.setattr(train_step, "_numpy_kernels", lambda prog: False)
+    _, step = _sgd_step()
+    cf = nb.compile(step, backend="numpy")
+    cf(), cf()
+    rp = _step_replay(cf)
+    _late_fault(monkeypatch, rp)
     with pytest.raises(OverflowError, match="injected late fault"):
         cf()
 

@@ -93,14 +93,15 @@ def run_program(rp, inputs):
     the replay runs eagerly from now on (``rp.fell_back`` says why; ``strict`` raises the
     fault). An error the interpreter raises too is the user's own, the one the plain code
     raises, and propagates unchanged. A training step whose kernels write parameters in place
-    can be run again only while none of them had its buffer (``rp.inputs_intact()``): a fault
-    after that leaves its inputs half updated, and the fault stays."""
+    can be run again once the buffers written are put back (``rp.restore_inputs()``, which
+    keeps their old values while a kernel runs its NumPy version); where they cannot be (every
+    kernel numba's, which raises nothing once it runs), the fault stays."""
     try:
         return rp.prog.run(inputs + rp.consts)
     except Exception as e:       # (handled below, outside this block: the user's error, if
         fault = e                # the interpreter raises one, carries no internal context)
     if isinstance(rp.prog, EagerProgram) or rp.prog_graph is None \
-            or not getattr(rp, "inputs_intact", lambda: True)():
+            or not getattr(rp, "restore_inputs", lambda: True)():
         raise fault
     out = interpret(rp.prog_graph, inputs)
     if config.get("strict"):

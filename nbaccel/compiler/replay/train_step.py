@@ -239,12 +239,30 @@ class StepReplay:
         dest = run_fn.__globals__.get("alloc") if run_fn is not None else None
         return not (isinstance(dest, _Destinations) and dest.placed)
 
+    def restore_inputs(self) -> bool:
+        """After a fault (``run_program``): put back the buffers this run's kernels wrote in place,
+        whose old values are kept while a kernel runs its NumPy version; whether every input is
+        now as it was before the run."""
+        dest = self.prog.run_fn.__globals__.get("alloc") if hasattr(self.prog, "run_fn") else None
+        if not (isinstance(dest, _Destinations) and dest.placed):
+            return True
+        if dest.saved is None:
+            return False                        # (all numba: a fault there keeps the fault)
+        for a, old in reversed(dest.saved):
+            np.copyto(a, old)
+        dest.saved, dest.placed = [], False
+        return True
+
     def run(self, leaves):
         run_fn = getattr(self.prog, "run_fn", None)     # (none: it fell back, run_program)
         dest = run_fn.__globals__.get("alloc") if run_fn is not None else None
         if isinstance(dest, _Destinations):
             dest.leaves = leaves
             dest.placed = False
+            # a kernel that runs its NumPy version may fault after an earlier kernel wrote a
+            # parameter in place (a numba kernel raises nothing once it runs): the old values are
+            # kept, so that the fault can fall back (restore_inputs)
+            dest.saved = [] if _numpy_kernels(self.prog) else None
         inputs = []
         for acc in self.plan:
             if acc[0] == "hyper":
@@ -411,6 +429,7 @@ class _Destinations:
         self.places = places          # node index -> accessor of the tensor it is written into
         self.leaves = None
         self.placed = False           # this run handed out a tensor's own buffer (a write began)
+        self.saved = None             # (buffer, its values before) each, while kept (StepReplay.run)
 
     def __call__(self, key, n, dtype):
         acc = self.places.get(key)
@@ -419,6 +438,8 @@ class _Destinations:
             a = t._data if isinstance(t, Tensor) else t
             if a.dtype == dtype and a.size == n and a.flags.c_contiguous:
                 self.placed = True
+                if self.saved is not None:
+                    self.saved.append((a, a.copy()))
                 return a.reshape(-1)
         return self.pool(key, n, dtype)
 
@@ -460,6 +481,15 @@ def _write_in_place(prog, plan, writes):
         ns = prog.run_fn.__globals__
         ns["alloc"] = _Destinations(ns["alloc"], places)
     prog.destinations = places
+
+
+def _numpy_kernels(prog) -> bool:
+    """Whether a kernel of ``prog`` runs its NumPy version now (its numba version is not built,
+    not ready or was refused), which, unlike a numba kernel, could raise after it began."""
+    for slot in getattr(prog, "slots", {}).values():
+        if hasattr(slot, "np_fn") and (slot.numba is None or slot.numba.state != "ready"):
+            return True
+    return False
 
 
 def _reads(step, ph):
