@@ -198,7 +198,7 @@ def _short(op, args, params):
     """The common case in one pass (issue 36): concrete tensors on one device and Python
     scalars, no trace, no autocast. The inputs are scanned once, and what the scan reads is
     the signature under which the op's shape/dtype rule is memoised (``_INFER``); anything
-    else (a tracer, an autograd shell, two devices, a device move, a grad rule given only
+    else (a tracer, a stale autograd shell, two devices, a device move, a grad rule given only
     by a decomposition) returns None and takes the general path, which decides it."""
     sig = [op]
     xs = []
@@ -206,7 +206,8 @@ def _short(op, args, params):
     grad = npflag = False
     for a in args:
         if isinstance(a, Tensor):
-            if a._node is not None or a._saved_version is not None:
+            if a._node is not None or (a._saved_version is not None   # (a shell: a rule's out)
+                                       and a._saved_version != a._version[0]):
                 return None
             d = a.device
             if d is not dev:

@@ -90,7 +90,9 @@ sub = defop("subtract", kind="binary", impl=_ufunc("subtract"), front=_sub_front
             methods=("sub", "subtract", "__sub__", "__rsub__"), numpy="subtract", inplace=True,
             dtype_rule="nobool")
 mul = defop("multiply", kind="binary", impl=_ufunc("multiply"),
-            grad=lambda g, out, a, b: (g * b, g * a), 
+            # (a Python scalar operand, x * 0.9, gets no gradient: no g * x for it)
+            grad=lambda g, out, a, b: (g * b if is_tensor(a) else None,
+                                       g * a if is_tensor(b) else None),
             methods=("mul", "multiply", "__mul__", "__rmul__"), numpy="multiply", inplace=True)
 
 
