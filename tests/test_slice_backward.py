@@ -29,3 +29,24 @@ def test_split_pieces_and_repeated_advanced_indices_accumulate():
         (a * 1 + b * 2 + c * 3).sum().backward(retain_graph=True)
         t[lib.tensor(idx)].sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+
+
+def test_an_index_gradient_starts_from_one_broadcast_zero(monkeypatch):
+    # the scatter of an index's gradient copies its zeros first: they are a broadcast view of
+    # one zero, not a filled array of the input's size made only to be copied (qkv.split)
+    from nbaccel.ops.registry import OPS
+    x0 = np.random.default_rng(2).standard_normal((2, 3, 6)).astype(np.float32)
+    x = nb.tensor(x0, requires_grad=True)
+    shapes = []
+    full = OPS["full"]
+    impl = full.impl
+    monkeypatch.setattr(full, "impl", lambda xp, **kw: shapes.append(tuple(kw["shape"])) or
+                        impl(xp, **kw))
+    q, k, v = x.split(2, dim=2)
+    (q * 1 + k * 2 + v * 3).sum().backward(retain_graph=True)
+    x[1].sum().backward()
+    assert shapes and all(s == () for s in shapes)
+    want = np.repeat(np.array([1, 2, 3], np.float32), 2)[None, None].repeat(3, 1).repeat(2, 0)
+    want[1] += 1
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    assert x.grad.numpy().flags.writeable and x.grad.numpy().strides == (72, 24, 4)

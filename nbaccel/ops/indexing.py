@@ -27,8 +27,11 @@ from ..tensor_meta import TensorMetadata, is_tensor
 
 
 def _zeros(x, dtype):
-    # from the shape only: a gradient must not read the (possibly since modified) input
-    return ops.full(tuple(x.shape), 0, dtype=dtype, device=x.device)
+    # from the shape only: a gradient must not read the (possibly since modified) input. A
+    # broadcast view of one zero: the scatter that takes it (setitem, slice_scatter, index_put)
+    # copies it first, so a filled array of x's size would be written and then read once more
+    # (qkv.split's backward: 2.7 -> 2.0 ms for the three pieces of a GPT block's (16, 64, 384))
+    return ops.full((), 0, dtype=dtype, device=x.device).broadcast_to(tuple(x.shape))
 
 
 # ---- primitives ---------------------------------------------------------------------------------
