@@ -108,7 +108,7 @@ def test_sequences_cover_the_constructs():
     for seed in range(CI_SEQUENCES):
         r = random.Random(seed)
         for kind, (maker, _) in cellseq.CELLS.items():
-            if maker(r, {"Z": np.zeros(3), "f": len}) is not None:
+            if maker(r, {"Z": np.zeros(3), "f": len, cellseq.HOLDER: [np.zeros(2)]}) is not None:
                 made[kind] += 1
     assert set(made) == set(cellseq.CELLS)
     sources = [src for seed in range(CI_SEQUENCES) for src in cellseq.generate(seed).cells]

@@ -219,8 +219,59 @@ def write_shared(r, env):
     return f"{write.format(n=name)}\nprint({name})"
 
 
+HOLDER = "L"        # the name of the container that holds views (the pool above never rebinds it)
+
+
+def bind_container_view(r, env):
+    """Views of an array held in a list, tuple or dict (or np.split's pieces, an array's rows),
+    written through in the same cell now and then. The views handed back share memory with
+    their base; a later cell that names the base and reaches the views through the container
+    runs them untraced (write_container_view), which the trace must keep in step."""
+    arrays = [k for k in _arrays(env) if env[k].ndim]
+    base = r.choice(arrays) if arrays else r.choice(NAMES)
+    make = "" if arrays else f"{base} = {_array_expr(r)}\n"
+    hold = r.choice(["[{b}[1:], {b}[::2]]", "({b}[:1], {b}.T)", "{{'v': {b}[::-1], 'w': [{b}[...]]}}",
+                     "np.split({b}.reshape(-1), 2)", "list({b})", "[{b}.reshape(-1)]",
+                     "{{'v': {b}[None]}}"])
+    src = f"{make}{HOLDER} = {hold.format(b=base)}"
+    if r.random() < 0.4:
+        src += f"\n{base} {r.choice(['+=', '*='])} {r.choice(['1', '2'])}"
+    return src
+
+
+def _held_arrays(env):
+    """Expressions for the arrays the container holds at its top level (``L[0]``, ``L['v']``)."""
+    held = env.get(HOLDER)
+    if isinstance(held, dict):
+        return [f"{HOLDER}[{k!r}]" for k, v in held.items() if isinstance(v, np.ndarray)]
+    if isinstance(held, (list, tuple)):
+        return [f"{HOLDER}[{i}]" for i, v in enumerate(held) if isinstance(v, np.ndarray)]
+    return []
+
+
+def write_container_view(r, env):
+    """A cell that names an array and reaches a view of it through the container: a traced write
+    into the base then a plain read of the view, a plain write through the view after a traced
+    read of the base, or reads alone (which still compile)."""
+    held = _held_arrays(env)
+    arrays = _arrays(env)
+    if not held or not arrays:
+        return None
+    e, name = r.choice(held), r.choice(arrays)
+    return r.choice([
+        f"{name} += 1\nprint({HOLDER})",
+        f"{name}[...] = 3\nprint({e})",
+        f"y = {name} * 2\n{r.choice(['{e} += 1', '{e}[...] = 7', '{e}.fill(2)', 'np.copyto({e}, 5)'])}"
+        f"\nprint(y)".format(e=e),
+        f"y = {e} * 1 + np.sum({name})\nprint(y)",
+        f"{e} *= 3\nprint({name})",
+    ])
+
+
 CELLS = {
     "bind_view": (bind_view, 2),
+    "bind_container_view": (bind_container_view, 2),
+    "write_container_view": (write_container_view, 2),
     "write_shared": (write_shared, 2),
     "rebind": (rebind, 4),
     "warn": (warn, 2),
