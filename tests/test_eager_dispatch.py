@@ -422,3 +422,38 @@ def test_a_python_scalar_factor_gets_no_gradient_product(monkeypatch):
     assert len(names) == 3       # g * 0.5 for x; g * x and g * y for y * x (no g * x for 0.5)
     np.testing.assert_allclose(x.grad._data, 0.5 + y._data)
     np.testing.assert_allclose(y.grad._data, x._data)
+
+
+def test_the_backward_sums_a_fan_in_into_its_own_gradient(monkeypatch):
+    # the three pieces of a split send three full-size gradients to one node: the walk adds
+    # them into the first (held by nothing else) instead of making a new array per sum
+    from nbaccel import autograd
+    x = nb.tensor(np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32),
+                  requires_grad=True)
+    in_place = []
+    summed = autograd._summed
+
+    def spy(p, ga, create_graph, held):
+        out = summed(p, ga, create_graph, held + 1)    # (this frame holds p once more)
+        in_place.append(out is p)
+        return out
+    monkeypatch.setattr(autograd, "_summed", spy)
+    q, k, v = (x * 1).split(2, dim=1)
+    (q * 1 + k * 2 + v * 3).sum().backward()
+    assert in_place == [True, True]
+    np.testing.assert_array_equal(x.grad.numpy(), np.repeat([[1, 2, 3]], 4, 0).repeat(2, 1))
+
+
+def test_a_gradient_shared_by_two_nodes_is_never_written_into():
+    # add's rule gives the same tensor to both inputs: summing into it for one input would
+    # change the other's
+    x = nb.tensor(np.ones((3, 2), np.float32), requires_grad=True)
+    a, b = x * 2, x * 3
+    ((a + b) + a).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 2), 7, np.float32))
+    y = nb.tensor(np.ones(3, np.float32), requires_grad=True)
+    g = nb.tensor(np.ones(3, np.float32))
+    h = y * 1
+    (h + h).backward(g)      # the output's gradient is the caller's g, summed twice
+    np.testing.assert_array_equal(g.numpy(), np.ones(3, np.float32))
+    np.testing.assert_array_equal(y.grad.numpy(), np.full(3, 2, np.float32))
