@@ -191,6 +191,11 @@ def _through_namespace(name, tensor_fn_name=None):
     def method(self, *args, **kwargs):
         order = kwargs.get("order", args[0] if name in ("ravel", "flatten", "copy") and args
                            and isinstance(args[0], str) else None)
+        if order is not None and name in ("ravel", "flatten"):
+            # the tensor's ravel reads NumPy's order from the strides (NumPy's method on a
+            # C-ordered copy would read another order for "K" and "A"); flatten is its copy
+            flat = _TENSOR_METHODS["ravel"](self, order)
+            return flat.clone() if name == "flatten" else flat
         if order not in (None, "C"):
             return _numpy_method(self, name)(*args, **kwargs)
         if kwargs.get("dtype") is not None or kwargs.get("out") is not None:

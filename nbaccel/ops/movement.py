@@ -359,6 +359,8 @@ def _flatten(x, start_dim=0, end_dim=-1):
 defalias("flatten", _flatten, methods="flatten")
 def _ravel(x, order="C"):
     x = as_tensor(x)
+    if order not in (None, "C"):
+        x = _in_read_order(x, order)
     contiguous = getattr(x._node.graph, "c_contiguous", None) if x._node is not None else None
     if contiguous is not None and not contiguous(x):
         return x.reshape(-1).clone()   # NumPy's ravel copies an array that is not C-contiguous
@@ -366,6 +368,34 @@ def _ravel(x, order="C"):
 
 
 defalias("ravel", _ravel, numpy="ravel", methods="ravel")
+
+
+def _in_read_order(x, order):
+    """``x`` permuted so that its C order is NumPy's ``order`` of reading it: "F" the axes
+    reversed, "A" as "F" for an F- and not C-contiguous array, "K" the axes by decreasing
+    stride (NumPy does not flip a negative one); the C-order ravel of the result is then a view
+    exactly where NumPy's is. A traced array's strides are NumPy's as the trace models them."""
+    if order not in ("F", "A", "K"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    if x.ndim < 2:
+        return x
+    if x._node is not None:
+        layout = getattr(x._node.graph, "numpy_layout", lambda t: None)(x)
+    else:
+        layout = x._data if hasattr(x._data, "strides") else None
+    if layout is None:                                  # (no strides to read: as C order)
+        return x if order != "F" else x.permute(tuple(range(x.ndim - 1, -1, -1)))
+    f, c = layout.flags.f_contiguous, layout.flags.c_contiguous
+    if order == "A":
+        order = "F" if f and not c else "C"
+    elif order == "K":
+        order = "C" if c else "F" if f else "K"
+    if order == "C":
+        return x
+    if order == "F":
+        return x.permute(tuple(range(x.ndim - 1, -1, -1)))
+    perm = tuple(sorted(range(x.ndim), key=lambda d: -abs(layout.strides[d])))
+    return x.permute(perm)
 
 
 def _moveaxis(x, source, destination):

@@ -72,6 +72,10 @@ class TracedGraph(Graph):
         """Whether NumPy's array of this tracer is C-contiguous (``np.ravel`` asks: views.py)."""
         return self.session.c_contiguous(tensor)
 
+    def numpy_layout(self, tensor):
+        """An array with the strides of NumPy's array of this tracer, or None (views.py)."""
+        return self.session.numpy_layout(tensor)
+
     def track(self, tensor):
         self.session.track(tensor)
 

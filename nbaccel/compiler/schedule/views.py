@@ -156,12 +156,19 @@ class ViewTracking:
     def c_contiguous(self, t) -> bool:
         """Whether NumPy's array of tracer ``t`` is C-contiguous: ``np.ravel`` gives a view of
         it only then (``reshape(-1)`` wherever the strides allow one: ``a[::2]``)."""
+        layout = self.numpy_layout(t)
+        return layout is not None and bool(layout.flags.c_contiguous)
+
+    def numpy_layout(self, t):
+        """An array with the shape and strides of NumPy's array of tracer ``t`` (only those are
+        read: ``ravel(order="K")`` reads the elements in its strides' order), or None where its
+        chain's reshape has no view of the layout."""
         info = self.view_of.get(id(t))
         root, chain = (info[0], info[1]) if info is not None else (t, [])
         try:
-            return bool(view_by_chain(self._numpy_layout(root), chain).flags.c_contiguous)
+            return view_by_chain(self._numpy_layout(root), chain)
         except ValueError:
-            return False
+            return None
 
     def _numpy_layout(self, root):
         """An array with the strides of NumPy's array for ``root``: an input's own strides, a
