@@ -92,6 +92,7 @@ class CompiledFunction(Compiled):
         self._last_decision = None
         self._guarded = GuardedReplays(self)
         self._in_cell = False          # a %%compile cell: the magic runs the cell plainly itself
+        self.before_trace = None       # called when a call does not replay (magics/replay_path.py)
         self._first_call_seconds = None
         self._cold_replay = False      # this call was an entry's first replay (decision: not a sample)
         self.last_undo = None
@@ -195,6 +196,8 @@ class CompiledFunction(Compiled):
                 recorder = self._guarded.recorder()
                 if recorder is not None and env is None:   # a training step's guard, before the call
                     step_snap = train_step.Snapshot(self.fn, gleaves)
+        if self.before_trace is not None:      # no replay: the function's Python runs from here on
+            self.before_trace()                # (a %%compile cell's short replay path stops here)
         if active_trace() is not None or any(isinstance(x, Tensor) and x._node is not None
                                              for _, x in array_leaves((args, kwargs), "", [])):
             note_inline(self)      # (in a loop with a graph break each round: the trace gives up)

@@ -23,7 +23,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from . import (boundary, cell_clock, cellfunc, cellnames, ipython_calls, options, per_element, plain_runs,
-               raw_aliases, snapshot, verify)
+               raw_aliases, replay_path, run_result, snapshot, verify)
 from .cell_entry import CellEntry, Deferred
 from .cell_values import _Env, _swap_in, _swap_out, _traceable
 from .cellrun import (CellRuns, _as_name_error, _from_cell, _settled, framed_as_module,
@@ -62,6 +62,7 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     def reset_state(self):
         self.entries: dict[str, CellEntry] = {}
         self.decisions: dict = {}                   # plain or compiled, per cell and inputs (plain_runs.py)
+        self.plans: dict = {}                       # (line, cell) -> what its replays reuse (replay_path.py)
         self.compile_costs: dict = {}               # cell version -> its compile's cost (plain_runs.py)
         self.analysed: dict = {}                    # cell source -> its analysis (_analyse)
         self._entry_keys: dict = {}                 # a cell version (source, options, inputs) -> its key
@@ -96,6 +97,9 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             finally:
                 self._verifying = False
         t_enter = time.perf_counter()
+        shown = replay_path.run(self, line, cell, t_enter)   # a replay, its prelude remembered
+        if shown is not replay_path.NOT_TAKEN:
+            return shown
         opts = self._parse(line)
         ns = self.shell.user_ns
         src = self._transformed(cell)
@@ -170,73 +174,12 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
             return self._run_plain(entry, count, opts, failure)
         sys.stdout.write(printed.getvalue())
         # the cell completed: write its outputs back (never before, so a failure changes nothing)
-        t_out = time.perf_counter()
-        for k in entry.outputs:
-            if k in entry.shared:
-                continue
-            if k in outs:
-                ns[k] = _swap_out(_settled(self._from_device(outs[k], place.device, traced_vals)))
-            elif k in entry.dels:
-                ns.pop(k, None)
-        shown = None if entry.quiet else boundary.to_numpy(_swap_out(self._from_device(value, place.device,
-                                                                                     traced_vals)))
-        t_out = time.perf_counter() - t_out
-        self._settle(entry, ns, env, before.tensors)
-        entry.calls += 1
-        # (the report's eager baseline is measured when it is shown or stored, never otherwise)
-        report = getattr(entry.cf, "_report", None)
-        if report is not None:
-            report.name = entry.cf.name              # a replayed run reuses the report: this run's label
-            if place.device == "cuda":
-                report.transfer_seconds = t_in + t_out
-            if place.reason and (opts.device_explicit or place.device == "cuda"):
-                report.device_note = place.reason
-            self._maybe_probe(entry, report)
-            self._record_compiled(entry, report, decision, time.perf_counter() - t_enter)
-            if opts.output:
-                report.measure_eager()
-            entry.reports.append(report)
-            del entry.reports[:-3]
-            self.by_count[count] = (entry, report)
-            self.last = (entry, report)
-            self._show(report, opts.report, entry, progress)
-            if opts.output:
-                ns[opts.output] = report
-            if opts.explain:
-                with verify.not_the_cells_output():
-                    print(self._explain_text(report))
-        elif opts.output:
-            ns[opts.output] = None
+        replayed = entry.last_report is not None and getattr(entry.cf, "_report", None) is entry.last_report
+        shown = run_result.finish(self, entry, opts, outs, value, place, traced_vals, decision, count, progress,
+                                  t_enter, t_in, lambda: self._settle(entry, ns, env, before.tensors))
+        if replayed:                                 # the next run of it may well replay too
+            replay_path.remember(self, line, cell, opts, entry, decision, place)
         return shown
-
-    def _record_compiled(self, entry, report, decision, seconds):
-        """The compiled run's time for the cell's decision, and the verdict on its report. A run
-        that made a new report traced; it compiled unless every graph came from memory. A
-        replayed run reuses the last report: nothing compiled, and its time joins the history."""
-        fresh = report is not entry.last_report
-        entry.last_report = report
-        compiling = report.compile_seconds if fresh and report.cache != "hit" else 0.0
-        pending = entry.cf.pending()
-        report.tier_arrived(pending)
-        # (an entry's first replay is no sample, as for a function: api.CompiledFunction.__call__)
-        decision.record("compiled", seconds, compiling, steady=not pending and not entry.cf._cold_replay)
-        if not self._verifying:                          # (--verify's shadow run is not the cell's)
-            self.clock.note(decision, "compiled", seconds, seconds)
-        if compiling:
-            plain_runs.note_compile(self, entry.key, compiling)
-        entry.jit_due = entry.jit_due or bool(compiling) or pending
-        if entry.jit_due and not pending:                # machine code compiled since: its cost too
-            entry.jit_due = False
-            jit = entry.cf.jit_seconds()
-            if jit > entry.jit_noted:
-                plain_runs.note_compile(self, entry.key, jit - entry.jit_noted, add=True)
-                decision.add_compile(jit - entry.jit_noted)
-                entry.jit_noted = jit
-        if not fresh:
-            report.history = (report.history + [{"compiled_seconds": seconds, "cache": "hit",
-                                                 "tier": report.tier}])[-capi.config["history"]:]
-        report.call_seconds = seconds
-        report.set_verdict(decision.verdict())
 
     def _cell_number(self):
         """The running cell's In[n] (IPython counts the cell before running it: Out[n] uses n)."""

@@ -79,6 +79,7 @@ def decision_for(ext, line, cell, entry, opts) -> Decision:
             d.keep_compiled("Dask inputs: the compiled cell builds the fused chunk graph (its run "
                             "builds a lazy graph, whose time says nothing about the work)")
         d.cell = entry.key                          # (%nbaccel status groups decisions by cell)
+        d.plain_text = cell                         # (the plain cell: cell_clock.py's plain_extra)
         if len(store) > 4096:                       # a notebook that never repeats its inputs
             store.pop(next(iter(store)))
     d.last_used = time.perf_counter()

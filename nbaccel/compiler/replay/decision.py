@@ -47,7 +47,6 @@ No renderer computes a ratio or a saving itself.
 """
 from __future__ import annotations
 
-import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -177,6 +176,11 @@ class Decision:
         # while the choice does (one 64² cell's plain choice read 0.42×, "within noise" and
         # 0.64× on consecutive runs)
         self._shown: tuple | None = None
+        # what the plain code costs beyond its timed runs, on every run: a %%compile cell's plain
+        # run is timed inside the magic's one-line call, and IPython spends more on the plain
+        # cell's own text (magics/cell_clock.py). None: not measured (a function: nothing)
+        self.plain_extra: float | None = None
+        self.plain_text: str | None = None        # a cell's text without the magic's line
 
     # -- what runs next -----------------------------------------------------------------------
     def next_path(self) -> str:
@@ -284,14 +288,14 @@ class Decision:
     def _note_unsettled(self, run):
         """A compiled run that is not a median sample cost ``run`` seconds (the first compile
         aside, a later one included)."""
-        ref = self._median(self.plain)
+        ref = self._plain_median(self.plain)
         if ref is None and self.plain_runs:          # (only the cold first run so far: a
             ref = self.plain_total / self.plain_runs   # generous reference)
         if ref is not None and self._plain_stands_in:
             self.unsettled_excess += max(run - ref, 0.0)
 
     def _decide(self):
-        p, c = self._median(self.plain), self._median(self.compiled)
+        p, c = self._plain_median(self.plain), self._median(self.compiled)
         # (at least the default estimate: a session of warm caches estimates compiles at tens
         # of ms, while a new cell's machine code still takes seconds in the background)
         budget = max(self.first_compile_seconds, self.compile_estimate, COMPILE_ESTIMATE)
@@ -340,31 +344,48 @@ class Decision:
 
     @staticmethod
     def _median(xs):
-        return statistics.median(xs) if xs else None
+        if not xs:
+            return None
+        s = sorted(xs)        # (statistics.median's own arithmetic, without its checks: a
+        n = len(s)            # replayed cell asks for medians on every run)
+        return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+    def _plain_median(self, xs):
+        p = self._median(xs)
+        return p + self.plain_extra if p is not None and self.plain_extra else p
 
     # -- what the user is told -------------------------------------------------------------------
     def saved_seconds(self) -> float | None:
         """Sum over compiled runs of (plain median - that run), minus every compile: None until
         the plain code was timed."""
-        p = self._median(self.plain)
+        p = self._plain_median(self.plain)
         if p is None:
             return None
         return self.compiled_runs * p - self.compiled_total - self.compile_seconds
 
+    def frozen(self) -> "Decision":
+        """A copy of the state a verdict reads, as it is now (~1 µs): its ``verdict()`` later says
+        what ``verdict()`` says now (a replayed cell's report computes it only when read)."""
+        snap = object.__new__(Decision)
+        snap.__dict__.update(self.__dict__)
+        snap.plain, snap.compiled = tuple(self.plain), tuple(self.compiled)
+        return snap
+
     def verdict(self) -> Verdict:
         plain, compiled = self._shown if self._shown and self.choice == "plain" else \
             (self.plain, self.compiled)
-        p, c = self._median(plain), self._median(compiled)
+        p, c = self._plain_median(plain), self._median(compiled)
+        extra = self.plain_extra or 0.0
         v = Verdict(path=self._last_path, choice=self.choice or "measuring", why=self.reason,
                     headline="", plain_seconds=p, compiled_seconds=c,
-                    plain_spread=[min(plain), max(plain)] if plain else None,
+                    plain_spread=[min(plain) + extra, max(plain) + extra] if plain else None,
                     compiled_spread=[min(compiled), max(compiled)] if compiled else None,
                     compile_seconds=self.compile_seconds, saved_seconds=self.saved_seconds(),
                     runs={"plain": self.plain_runs, "compiled": self.compiled_runs},
                     changed=self._changed)
         plain_word = f"plain {self.what}"
         if p is not None and c is not None:
-            noise = (p - min(plain)) + (c - min(compiled))
+            noise = (p - extra - min(plain)) + (c - min(compiled))
             if max(p, c) < RESOLUTION_SECONDS:
                 v.note = "too short to measure"
             elif abs(p - c) <= noise:

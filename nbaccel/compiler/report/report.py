@@ -133,6 +133,7 @@ class CompileReport:
 
     def set_verdict(self, v):
         """The decision's verdict (decision.Verdict) is this report's headline."""
+        self.__dict__.pop("_verdict_due", None)
         self.verdict = v.to_dict()
         self.baseline = "plain"
         self.plain_seconds = v.plain_seconds
@@ -175,6 +176,36 @@ class CompileReport:
             return nbaccel_ext.ReportView(d)._repr_mimebundle_()
         except Exception:   # pragma: no cover - the front end must never break a repr
             return {"text/plain": repr(self)}
+
+
+def _set_verdict_later(self, decision):
+    """The verdict of ``decision`` (a ``Decision.frozen()`` copy) is this report's headline, worked
+    out when one of the fields it sets is first read: a replayed cell's report is rewritten on
+    every run and read on few (the magic's report=none, a widget shown now and then), and
+    working it out cost a replay ~10 µs."""
+    self.__dict__["_verdict_due"] = decision
+
+
+def _verdict_field(name):
+    """A field that ``set_verdict`` writes: reading or writing it first applies a verdict due."""
+    def get(self):
+        due = self.__dict__.pop("_verdict_due", None)
+        if due is not None:
+            self.set_verdict(due.verdict())
+        return self.__dict__[name]
+
+    def put(self, value):
+        due = self.__dict__.pop("_verdict_due", None)
+        if due is not None:
+            self.set_verdict(due.verdict())
+        self.__dict__[name] = value
+    return property(get, put)
+
+
+CompileReport.set_verdict_later = _set_verdict_later
+for _name in ("verdict", "baseline", "plain_seconds", "speedup", "speedup_note", "compiled_seconds",
+              "eager_seconds"):
+    setattr(CompileReport, _name, _verdict_field(_name))
 
 
 RESOLUTION_SECONDS = 20e-6
