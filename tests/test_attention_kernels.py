@@ -243,3 +243,19 @@ def test_vectorisable_exp_is_accurate_and_exact_at_the_ends():
     edge = apply(np.array([-np.inf, -200.0, -88.0, 0.0], np.float32))
     assert edge[0] == 0 and edge[1] == 0 and edge[2] == 0 and edge[3] == 1
     assert apply(np.array([-1.5])).dtype == np.float64          # float64 takes math.exp
+
+
+def test_whole_score_path_takes_strided_heads():
+    # a GPT hands (B, L, H, D) projections transposed to (B, H, L, D): rows contiguous, heads
+    # strided (read in place); a value whose last axis is strided is copied first
+    rng = np.random.default_rng(5)
+    q, k = (rng.standard_normal((3, 10, 4, 8)).transpose(0, 2, 1, 3) for _ in range(2))
+    v = rng.standard_normal((3, 10, 4, 12)).transpose(0, 2, 1, 3)[..., ::2]
+    do = rng.standard_normal((3, 4, 10, 6))
+    ref_out, ref_lse = reference.attention_forward(q, k, v, 0.3, True)
+    out, lse = cpu.attention_forward(q, k, v, 0.3, True)
+    _close(out, ref_out, 1e-12)
+    _close(lse, ref_lse, 1e-12)
+    for g, r in zip(cpu.attention_backward(do, q, k, v, out, lse, 0.3, True),
+                    reference.attention_backward(do, q, k, v, ref_out, ref_lse, 0.3, True)):
+        _close(g, r, 1e-11)

@@ -66,13 +66,13 @@ def attention_forward(q, k, v, scale, causal=False, mask=None, block_q=BLOCK_Q, 
     b, hq, n_q, hkv, n_k, d_v, dt = check_inputs(q, k, v, mask)
     group = hq // hkv
     qs = np.multiply(q, dt.type(scale), dtype=dt)      # the scale folded into q once
-    k, v = np.ascontiguousarray(k), np.ascontiguousarray(v)
     out = np.empty((b, hq, n_q, d_v), dt) if out is None else out
     lse = np.empty((b, hq, n_q), dt) if lse is None else lse
     mask4, dummy = _mask_views(mask, (b, hq, n_q, n_k), dt)
     if whole.fits(n_q, n_k, block_q, block_k):      # one tile a head: no tiling to gain
         whole.forward(qs, k, v, causal, mask4, out, lse, threads, dt)
         return out, lse
+    k, v = np.ascontiguousarray(k), np.ascontiguousarray(v)
     # the last query blocks of a causal task see the most keys: start with them
     tasks = [(i, bi, h) for i in range(0, n_q, block_q) for bi in range(b) for h in range(hq)]
     if causal:
@@ -112,7 +112,6 @@ def attention_backward(do, q, k, v, out, lse, scale, causal=False, mask=None, bl
     group = hq // hkv
     d_qk = q.shape[-1]
     qs = np.multiply(q, dt.type(scale), dtype=dt)   # dK = dS^T (scale q), dQ = scale dS K
-    k, v = np.ascontiguousarray(k), np.ascontiguousarray(v)
     do = np.asarray(do, dt)          # rows may be strided: BLAS takes a leading dimension
     if do.strides[-1] != dt.itemsize:
         do = np.ascontiguousarray(do)
@@ -126,6 +125,7 @@ def attention_backward(do, q, k, v, out, lse, scale, causal=False, mask=None, bl
         whole.backward(do, qs, k, v, lse, delta, causal, mask4, dq, dk, dv, threads, dt)
         dq *= dt.type(scale)
         return dq, dk, dv
+    k, v = np.ascontiguousarray(k), np.ascontiguousarray(v)
     tasks = [(bi, kh) for bi in range(b) for kh in range(hkv)]
 
     def work(task, state):

@@ -126,12 +126,25 @@ def _grouped(x, hkv):
                       (x.strides[0], x.strides[1] * group) + x.strides[1:])
 
 
-def _scores(state, qs, k, b0, b1, hkv, dt):
-    """The block's raw scores (c, Hq, L, S) = (scale q) k^T, in a per-thread buffer."""
+def _scores(state, qs, kt, b0, b1, hkv, dt):
+    """The block's raw scores (c, Hq, L, S) = (scale q) k^T, in a per-thread buffer; ``kt`` is
+    k^T (B, Hkv, D, S), C-contiguous: a product with k's transposed view took 1.45x as long."""
     c, hq, n_q = b1 - b0, qs.shape[1], qs.shape[2]
-    s = _buffer(state, "s", (c, hkv, hq // hkv, n_q, k.shape[2]), dt)
-    np.matmul(_grouped(qs[b0:b1], hkv), k[b0:b1, :, None].swapaxes(-1, -2), out=s)
-    return s.reshape(c, hq, n_q, k.shape[2])
+    s = _buffer(state, "s", (c, hkv, hq // hkv, n_q, kt.shape[3]), dt)
+    np.matmul(_grouped(qs[b0:b1], hkv), kt[b0:b1, :, None], out=s)
+    return s.reshape(c, hq, n_q, kt.shape[3])
+
+
+def _transposed(x):
+    """x^T over its last two axes, C-contiguous (one copy of k or v per call)."""
+    return np.ascontiguousarray(x.swapaxes(-1, -2))
+
+
+def _rows(x):
+    """x itself when its matrices' rows are contiguous (BLAS takes the row stride as the
+    leading dimension: the heads of a (B, L, H, D) tensor transposed need no copy), else a
+    C-contiguous copy."""
+    return x if x.strides[-1] == x.itemsize else np.ascontiguousarray(x)
 
 
 def _dummy(dt):
@@ -144,10 +157,11 @@ def forward(qs, k, v, causal, mask4, out, lse, threads, dt):
     b, hq, n_q = qs.shape[:3]
     dummy = _dummy(dt)
     hkv, n_k = k.shape[1], k.shape[2]
+    kt, v = _transposed(k), _rows(v)
 
     def work(block, state):
         b0, b1 = block
-        p = _scores(state, qs, k, b0, b1, hkv, dt)
+        p = _scores(state, qs, kt, b0, b1, hkv, dt)
         _softmax_rows(p, lse[b0:b1], causal, dummy if mask4 is None else mask4[b0:b1],
                       mask4 is not None)
         np.matmul(_grouped(p, hkv), v[b0:b1, :, None], out=_grouped(out[b0:b1], hkv))
@@ -170,18 +184,19 @@ def backward(do, qs, k, v, lse, delta, causal, mask4, dq, dk, dv, threads, dt):
     dummy = _dummy(dt)
     hkv, n_k, d_v, d_qk = k.shape[1], k.shape[2], v.shape[3], k.shape[3]
     group = hq // hkv
+    kt, vt, k = _transposed(k), _transposed(v), _rows(k)
 
     def work(block, state):
         b0, b1 = block
         c = b1 - b0
-        p = _scores(state, qs, k, b0, b1, hkv, dt)
+        p = _scores(state, qs, kt, b0, b1, hkv, dt)
         _probs_rows(p, lse[b0:b1], causal, dummy if mask4 is None else mask4[b0:b1],
                     mask4 is not None)
         p5, do5 = _grouped(p, hkv), _grouped(do[b0:b1], hkv)
         tmp = _buffer(state, "dv", (c, hkv, group, n_k, d_v), dt)
         _add_folded(dv[b0:b1], np.matmul(p5.swapaxes(-1, -2), do5, out=tmp), hkv)
         ds = _buffer(state, "ds", (c, hkv, group, n_q, n_k), dt)
-        np.matmul(do5, v[b0:b1, :, None].swapaxes(-1, -2), out=ds)
+        np.matmul(do5, vt[b0:b1, :, None], out=ds)
         _dscores_rows(p, ds.reshape(p.shape), delta[b0:b1])
         tmp = _buffer(state, "dk", (c, hkv, group, n_k, d_qk), dt)
         _add_folded(dk[b0:b1], np.matmul(ds.swapaxes(-1, -2), _grouped(qs[b0:b1], hkv), out=tmp),
