@@ -46,6 +46,22 @@ def test_a_transformer_added_later_applies_to_remembered_cells(shell):
     assert "np.tanh" in mgr.transform_cell(CELL)
 
 
+def test_an_unhashable_transformer_is_run_not_remembered(shell):
+    mgr = shell.input_transformer_manager
+
+    class Upper:
+        __hash__ = None                     # (an instance that defines __eq__ and no __hash__)
+
+        def __call__(self, lines):
+            return [ln.replace("np.tanh", "np.cosh") for ln in lines]
+    t = Upper()
+    mgr.cleanup_transforms.append(t)
+    try:
+        assert "np.cosh" in mgr.transform_cell(CELL)
+    finally:
+        mgr.cleanup_transforms.remove(t)
+
+
 def test_the_async_check_is_remembered_and_follows_autoawait(shell):
     cell = shell.transform_cell(CELL)
     assert shell.should_run_async(CELL, transformed_cell=cell) is False

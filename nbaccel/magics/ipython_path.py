@@ -50,7 +50,10 @@ class _Path:
         self.last = (cell, time.perf_counter())
         mgr = self.mgr
         key = (cell, tuple(mgr.cleanup_transforms), tuple(mgr.line_transforms), tuple(mgr.token_transformers))
-        out = self.transformed.get(key)
+        try:
+            out = self.transformed.get(key)
+        except TypeError:                   # (a transformer that cannot be hashed: not remembered)
+            return self.transform(cell)
         if out is None:
             out = self.transform(cell)
             if len(self.transformed) >= _LIMIT:
