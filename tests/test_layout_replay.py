@@ -86,6 +86,20 @@ def write_roll_column(a):
     return t
 
 
+def write_sort_reshape(a):
+    b = np.sort(a, axis=0)          # sorts a copy laid out as a: F order for a transposed a
+    t = b.reshape(-1)               # (taken as C order before: a view where NumPy copies)
+    t[0] = 100
+    return b
+
+
+def write_cumsum_reshape(a):
+    b = np.cumsum(a, axis=1)        # laid out as a, as a ufunc's result
+    t = b.reshape(-1)
+    t[1] = 100
+    return b
+
+
 def layout(kind):
     base = np.arange(12, dtype=np.float64)
     return {"C": lambda: base.reshape(3, 4).copy(),
@@ -111,7 +125,8 @@ def _same(want, got):
 @pytest.mark.parametrize("tensors", [False, True], ids=["ndarray", "Tensor"])
 @pytest.mark.parametrize("fn", [write_input_view, return_written_view, write_ufunc_ravel,
                                 write_exp_of_transpose, write_after_inplace, write_np_copy_ravel,
-                                write_concat_reshape, write_pad_reshape, write_roll_column],
+                                write_concat_reshape, write_pad_reshape, write_roll_column,
+                                write_sort_reshape, write_cumsum_reshape],
                          ids=lambda f: f.__name__)
 def test_replay_follows_numpy_for_every_layout(fn, tensors, mode, kw):
     """C, T, S and back: each call traces or replays, and matches NumPy on a fresh input."""

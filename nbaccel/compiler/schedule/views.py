@@ -57,6 +57,9 @@ def layout_class(a) -> str:
 # say (a reshape)
 _LAYOUT_KINDS = ("unary", "binary", "ternary", "reduce", "movement")
 _LAYOUT_VIEWS = ("permute", "detach", "getitem", "strided_slice")
+# ops of no such kind whose NumPy result is laid out as their operand (np.sort and np.cumsum of an
+# F-ordered array are F order: taken as C, their ravel was a view where NumPy copies)
+_LAYOUT_OTHERS = ("sort", "argsort", "cumsum", "cumprod")
 
 
 def _small_shape(shape):
@@ -218,13 +221,17 @@ class ViewTracking:
                     out = np.ascontiguousarray(out)
                 elif data.flags.f_contiguous:
                     out = np.asfortranarray(out)
-        elif depth < 64 and (node.op.kind in _LAYOUT_KINDS or node.op.name in _LAYOUT_VIEWS):
+        elif depth < 64 and (node.op.kind in _LAYOUT_KINDS or node.op.name in _LAYOUT_VIEWS
+                             or node.op.name in _LAYOUT_OTHERS):
             # (64 ops deep is far enough: past it, C order, as Python's stack needs a bound)
             args = [self._small(a, memo, depth + 1) if hasattr(a, "op") else a for a in node.args]
             if all(s is not None for a, s in zip(node.args, args) if hasattr(a, "op")):
                 try:
                     with np.errstate(all="ignore"):
-                        out = node.op.impl(np, *args, **node.params)
+                        # (np.sort sorts a copy laid out as its operand, order "K"; the op's
+                        # impl gathers, whose result is C order)
+                        out = np.copy(args[0], order="K") if node.op.name == "sort" else \
+                            node.op.impl(np, *args, **node.params)
                 except Exception:       # noqa: BLE001 (a stand-in it refuses: C order)
                     out = None
         if isinstance(out, np.ndarray) and out.ndim == len(shape) and out.shape != shape and \
