@@ -22,8 +22,9 @@ import numpy as np
 from . import autograd, convert, dispatch
 from . import dtypes as D
 from .convert import asarray
-from .dispatch import active_trace, apply  # noqa: F401 - apply: the op fronts' binding (ops/fronts.py)
+from .dispatch import active_trace
 from .devices import Device, array_module, device as _device
+from .ops import fronts
 from .ops.registry import OPS
 from .ops.meta import broadcast_shapes
 from .tensor_meta import TensorMetadata, _Size  # noqa: F401 - _Size: importable here too
@@ -388,5 +389,7 @@ def _rebuild_parameter(data, dtype, device, requires_grad):
 
 
 # The modules below Tensor make and recognise tensors by this class but cannot import it (this
-# module imports them): it is handed to each of them once, here
+# module imports them): it is handed to each of them once, here, and the op fronts get the engine
+# they call the same way
 autograd.Tensor = convert.Tensor = dispatch.Tensor = Tensor
+fronts.bind(Tensor=Tensor, apply=dispatch.apply, asarray=asarray, active_trace=active_trace)

@@ -375,3 +375,27 @@ def test_the_rooms_declare_what_they_use_and_no_circle():
                         "'May import:' line):\n" + "\n".join(unused))
     assert not circles([(a, b) for a, d in declared.items() for b in d])
     assert {"api", "config"}.isdisjoint(declared), "api and config are not subpackages"
+
+
+def _probes(tree):
+    """The `hasattr(x, "_node")` calls and the `_ops()` helpers in a module's syntax tree."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr"
+                and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value == "_node"):
+            yield f"line {node.lineno}: hasattr(..., '_node')"
+        if isinstance(node, ast.FunctionDef) and node.name == "_ops":
+            yield f"line {node.lineno}: def _ops()"
+
+
+def test_a_tensor_is_known_by_its_type_not_probed():
+    # (issue 38: a module below Tensor asks tensor_meta.is_tensor / is_traced; one above it
+    # imports Tensor; none probes for the tracer's field or hides the ops package in a helper)
+    found = [f"{name} {where}" for name, path in modules().items()
+             for where in _probes(ast.parse(path.read_text()))]
+    assert not found, "type tests by attribute probe:\n" + "\n".join(found)
+
+
+def test_the_probe_finder_sees_both_shapes():
+    tree = ast.parse("def _ops():\n    return 1\nok = hasattr(x, '_node')\nfine = hasattr(x, 'shape')\n")
+    assert [w.split(":")[1].strip() for w in _probes(tree)] == ["def _ops()", "hasattr(..., '_node')"]

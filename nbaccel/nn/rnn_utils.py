@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import ops
 from ..convert import tensor as _tensor
+from ..tensor import Tensor
 
 __all__ = ["PackedSequence", "pad_sequence", "pack_padded_sequence", "pad_packed_sequence",
            "pack_sequence"]
@@ -33,7 +34,7 @@ class PackedSequence(NamedTuple):
 
 
 def _lengths(lengths):
-    if hasattr(lengths, "_node"):
+    if isinstance(lengths, Tensor):
         lengths = lengths.tolist()
     return [int(v) for v in lengths]
 

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .fronts import _tensor, apply, as_tensor
+from .fronts import ENGINE, apply, as_tensor
 from .registry import OPS
 from ..tensor_meta import is_tensor
 
@@ -95,6 +95,6 @@ def batched_index_key(x, bx, arrays, barrays, axes, size):
     if axes != tuple(range(len(axes))):
         return None
     k = max(logical_ndim(a, b) for a, b in zip(arrays, barrays))
-    rows = _tensor().asarray(np.arange(size).reshape((size,) + (1,) * k), device=x.device)
+    rows = ENGINE.asarray(np.arange(size).reshape((size,) + (1,) * k), device=x.device)
     arrays = tuple(pad_batched(a, k) if b else a for a, b in zip(arrays, barrays))
     return x, (rows,) + arrays, (0,) + tuple(a + 1 for a in axes)

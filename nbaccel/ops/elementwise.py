@@ -23,8 +23,9 @@ import math
 import numpy as np
 
 from .. import dtypes as D, ops
+from ..devices import array_module
 from ..tensor_meta import TensorMetadata, is_tensor
-from .fronts import _tensor as _tensor_module, apply, as_tensor, as_tensor_arg
+from .fronts import ENGINE, apply, as_tensor, as_tensor_arg
 from .meta import (real_only, no_bool_loop, broadcast_shapes, default_float, shape_of, default_infer,
     apply_dtype_rule, cast_weak_int)
 from .registry import OPS, defop
@@ -306,18 +307,17 @@ def _expm1_front(x):
     one) and outside a trace, the Array API's special cases (``_expm1_standard``); NumPy code
     keeps NumPy's values, as plain NumPy gives them, and so do compiled kernels (see
     docs/array-api.md)."""
-    T = _tensor_module()
-    x = x if isinstance(x, T.Tensor) else as_tensor(x)
+    x = x if isinstance(x, ENGINE.Tensor) else as_tensor(x)
     out = apply(expm1, (x,), {})
     if (out.dtype.kind != "c" or x._np or x._node is not None or out._node is not None
             or out.requires_grad):
         return out
     xv, ov = x._data, out._data
-    xp = np if isinstance(xv, np.ndarray) else T.array_module(out.device)
+    xp = np if isinstance(xv, np.ndarray) else array_module(out.device)
     special = ~(xp.isfinite(xv.real) & xp.isfinite(xv.imag)) | (xv.imag == 0)
     if not bool(special.any()):
         return out
-    return T.asarray(_expm1_standard(xp, xv, ov), device=out.device, _np=False)
+    return ENGINE.asarray(_expm1_standard(xp, xv, ov), device=out.device, _np=False)
 
 
 def _sqrt1m(x):

@@ -1,9 +1,15 @@
 """Default user-facing functions ("fronts") for each kind of op, and argument conversion.
 
 A front parses NumPy and PyTorch spellings (``axis``/``dim``, ``keepdims``/``keepdim``),
-turns array-likes into Tensors and calls :func:`nbaccel.tensor.apply`.
+turns array-likes into Tensors and calls :func:`nbaccel.dispatch.apply`.
+
+The op table sits below the engine that runs it: the fronts reach ``apply``, ``asarray``, the
+Tensor class and the active trace through :data:`ENGINE`, which ``tensor.py`` fills in once
+Tensor is made (:func:`bind`), instead of importing the modules that import the op table.
 """
 from __future__ import annotations
+
+import types
 
 import numpy as np
 
@@ -15,7 +21,7 @@ _SCALARS = (bool, int, float, complex)
 
 
 def apply(op, args, params):
-    return (_TENSOR_MODULE or _tensor()).apply(op, args, params)
+    return ENGINE.apply(op, args, params)
 
 
 def override(func, args):
@@ -23,7 +29,7 @@ def override(func, args):
     the fronts that call it: ``linear`` and ``matmul``): an operand that is not a Tensor but
     defines ``__nbaccel_function__(self, func, args)`` (a compressed 2:4 weight, say) computes
     the call itself. Returns NotImplemented when no operand does."""
-    plain = _TENSOR_MODULE.Tensor if _TENSOR_MODULE is not None else None
+    plain = ENGINE.Tensor
     for a in args:
         if type(a) is plain:      # (the common case, and a cheap test: a missed getattr is not)
             continue
@@ -33,16 +39,15 @@ def override(func, args):
     return NotImplemented
 
 
-def _tensor():
-    # nbaccel.tensor imports the op table, so bind it lazily, once
-    global _TENSOR_MODULE
-    if _TENSOR_MODULE is None:
-        import importlib
-        _TENSOR_MODULE = importlib.import_module("nbaccel.tensor")   # (nbaccel.tensor is also a function)
-    return _TENSOR_MODULE
+# What the fronts call above the op table (dispatch.apply, convert.asarray, tensor.Tensor,
+# dispatch.active_trace): None until tensor.py binds them, which import nbaccel does before any
+# front can run
+ENGINE = types.SimpleNamespace(Tensor=None, apply=None, asarray=None, active_trace=None)
 
 
-_TENSOR_MODULE = None
+def bind(**engine):
+    """Hand the fronts the engine above them (tensor.py's last lines)."""
+    vars(ENGINE).update(engine)
 
 
 def numpy_made(t):
@@ -61,14 +66,14 @@ def as_tensor_arg(x):
         return x
     if isinstance(x, _SCALARS) and not isinstance(x, np.generic):
         return x
-    return (_TENSOR_MODULE or _tensor()).asarray(x)
+    return ENGINE.asarray(x)
 
 
 def as_tensor(x, like=None):
     """Like as_tensor_arg, but Python scalars become 0-d Tensors too."""
     if isinstance(x, TensorMetadata):   # (on every front's path: nothing looked up first)
         return x
-    asarray = (_TENSOR_MODULE or _tensor()).asarray
+    asarray = ENGINE.asarray
     if isinstance(x, _SCALARS) and like is not None:
         dt = D.result_type(like, x, default_float=D.float64 if like._np else D.float32)
         return asarray(x, dtype=dt, device=like.device, _np=like._np)
@@ -112,11 +117,11 @@ def default_front(op):
     # (the unary and binary fronts are on every eager op's path: Tensors skip conversion)
     if kind == "unary":
         def front(x):
-            T = _TENSOR_MODULE or _tensor()
+            T = ENGINE
             return T.apply(op, (x if isinstance(x, T.Tensor) else as_tensor(x),), {})
     elif kind == "binary":
         def front(a, b):
-            T = _TENSOR_MODULE or _tensor()
+            T = ENGINE
             if not (isinstance(a, T.Tensor) and isinstance(b, T.Tensor)):
                 a, b = as_tensor_arg(a), as_tensor_arg(b)
                 if not isinstance(a, T.Tensor) and not isinstance(b, T.Tensor):
@@ -138,7 +143,7 @@ def default_front(op):
                 params = {"axis": None, "keepdims": bool(keepdims if keepdim is None else keepdim)}
             else:
                 params = reduce_params(x, axis, keepdims, dim, keepdim, dtype)
-            return (_TENSOR_MODULE or _tensor()).apply(op, (x,), params)
+            return ENGINE.apply(op, (x,), params)
     else:
         raise ValueError(f"op {op.name!r} of kind {kind!r} needs an explicit front")
     return front

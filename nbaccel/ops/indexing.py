@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes as D, ops, autograd
 from .batching import batched_index_key, logical_ndim, pad_batched, with_batch
-from .fronts import _tensor, apply, as_tensor, as_tensor_arg
+from .fronts import ENGINE, apply, as_tensor, as_tensor_arg
 from .indexing_plan import _KEYS as _INDEX_KEYS
 from .indexing_plan import (_adv_shape, _index_key, _key, _mask_count, _plan, _rebuild,
                             _result_shape, _slice_key, _written_copy, encode_index)
@@ -261,7 +261,7 @@ def _setitem_front(x, index, value):
     value = as_tensor_arg(value)
     is_t = is_tensor(value)
     tracing = x._node is not None or any(t._node is not None for t in (value,) + tensors
-                                         if is_tensor(t)) or _tensor().active_trace() is not None
+                                         if is_tensor(t)) or ENGINE.active_trace() is not None
     try:
         target = _result_shape(x.shape, entries, tensors)
     except DataDependentShape:

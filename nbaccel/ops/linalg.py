@@ -85,8 +85,8 @@ def _matmul_grad(g, out, a, b):
 
 
 def _matmul_front(a, b):
-    plain = _fronts._TENSOR_MODULE
-    if plain is not None and type(a) is plain.Tensor and type(b) is plain.Tensor:
+    plain = _fronts.ENGINE.Tensor
+    if type(a) is plain and type(b) is plain:
         return apply(matmul, (a, b), {})   # (two plain Tensors: nothing to override or convert)
     res = override(matmul.front, (a, b))
     if res is not NotImplemented:
