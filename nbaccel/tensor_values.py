@@ -34,7 +34,7 @@ class TensorValues:
                             "allowed: use .cpu() first")
         if dtype is not None and np.dtype(dtype) != a.dtype:
             return a.astype(dtype)
-        return a.copy() if copy else a
+        return a.copy(order="K") if copy else a     # (as np.array copies an ndarray: its layout kept)
 
     def _scalar(self, construct):
         """The Python number of a one-element tensor; ``construct`` (``.item()``, ``float()``,

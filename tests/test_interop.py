@@ -72,6 +72,16 @@ def test_array_protocol_is_zero_copy(t):
     assert not np.shares_memory(np.array(t, copy=True), a)
 
 
+def test_array_protocol_copy_keeps_the_layout():
+    # np.array(x) of an ndarray copies in order "K": an F-ordered or transposed value stays so
+    a = np.arange(12.0).reshape(3, 4)
+    for plain in (a.T, np.asfortranarray(a), a[:, ::2]):
+        t = nb.from_numpy(plain)
+        for copied, expected in ((np.array(t), np.array(plain)), (np.array(t, copy=True), np.array(plain, copy=True))):
+            assert copied.strides == expected.strides and (copied == plain).all()
+            assert not np.shares_memory(copied, plain)
+
+
 def test_asarray_of_tensor_requiring_grad_gives_data():
     x = nb.ones(2, 3, requires_grad=True)
     a = np.asarray(x)
