@@ -196,6 +196,8 @@ def _through_namespace(name, tensor_fn_name=None):
             # C-ordered copy would read another order for "K" and "A"); flatten is its copy
             flat = _TENSOR_METHODS["ravel"](self, order)
             return flat.clone() if name == "flatten" else flat
+        if name == "reshape" and order is not None:     # (the op's F order is a view, as NumPy's)
+            return _TENSOR_METHODS["reshape"](self, *args, **kwargs)
         if order not in (None, "C"):
             return _numpy_method(self, name)(*args, **kwargs)
         if kwargs.get("dtype") is not None or kwargs.get("out") is not None:
@@ -224,7 +226,14 @@ _NUMPY_MEANING = {"sort": _sort, "fill": _fill, "repeat": _repeat, "item": _item
                   "nonzero": _nonzero, "transpose": _transpose}
 
 
-_numpy_code = [0]        # > 0 while NumPy code runs on tensors (a %%compile cell)
+_numpy_code = [0]        # > 0 while NumPy code runs on tensors on any thread (the swap below)
+
+
+class _NumPyCodeHere(threading.local):
+    depth = 0            # > 0 while NumPy code runs on this thread: the methods' choice
+
+
+_here = _NumPyCodeHere()
 
 
 _SWAPS: dict = {}        # name -> (class, the method that picks NumPy's meaning, Tensor's own)
@@ -240,14 +249,20 @@ def numpy_code():
     The methods that choose (``_either``) are on the class only while NumPy code runs: the
     first ``numpy_code`` in installs them and the last one out puts Tensor's own methods back,
     so that PyTorch code calls ``x.view(...)``, ``x.sum()`` without a wrapper's call per op
-    (issue 36: about 0.3 us of a 3 us op). A method Tensor lacks keeps its wrapper always."""
+    (issue 36: about 0.3 us of a 3 us op). A method Tensor lacks keeps its wrapper always.
+
+    The wrappers are on the class for every thread, but each chooses NumPy's meaning only on a
+    thread that is inside ``numpy_code`` itself: a NumPy-flavoured tensor on another thread
+    (``nbaccel.numpy``'s result in a data loader's worker, say) keeps Tensor's methods."""
     with _SWAP_LOCK:
         _numpy_code[0] += 1
         if _numpy_code[0] == 1:
             _swap(True)
+    _here.depth += 1
     try:
         yield
     finally:
+        _here.depth -= 1
         with _SWAP_LOCK:
             _numpy_code[0] -= 1
             if _numpy_code[0] == 0:
@@ -269,7 +284,7 @@ def _install_either(cls, name, wrapper, own):
 
 def _either(name, numpy_fn, tensor_fn):
     def method(self, *args, **kwargs):
-        if self._np and _numpy_code[0]:
+        if self._np and _here.depth:      # (this thread's NumPy code: another's may run meanwhile)
             return numpy_fn(self, *args, **kwargs)
         if tensor_fn is None:
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")

@@ -58,9 +58,12 @@ def _leading(first, more):
     return () if first is None and not more else (first,) + more
 
 
-def _reshape_front(x, shape=None, *more, copy=None, **named):
+def _reshape_front(x, shape=None, *more, copy=None, order=None, **named):
     if not isinstance(x, TensorMetadata):
         x = as_tensor(x)
+    if order is not None and order != "C":       # (NumPy's F order: reversed axes, _in_read_order)
+        shape = _shape_arg(_by_name("reshape", _leading(shape, more), named, ("shape", "newshape")))
+        return _reshape_in_order(x, shape, order, copy)
     if type(shape) is int and not more and not named:
         shape = (shape,)        # (x.view(n): what _shape_arg makes of it, without three calls)
     else:
@@ -368,6 +371,27 @@ def _ravel(x, order="C"):
 
 
 defalias("ravel", _ravel, numpy="ravel", methods="ravel")
+
+
+def _reshape_in_order(x, shape, order, copy):
+    """NumPy's ``reshape(shape, order="F")`` (or "A" of an F- and not C-contiguous array): the
+    axes reversed, reshaped to the reversed shape in C order, reversed back; a view exactly
+    where NumPy's is, since the middle reshape is one wherever the strides allow it."""
+    if order == "K":
+        raise ValueError("order 'K' is not permitted for reshaping")
+    if order == "A":                                    # (an unknown order raises there)
+        order = "C" if _in_read_order(x, "A") is x else "F"
+    elif order != "F":
+        _in_read_order(x, order)
+    if order == "C":
+        out = apply(reshape, (x,), {"shape": shape})
+    else:
+        shape = _resolve_shape(shape, math.prod(x.shape), (x,))   # (its error names this shape)
+        flipped = x.permute(tuple(range(x.ndim - 1, -1, -1))) if x.ndim > 1 else x
+        out = apply(reshape, (flipped,), {"shape": tuple(reversed(shape))})
+        if out.ndim > 1:
+            out = out.permute(tuple(range(out.ndim - 1, -1, -1)))
+    return out.clone() if copy else out
 
 
 def _in_read_order(x, order):
