@@ -20,7 +20,7 @@ def _load_optional_families():
     import importlib
     for name in ("indexing", "gather", "sorting", "linalg", "matrix", "sets", "nn", "normalization", "nn_losses", "attention",
                  "sparse", "torch_spellings", "conv", "pooling", "pooling_nd", "activations",
-                 "array_api_additions"):
+                 "activation_grads", "array_api_additions"):
         try:
             importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:

@@ -338,7 +338,7 @@ acos = _float_unary("acos", "arccos", lambda g, out, x: (-g / _sqrt1m(x),),
                     ("arccos",))
 atan = _float_unary("atan", "arctan", lambda g, out, x: (g / (1 + x * x),),
                     ("arctan",))
-tanh = _float_unary("tanh", "tanh", lambda g, out, x: (g * (1 - out * out),))
+tanh = _float_unary("tanh", "tanh", lambda g, out, x: (OPS["tanh_backward"].front(g, out),))
 asinh = _float_unary("asinh", "arcsinh", lambda g, out, x: (g / ops.sqrt(x * x + 1),), ("arcsinh",))
 acosh = _float_unary("acosh", "arccosh",
                      lambda g, out, x: (g / (ops.sqrt(x - 1) * ops.sqrt(x + 1)),), ("arccosh",))

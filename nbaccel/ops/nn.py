@@ -88,7 +88,7 @@ def _relu_impl(xp, x):
 relu = defop("relu", kind="unary", dtype_rule="nobool",
              decomp=lambda x: ops.where(x > 0, x, 0),
              impl=_relu_impl,
-             grad=lambda g, out, x: (ops.where(out > 0, g, 0),),
+             grad=lambda g, out, x: (OPS["relu_backward"].front(g, out),),   # (activation_grads)
              front=_inplace_front(lambda: relu), methods="relu", inplace=True,
              doc="max(x, 0), elementwise (``F.relu``).")
 
