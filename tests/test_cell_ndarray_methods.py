@@ -129,6 +129,34 @@ def test_tensors_keep_pytorch_methods_outside_numpy_code():
     assert t.view(3, 1).shape == (3, 1)
 
 
+def test_numpy_code_on_one_thread_leaves_another_threads_tensors_alone():
+    # a cell's NumPy code (numpy_code) on one thread; meanwhile another thread's NumPy-flavoured
+    # tensor (nbaccel.numpy's result, outside any cell) keeps PyTorch's methods, as outside it
+    import threading
+    from nbaccel import ndarray_methods
+    inside, done = threading.Event(), threading.Event()
+
+    def cell():
+        with ndarray_methods.numpy_code():
+            inside.set()
+            done.wait(10)
+    worker = threading.Thread(target=cell)
+    worker.start()
+    try:
+        assert inside.wait(10)
+        t = nb.numpy.asarray(np.array([3.0, 1.0, 2.0]))
+        assert t._np
+        np.testing.assert_array_equal(t.repeat(2).numpy(), [3.0, 1.0, 2.0, 3.0, 1.0, 2.0])   # tile
+        vals, idx = t.sort()
+        np.testing.assert_array_equal(vals.numpy(), [1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(t.numpy(), [3.0, 1.0, 2.0])      # not sorted in place
+        with ndarray_methods.numpy_code():                            # this thread's own cell
+            np.testing.assert_array_equal(t.repeat(2).numpy(), [3.0, 3.0, 1.0, 1.0, 2.0, 2.0])
+    finally:
+        done.set()
+        worker.join()
+
+
 def test_numpy_only_attributes_on_numpy_flavoured_tensors():
     t = nb.asarray(np.array([3.0, 1.0, 2.0]))
     assert t.strides == (8,)
