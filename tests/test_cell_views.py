@@ -200,3 +200,23 @@ def test_a_functions_view_that_cannot_share_its_base_runs_eagerly(unshareable):
     with pytest.warns(RuntimeWarning, match="cannot share that array's memory"):
         out = f(a)
     assert np.shares_memory(out, a)
+
+
+# An array the cell hands to code outside NumPy's namespace that keeps it or views of it
+# (`rows = list(Z)`) and then writes in place: the trace wrote a new array, which the kept rows
+# never saw (found by the cell-sequence fuzzer, seeds 3000472 and 3000537)
+@pytest.mark.parametrize("cells", [
+    ["Z = np.arange(12.0).reshape(3, 4) * 1\nL = list(Z)\nZ *= 2", "L[0].fill(7)\nprint(Z)"],
+    ["Z = np.arange(12.0).reshape(3, 4) * 1\nrows = list(Z)\nZ += 1\nprint(rows[0])"],
+    ["Z = np.arange(12.0).reshape(3, 4) * 1\nrows = list(Z[1:])\nZ[2] = 0\nprint(rows)"],
+])
+def test_a_write_after_outside_code_kept_the_array(shell, not_strict, cells):
+    assert cellseq.check(shell, cellseq.Sequence(0, cells)) == []
+
+
+def test_a_write_after_a_print_still_compiles(shell, not_strict, traced):
+    from nbaccel.magics import get_extension
+    harness._fresh(shell, "import numpy as np")
+    _run(shell, "%%compile --now\nn = np.arange(6.0) * 2\nprint(n)\nn *= 2")
+    assert get_extension(shell).last_fallback is None
+    np.testing.assert_array_equal(shell.user_ns["n"], np.arange(6.0) * 4)

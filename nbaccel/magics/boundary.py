@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+import sys
 import types
 
 import numpy as np
@@ -177,10 +178,36 @@ def call(f, /, *args, **kwargs):
     for a in list(args) + list(kwargs.values()):
         if isinstance(a, Tensor):               # it may write into an input's own buffer
             settle_pending_readers(a, reason)
+    given = list(args) + list(kwargs.values())
     args = [to_numpy(a, reason) for a in args]
     kwargs = {k: to_numpy(v, reason) for k, v in kwargs.items()}
     snapshot.guard(args + list(kwargs.values()))     # it may write into them (np.random.shuffle)
-    return f(*args, **kwargs)
+    handed = _handed_out(given, args + list(kwargs.values()), [])
+    counts = [sys.getrefcount(a) for _, a in handed]
+    result = f(*args, **kwargs)
+    session = getattr(active_trace(), "session", None) if handed else None
+    for (t, a), count in zip(handed, counts):
+        # more references to the memory's owner now: f kept the array or views of it
+        # (`rows = list(x)`; a view's base is the owner, not the array it was made from)
+        if sys.getrefcount(a) > count and session is not None:
+            session.note_kept_outside(t, _name(f))
+    return result
+
+
+def _handed_out(given, passed, out, depth=0):
+    """(traced tensor, the owner of the memory of the NumPy array ``f`` received for it) for each
+    tensor handed over, also inside lists, tuples and dicts (``to_numpy`` kept their structure)."""
+    for t, a in zip(given, passed):
+        if isinstance(t, Tensor):
+            if t._node is not None and isinstance(a, np.ndarray):
+                while isinstance(a.base, np.ndarray):
+                    a = a.base
+                out.append((t, a))
+        elif depth < 3 and type(t) in (list, tuple) and type(a) in (list, tuple):
+            _handed_out(t, a, out, depth + 1)
+        elif depth < 3 and type(t) is dict and type(a) is dict:
+            _handed_out(list(t.values()), [a.get(k) for k in t], out, depth + 1)
+    return out
 
 
 def _lowerable_mask(target, index):

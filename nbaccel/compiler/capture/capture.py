@@ -154,6 +154,7 @@ class TraceSession(ViewTracking, GivingUp):
         # (array, its name, the input's name): arrays the traced code reaches untraced that share
         # an input's memory (a %%compile cell's view held in a list: magics/raw_aliases.py)
         self.raw_aliases = getattr(runner, "raw_aliases", ())
+        self.kept_outside: dict[int, str] = {}    # id(tracer) -> who kept its array (give_up.py)
         self.inlined: dict[int, int] = {}         # id(compiled function called) -> breaks by then
         self._new_segment()
 
@@ -276,6 +277,8 @@ class TraceSession(ViewTracking, GivingUp):
         # only an array is written in place: a 0-d target stays a 0-d array, whatever op made
         # its new value (`z[...] = 0`, `z += 1` on np.zeros(()) leave an ndarray, not a scalar)
         keeps_array = not target.shape and numpy_gives_array(target._node)
+        if self.kept_outside:
+            self.check_kept_write(target)            # (its array kept by code outside: give_up.py)
         info = self.view_of.get(id(target))
         if info is not None and any(op.name not in self._INVERTIBLE for op, _, _ in info[1]):
             if any(op.name == "broadcast_to" for op, _, _ in info[1]):

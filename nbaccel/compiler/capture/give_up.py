@@ -41,7 +41,8 @@ def _shares(a, b) -> bool:
 
 class GivingUp:
     """A TraceSession's give-ups (it provides ``deadline``, ``t_start``, ``_recorded``,
-    ``breaks``, ``inlined``, ``names``, ``placeholders_made`` and ``raw_aliases``)."""
+    ``breaks``, ``inlined``, ``names``, ``placeholders_made``, ``raw_aliases``, ``kept_outside``,
+    ``view_of`` and ``_keep``)."""
 
     def note_input_write(self, source):
         """The traced code writes into ``source``, a concrete array the trace reads as an input.
@@ -79,6 +80,27 @@ class GivingUp:
                 raise TraceAliasedInputs(
                     f"it writes into {desc}, an array it reaches untraced, which shares memory "
                     f"with {name}: the compiled code would hold them apart; it runs plainly")
+
+    def note_kept_outside(self, t, who):
+        """Tracer ``t``'s NumPy array was handed to ``who``, code outside NumPy's namespace that
+        kept it or views of it (``rows = list(x)``). A later write into ``t`` (or the array it
+        views) would go to the graph's new array, which the kept one never sees: give up then
+        (``check_kept_write``)."""
+        kept = self.kept_outside
+        kept[id(t)] = who
+        info = self.view_of.get(id(t))
+        if info is not None:
+            kept[id(info[0])] = who
+            self._keep.append(info[0])
+        self._keep.append(t)
+
+    def check_kept_write(self, target):
+        """Give up on a write into a tracer whose array code outside the trace kept."""
+        who = self.kept_outside.get(id(target))
+        if who is not None:
+            raise TraceAliasedInputs(
+                f"it writes into an array it handed to {who}, which kept it: the compiled code "
+                "would write a new array, which the kept one never sees; it runs plainly")
 
     def note_view_not_shared(self, view, why):
         """A view the call hands back cannot share its base's final memory (``why``, from
