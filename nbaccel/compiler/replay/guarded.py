@@ -1,10 +1,11 @@
 """Guarded replay, the default for ``nb.compile``: trace once, then check guards and replay.
 
 A call is keyed by its arguments' structure and metadata (:func:`call_key`: types, shapes,
-dtypes, strides, devices, ``requires_grad``, Python scalar values). The first call with a key
-traces as always, under a :class:`~nbaccel.compiler.replay.readset.ReadRecorder`; if the trace was
-one graph with no break, no in-place update of an input, no backward and no random draw, and
-every read of the code could be guarded (:mod:`readset`), the call's program is recorded as a
+dtypes, strides, devices, ``requires_grad``, the values of Python and NumPy scalars). The
+first call with a key traces as always, under a
+:class:`~nbaccel.compiler.replay.readset.ReadRecorder`; if the trace was one graph with no
+break, no in-place update of an input, no backward and no random draw, and every read of the
+code could be guarded (:mod:`readset`), the call's program is recorded as a
 :class:`ReplayEntry`. A later call with the same key checks the entry's guards and runs the
 program directly: no Python of the user's function runs.
 
@@ -20,7 +21,7 @@ from ...tensor import Tensor
 from .read_recorder import ReadRecorder
 from .readset import Unguardable, analyse, describe, guard_array_values
 from .entries import compile_for_outputs
-from .replay import record
+from .replay import record, scalar_part
 from . import train_step   # Snapshot: the modules and optimizers a step reaches
 from ..schedule.views import layout_class
 
@@ -59,8 +60,13 @@ def call_key(args, kwargs):
             parts.append((t, tuple(o)))
             for x in o.values():
                 walk(x)
-        elif o is None or t is bool or t is int or t is float or t is str:
+        elif o is None or t is bool or t is int or t is str:
             parts.append((t, o))
+        elif t is float or t is complex or isinstance(o, np.generic) and o.dtype.kind in "biufc":
+            # a NumPy scalar: its type is its dtype, so a np.float32 never shares a replay with a
+            # np.float64 or a Python float (NumPy promotes each differently); its value, as a
+            # Python scalar's (the trace makes it a constant of the graph), and a zero's sign
+            parts.append(scalar_part(o))
         else:
             raise NotReplayable
     try:

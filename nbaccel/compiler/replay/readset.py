@@ -90,12 +90,23 @@ class Guard:
         return _matches(self.value(), self.expect)
 
 
+def same_scalar(v, w) -> bool:
+    """Whether two values of one immutable type are the same value to the code: equal, and for
+    a zero (or any complex) the same signs too, since 0.0 == -0.0 while 1 / -0.0 is -inf (a
+    replay guarded on == alone handed back inf); two NaNs are the same value."""
+    if v != w:
+        return v != v and w != w
+    if v and not isinstance(v, (complex, np.complexfloating)):
+        return True
+    return repr(v) == repr(w)
+
+
 def _matches(v, spec):
     kind = spec[0]
     if kind == "is":
         return v is spec[1]
     if kind == "eq":
-        return type(v) is spec[1] and (v == spec[2] or (v != v and spec[2] != spec[2]))
+        return type(v) is spec[1] and same_scalar(v, spec[2])
     if kind == "array":
         return v is spec[1] and v.shape == spec[2] and v.dtype == spec[3] and v.strides == spec[4]
     if kind == "array-values":

@@ -10,6 +10,7 @@ break, in-place updates or autograd are never recorded for replay.
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 
@@ -28,6 +29,18 @@ def metadata_key(leaves, scalars):
     return tuple(key) + tuple(scalars)
 
 
+def scalar_part(o) -> tuple:
+    """A float, complex or NumPy scalar as a key part: its type (a NumPy scalar's type is its
+    dtype: np.float32 and a Python float promote differently), its value, and the signs of its
+    parts (0.0 == -0.0, but the trace's constant is the one it saw, and 1 / -0.0 is -inf)."""
+    v = o.item() if isinstance(o, np.generic) else o
+    if isinstance(v, (complex, np.complexfloating)):      # (a longdouble's .item() is itself)
+        return (type(o), v, math.copysign(1.0, v.real), math.copysign(1.0, v.imag))
+    if isinstance(v, (float, np.floating)):
+        return (type(o), v, math.copysign(1.0, v))
+    return (type(o), v)
+
+
 def scalar_args(args, kwargs):
     """The non-array leaves of the arguments, or None if one is not a plain Python value."""
     out = []
@@ -39,7 +52,10 @@ def scalar_args(args, kwargs):
             return all(walk(v) for v in o)
         if isinstance(o, dict):
             return all(walk(v) for v in o.values())
-        if o is None or isinstance(o, (bool, int, float, str)):
+        if isinstance(o, np.generic) and o.dtype.kind in "biufc" or isinstance(o, (float, complex)):
+            out.append(scalar_part(o))          # (np.float64 is a float, and keyed as NumPy's)
+            return True
+        if o is None or isinstance(o, (bool, int, str)):
             out.append((type(o).__name__, o))
             return True
         return False

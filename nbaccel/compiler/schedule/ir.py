@@ -13,6 +13,9 @@ key: equal fingerprints mean the same computation on the same kind of inputs.
 from __future__ import annotations
 
 import hashlib
+import math
+
+import numpy as np
 
 from ... import dtypes as D
 
@@ -113,7 +116,7 @@ class Graph:
         body = []
         for n in self.nodes:
             args = tuple(("%" if not a.is_placeholder else "$", a.index) if isinstance(a, Node)
-                         else (type(a).__name__, a) for a in n.args)
+                         else (type(a).__name__, _signed(a)) for a in n.args)
             body.append((n.op.name, args, tuple(sorted((k, _hashable(v)) for k, v in n.params.items()))))
         outs = tuple(("$" if o.is_placeholder else "%", o.index) for o in self.outputs)
         return (tuple(ins), tuple(body), outs)
@@ -127,7 +130,20 @@ class Graph:
         return hashlib.sha256(repr(self.fingerprint(dynamic, extra)).encode()).hexdigest()[:24]
 
 
+def _signed(v):
+    """A constant as the structure compares it: a negative zero apart from zero (0.0 == -0.0,
+    but x / -0.0 is -inf: one compiled program for both would hand back the other's result)."""
+    if isinstance(v, (float, np.floating)):
+        if v == 0 and math.copysign(1.0, v) < 0:
+            return ("-0", repr(v))
+    elif isinstance(v, (complex, np.complexfloating)):
+        if any(part == 0 and math.copysign(1.0, part) < 0 for part in (v.real, v.imag)):
+            return ("-0", repr(v))
+    return v
+
+
 def _hashable(v):
+    v = _signed(v) if type(v) is float else v
     if isinstance(v, D.DType):
         return ("dtype", v.name)
     if isinstance(v, (list, tuple)):
