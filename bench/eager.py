@@ -18,7 +18,7 @@ medians of per-round ratios with their spread (IQR / median):
 NumPy has no autograd: it appears in the per-op and chain rows without it, as the floor of
 what one small array operation costs from Python.
 
-    python -m bench.eager [--quick] [--json PATH] [--profile]
+    python -m bench.eager [--quick] [--json PATH] [--profile] [--one-thread]
 
 ``--profile`` adds cProfile's view of one small op (add with autograd): where the
 microseconds go (docs/eager.md discusses it). ``make bench`` runs this suite as "eager".
@@ -46,8 +46,42 @@ TARGETS = {"per-op (autograd), geometric mean": 1.5, "CNN step": 1.5, "GPT step"
 
 
 def _threads():
+    if ONE_THREAD:
+        return 1
     n = os.environ.get("NUMBA_NUM_THREADS", "")
     return int(n) if n.isdigit() and int(n) > 0 else (os.cpu_count() or 1)
+
+
+# --one-thread: both sides on one thread (nbaccel's kernels, OpenBLAS, PyTorch's pool), timed in
+# process CPU time: the work each does, which another process's load disturbs far less than
+# wall time (two-thread PyTorch steps stalled to 10-40x their quiet time under load; docs/eager.md)
+ONE_THREAD = False
+
+
+class _CpuTime(Local):
+    """A timer of this process's CPU time (all its threads) instead of wall time."""
+
+    def __call__(self, keep_last: bool) -> float:
+        if not keep_last:
+            self.last = None
+        t0 = time.process_time()
+        out = self.fn()
+        dt = time.process_time() - t0
+        self.last = out if keep_last else None
+        return dt
+
+
+def _timer(fn):
+    return _CpuTime(fn) if ONE_THREAD else Local(fn)
+
+
+def _one_thread():
+    """Put nbaccel's kernels and OpenBLAS on one thread (PyTorch: _torch)."""
+    global ONE_THREAD
+    ONE_THREAD = True
+    os.environ["NBACCEL_KERNEL_THREADS"] = "1"
+    from nbaccel_kernels import _openblas
+    _openblas.single_threaded_blas()
 
 
 def _torch():
@@ -139,13 +173,13 @@ def per_op(nb, torch, rounds, inner) -> dict:
             timers = {}
             for lib in libs:
                 x, y = _inputs(lib, mods[lib], grad)
-                timers[lib] = Local(_loop(op_fn(name, lib), x, y, inner))
+                timers[lib] = _timer(_loop(op_fn(name, lib), x, y, inner))
             times = run_rounds(timers, rounds, keep_last=False, warmup=1)
             rows[name] = _ratio_row(times, inner)
         chain = {}
         for lib in libs:
             x, y = _inputs(lib, mods[lib], grad)
-            chain[lib] = Local(_chain(lib, mods[lib], x, y, grad))
+            chain[lib] = _timer(_chain(lib, mods[lib], x, y, grad))
         rows["chain100"] = _ratio_row(run_rounds(chain, rounds, keep_last=False, warmup=1))
         ratios = [rows[n]["ratio_vs_torch"]["median"] for n in OPS
                   if rows[n].get("ratio_vs_torch")]
@@ -169,7 +203,7 @@ def steps(nb, torch, rounds, quick, kinds=("mlp", "cnn", "gpt")) -> dict:
         if kind not in kinds:
             continue
         model, nb_step = _build(kind, nb, cfg)
-        timers = {"nbaccel": Local(nb_step)}
+        timers = {"nbaccel": _timer(nb_step)}
         row = {"config": cfg}
         if torch is not None:
             state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
@@ -181,7 +215,7 @@ def steps(nb, torch, rounds, quick, kinds=("mlp", "cnn", "gpt")) -> dict:
                 row["error"] = f"WRONG RESULT: first-step loss {ln:.6g} (nbaccel) != {lt:.6g} (torch)"
                 out[kind] = row
                 continue
-            timers = {"nbaccel": Local(nb_step), "torch": Local(t_step)}
+            timers = {"nbaccel": _timer(nb_step), "torch": _timer(t_step)}
         row.update(_ratio_row(run_rounds(timers, rounds, keep_last=False, warmup=1)))
         out[kind] = row
     return out
@@ -196,12 +230,12 @@ def notebook11(nb, torch, rounds, quick) -> dict:
     X, y, train = data
     batches = 2 if quick else len(train) // 64
     model = _nb11_model(nb)
-    timers = {"nbaccel": Local(_nb11_epoch(nb, model, X, y, train, batches))}
+    timers = {"nbaccel": _timer(_nb11_epoch(nb, model, X, y, train, batches))}
     if torch is not None:
         tm = _nb11_model(torch)
         tm.load_state_dict({k: torch.tensor(v.detach().numpy())
                             for k, v in model.state_dict().items()})
-        timers["torch"] = Local(_nb11_epoch(torch, tm, X, y, train, batches))
+        timers["torch"] = _timer(_nb11_epoch(torch, tm, X, y, train, batches))
     row = {"batches": batches}
     row.update(_ratio_row(run_rounds(timers, rounds, keep_last=False, warmup=1)))
     return row
@@ -229,13 +263,17 @@ def profile(nb, n=20000, top=18) -> str:
 PARTS = ("per_op", "mlp", "cnn", "gpt", "notebook11")
 
 
-def run(quick: bool = False, with_profile: bool = False, only=PARTS) -> dict:
-    """The suite, or the ``only`` parts of it (names from PARTS)."""
+def run(quick: bool = False, with_profile: bool = False, only=PARTS, one_thread=False) -> dict:
+    """The suite, or the ``only`` parts of it (names from PARTS); ``one_thread``: see
+    ONE_THREAD."""
     import nbaccel as nb
+    if one_thread:
+        _one_thread()
     torch = _torch()
     rounds = 3 if quick else 15
     inner = 20 if quick else 400
-    res = {"threads": _threads(), "rounds": rounds, "inner": inner, "quick": quick,
+    res = {"threads": _threads(), "cpu_time": ONE_THREAD, "rounds": rounds, "inner": inner,
+           "quick": quick,
            "torch": None if torch is None else torch.__version__,
            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
     # the fused eager kernels (LayerNorm, BatchNorm, GELU, cross-entropy, Adam) load on a
@@ -291,7 +329,8 @@ def _ratio(r):
 
 
 def markdown(results) -> str:
-    lines = [f"### Eager: nbaccel against PyTorch eager and NumPy ({results['threads']} threads, "
+    lines = [f"### Eager: nbaccel against PyTorch eager and NumPy ({results['threads']} threads"
+             f"{', process CPU time' if results.get('cpu_time') else ''}, "
              f"{results['rounds']} interleaved rounds{', quick' if results['quick'] else ''}; "
              f"load average {', '.join(f'{x:.1f}' for x in results['load_average'] or ())})", ""]
     fk = results.get("fused_kernels")
@@ -354,13 +393,15 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="few rounds and small models")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--profile", action="store_true", help="add cProfile's view of one small op")
+    ap.add_argument("--one-thread", action="store_true",
+                    help="both sides on one thread, timed in process CPU time (a loaded machine)")
     ap.add_argument("--only", default=",".join(PARTS),
                     help=f"comma-separated parts to run, of {','.join(PARTS)} (default: all)")
     a = ap.parse_args()
     only = tuple(a.only.split(","))
     if set(only) - set(PARTS):
         ap.error(f"--only takes parts of {','.join(PARTS)}")
-    res = run(a.quick, a.profile, only)
+    res = run(a.quick, a.profile, only, a.one_thread)
     print(markdown(res))
     if a.json:
         with open(a.json, "w") as f:

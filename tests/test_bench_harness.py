@@ -336,6 +336,22 @@ def test_eager_suite_ops_agree_and_render():
     assert "not run (--only)" in eager.markdown(part) and "softmax" not in eager.markdown(part)
 
 
+def test_eager_one_thread_mode_times_cpu_not_waiting(monkeypatch):
+    """bench.eager --one-thread: a timer of process CPU time, so a step descheduled by another
+    process's load is not charged for the wait (a sleep stands in for it), and says so."""
+    import time
+    from bench import eager
+    monkeypatch.setattr(eager, "ONE_THREAD", True)
+    timer = eager._timer(lambda: time.sleep(0.05))
+    assert isinstance(timer, eager._CpuTime) and timer(False) < 0.02
+    assert eager._threads() == 1
+    monkeypatch.setattr(eager, "ONE_THREAD", False)
+    assert eager._timer(lambda: time.sleep(0.05))(False) >= 0.05
+    res = {"threads": 1, "cpu_time": True, "rounds": 3, "inner": 20, "quick": True,
+           "torch": None, "load_average": (1.0, 1.0, 1.0), "steps": {}}
+    assert "(1 threads, process CPU time, 3 interleaved rounds" in eager.markdown(res)
+
+
 def test_first_run_and_headline_suites_render_their_figures():
     from bench import first_run, headline
     assert "first_run" in run.SUITES and "headline" in run.SUITES
