@@ -28,7 +28,8 @@ from ..runtime.runtime import KernelFreeProgram
 
 # NumPy's cost, measured on the dev box (NumPy 2.4, AVX2): ~0.5 us per call, and per byte of
 # the larger of an op's output and inputs ~0.03 ns (float32 add: 0.1 ns an element, float64
-# 0.25); transcendental functions ~4x that; a matmul by its multiply-adds
+# 0.25); transcendental functions ~4x that; a matmul by its multiply-adds; the ops that run
+# scalar code per element by their price per element (ELEMENT_SECONDS)
 OP_SECONDS = 0.5e-6
 BYTE_SECONDS = 0.03e-9
 HEAVY_OPS = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh", "asin", "acos",
@@ -36,6 +37,18 @@ HEAVY_OPS = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan
              "softplus", "softmax", "log_softmax", "logsumexp", "sort", "argsort", "median", "cumsum",
              "cumprod", "remainder", "floor_divide", "fmod"}
 HEAVY_WEIGHT = 4.0
+# ops whose NumPy loop is scalar libm code, priced per element at their worst case over the
+# values (an estimate from sizes cannot see the values; measured at 256², loaded machine):
+# a float power with an exponent outside NumPy's fast ones (POWER_FAST) runs pow() per element,
+# 1-3 ns for a positive base, 7-13 ns for a negative base and a fractional exponent and 53-116 ns
+# for a negative base and an integral one (`h ** 3` of a GELU: 220 µs at 64², 7.4 ms at 256²,
+# float32 or float64 alike, where an add costs 0.7 µs and 12 µs); a float remainder or
+# floor_divide (NumPy's divmod) 18 ns, an integer one 8 ns; cumsum / cumprod 2.7 ns
+ELEMENT_SECONDS = {"power": 50e-9, "remainder": 15e-9, "floor_divide": 15e-9, "fmod": 3e-9,
+                   "cumsum": 2.5e-9, "cumprod": 2.5e-9}
+# float64 sin / cos have no SIMD loop without AVX-512 (9 ns an element; float32's: 0.6 ns)
+F64_ELEMENT_SECONDS = {"sin": 8e-9, "cos": 8e-9}
+POWER_FAST = (0, 1, 2, -1)      # exponents NumPy's power turns into a copy, a square or 1/x
 MATMUL_OPS = {"matmul", "linear", "tensordot", "einsum", "bmm", "mm", "dot", "inner", "outer"}
 MAC_SECONDS = 0.25e-9
 # what tracing costs per captured op (docs/benchmarks.md: a few microseconds)
@@ -61,8 +74,26 @@ def estimate_eager_seconds(graph) -> float:
             continue
         nbytes = max([_numel(n.shape) * _itemsize(n)] + [_numel(a.shape) * _itemsize(a) for a in arrays])
         weight = HEAVY_WEIGHT if name in HEAVY_OPS else 1.0
-        total += OP_SECONDS + BYTE_SECONDS * weight * nbytes
+        total += OP_SECONDS + max(BYTE_SECONDS * weight * nbytes, _element_seconds(n) * _numel(n.shape))
     return total
+
+
+def _element_seconds(n) -> float:
+    """The per-element price of an op whose NumPy loop is scalar code (ELEMENT_SECONDS), else 0."""
+    name = n.op.name
+    kind = getattr(getattr(n.dtype, "np", None), "kind", "f")
+    if name == "power":
+        if kind not in "fc":
+            return 0.0              # an integer power: repeated multiplication, as cheap as an add
+        exp = n.args[1] if len(n.args) > 1 else None
+        if not hasattr(exp, "op") and isinstance(exp, (int, float, np.number)) and exp in POWER_FAST:
+            return 0.0
+        base = n.args[0] if n.args else None
+        if not hasattr(base, "op") and isinstance(base, (int, float, np.integer, np.floating)) and base > 0:
+            return 0.0              # 2 ** x: pow() with a positive base, an exp's cost
+    if name in F64_ELEMENT_SECONDS and _itemsize(n) == 8 and kind == "f":
+        return F64_ELEMENT_SECONDS[name]
+    return ELEMENT_SECONDS.get(name, 0.0)
 
 
 def _itemsize(n) -> int:
