@@ -311,6 +311,14 @@ class ViewTracking:
             hit = self.materialized.get(id(t))
             if hit is None or hit[0] is not t or hit[1].requires_grad:
                 continue                            # (autograd's views keep their own values)
+            if id(t) in getattr(self, "kept_outside", ()):
+                # its array went to code that kept it (`L = list(a)` at a graph break): that array
+                # stays the one the name holds; a value handed back sharing its root cannot
+                root = self.view_of[id(t)][0]
+                if any(o is not t and (o is root or self.view_of.get(id(o), (None,))[0] is root)
+                       for o in final):
+                    self.note_view_not_shared(t, "code outside the trace kept its own array")
+                continue
             shared = self._share(t, hit[1]._data)
             if isinstance(shared, str):
                 self.note_view_not_shared(t, shared)
