@@ -317,15 +317,20 @@ def routed(front, name, kind, numpy_func):
 
 # -- Tensor's NumPy protocols (numpy_routing.install, which import nbaccel runs) ------------
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
-    """``Tensor.__array_ufunc__``: ``_np.exp(t)`` and ``_np.add(a, b, out=t)`` run the ufunc's op."""
+    """``Tensor.__array_ufunc__``: ``np.exp(t)`` and ``np.add(a, b, out=t)`` run the ufunc's op."""
     if any(is_passthrough(v) for v in inputs):   # masked arrays, matrices: NumPy's own result
         return fallback(getattr(ufunc, method) if method != "__call__" else ufunc,
                         f"{ufunc.__name__} of a masked array or matrix")(*inputs, **kwargs)
-    if method != "__call__":
-        raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}.{method}")
-    front = NUMPY_FUNCS.get(ufunc.__name__)
+    front = NUMPY_FUNCS.get(ufunc.__name__) if method == "__call__" else None
     if front is None:
-        raise TypeError(f"nbaccel has no op for numpy.{ufunc.__name__}")
+        name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+        if any(getattr(v, "_np", False) for v in inputs):
+            # tensors of NumPy code keep NumPy's behaviour, as __array_function__ gives them: NumPy
+            # runs the ufunc (or its reduce, accumulate, outer, at) on concrete values, and on a
+            # tracer that is a graph break naming it (np.nextafter(a, 1.0) in an nb.compile'd
+            # function of arrays)
+            return fallback(ufunc if method == "__call__" else getattr(ufunc, method), name)(*inputs, **kwargs)
+        raise TypeError(f"nbaccel has no op for numpy.{name}")
     out = kwargs.pop("out", None)
     target = out[0] if isinstance(out, tuple) and out else out
     if isinstance(target, Tensor) and target._np and numpy_scalar(target):
@@ -361,7 +366,7 @@ def array_ufunc(self, ufunc, method, *inputs, **kwargs):
     return res
 
 def array_function(self, func, types, args, kwargs):
-    """``Tensor.__array_function__``: ``_np.concatenate([t, u])`` runs the function's op; a
+    """``Tensor.__array_function__``: ``np.concatenate([t, u])`` runs the function's op; a
     function with none falls back to NumPy on NumPy-flavoured tensors."""
     if any(is_passthrough(v) for v in _flat_args(args, kwargs)):
         return fallback(func, f"{func.__name__} of a masked array or matrix")(*args, **kwargs)
@@ -374,7 +379,7 @@ def array_function(self, func, types, args, kwargs):
         # concrete values (on a tracer that is a graph break naming the function)
         return fallback(func, name)(*args, **kwargs)
     if front is None:
-        raise TypeError(f"nbaccel has no op for numpy.{name}: convert with _np.asarray(t) "
+        raise TypeError(f"nbaccel has no op for numpy.{name}: convert with np.asarray(t) "
                         "first, or use an nbaccel op")
     return mark_array_result(func.__name__, front(*args, **kwargs))
 

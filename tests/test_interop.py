@@ -48,8 +48,10 @@ def test_unsupported_numpy_function_raises_type_error(t):
         np.fft.fft(native)
     # tensors made from NumPy arrays keep NumPy's behaviour: NumPy runs it on the values
     np.testing.assert_allclose(np.fft.fft(t), np.fft.fft(np.asarray(t)))
+    # and so do ufunc methods nbaccel has no op for (NumPy's reduce, on the values)
+    np.testing.assert_allclose(np.asarray(np.add.reduce(t)), np.add.reduce(np.asarray(t)))
     with pytest.raises(TypeError, match="nbaccel has no op"):
-        np.add.reduce(t)
+        np.add.reduce(native)
 
 
 def test_ufunc_out_argument(t):
