@@ -150,11 +150,13 @@ def test_the_large_cases_above_do_split_over_threads(monkeypatch):
 
 
 def test_float32_gelu_is_within_float32_rounding_of_the_exact_function():
-    """float32 GELU uses a fitted erfc (not math.erf): against the exact x * Phi(x), computed
-    with math.erfc (no cancellation in the negative tail), it is within 3e-7 absolute and a few
-    float32 ulps where the result is not tiny."""
+    """float32 GELU uses a fitted erfc in float32 arithmetic (kernels/fused/gelu32.py): against
+    the exact x * Phi(x), computed with math.erfc (no cancellation in the negative tail), it is
+    within 3e-7 absolute and a few float32 ulps where the result is not tiny, out to where the
+    tail underflows (|x| = 14)."""
     import math
-    x = np.concatenate([np.linspace(-12, 12, 20001), [0.0, -0.0, 1e-30, -1e-30]]).astype(np.float32)
+    x = np.concatenate([np.linspace(-14, 14, 200001), [0.0, -0.0, 1e-30, -1e-30, 1e-40]]
+                       ).astype(np.float32)
     v = x.astype(np.float64)
     exact = v * 0.5 * np.vectorize(math.erfc)(-v / math.sqrt(2))
     dexact = 0.5 * np.vectorize(math.erfc)(-v / math.sqrt(2)) + v * np.exp(-v * v / 2) / math.sqrt(2 * math.pi)
@@ -165,10 +167,12 @@ def test_float32_gelu_is_within_float32_rounding_of_the_exact_function():
     assert np.max(np.abs(out - exact)[big] / np.abs(exact[big])) < 5e-7
     cpu.gelu_backward(np.ones_like(x), x, out)
     assert np.max(np.abs(out - dexact)) < 3e-7
-    special = np.array([np.nan, np.inf, -np.inf], np.float32)
+    assert out.dtype == np.float32
+    special = np.array([np.nan, np.inf, -np.inf, -100.0, 100.0], np.float32)
     out = np.empty_like(special)
     cpu.gelu_forward(special, out)
     assert np.isnan(out[0]) and out[1] == np.inf and np.isnan(out[2])     # as x * Phi(x)
+    assert out[3] == 0 and np.signbit(out[3]) and out[4] == 100           # -100 * 0 is -0
 
 
 # (x shape (P, H, W), kh, kw, sh, sw, dh, dw, pt, pl, out (OH, OW))

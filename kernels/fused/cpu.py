@@ -17,7 +17,7 @@ import math
 import numpy as np
 from numba import njit
 
-from . import batch_norm
+from . import batch_norm, gelu32
 from ._launch import FASTMATH, _JIT, _split
 from .batch_norm import (batch_norm_affine_backward, batch_norm_backward,  # noqa: F401
                          batch_norm_forward, batch_norm_stats)
@@ -62,35 +62,6 @@ def _gelu_backward(g, x, out):
         v = np.float64(x[i])
         d = 0.5 * (1.0 + math.erf(v * INV_SQRT2)) + v * math.exp(-0.5 * v * v) * INV_SQRT_2PI
         out[i] = g[i] * d
-
-
-@njit(inline="always", fastmath=FASTMATH)
-def _normal_cdf(v):
-    """Phi(v) = 0.5 * erfc(-v / sqrt 2) from Numerical Recipes' Chebyshev fit of erfc (relative
-    error below 1.2e-7 of the smaller tail, so no cancellation for negative v), with the
-    vectorisable exp: for float32 GELU, where ``math.erf`` per element cost 10-15 ns."""
-    z = abs(v) * INV_SQRT2
-    t = 1.0 / (1.0 + 0.5 * z)
-    a = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
-            -0.82215223 + t * 0.17087277))))))))
-    tail = 0.5 * t * _exp_nonpositive(a if a < 0.0 else 0.0)
-    return tail if v < 0.0 else 1.0 - tail
-
-
-@njit(**_JIT)
-def _gelu_forward_f32(x, out):
-    for i in range(x.size):
-        v = np.float64(x[i])
-        out[i] = v * _normal_cdf(v)
-
-
-@njit(**_JIT)
-def _gelu_backward_f32(g, x, out):
-    for i in range(x.size):
-        v = np.float64(x[i])
-        d = _normal_cdf(v) + v * _exp_nonpositive(-0.5 * v * v) * INV_SQRT_2PI
-        out[i] = np.float64(g[i]) * d
 
 
 @njit(inline="always")
@@ -330,10 +301,10 @@ def _max_pool2d_backward_2x2(g, x, out):
 # costs several times over (tens of us, more on a loaded machine): Adam's update of a 65,536
 # value parameter ran 30 us inline and 90 us split. Each public function passes its measured
 def gelu_forward(x, out):
-    """out = gelu(x), the erf form; flat arrays. float32 takes a fitted erfc (absolute error
-    below 3e-7, within float32's rounding of the result), float64 ``math.erf``."""
+    """out = gelu(x), the erf form; flat arrays. float32 runs in float32 arithmetic with a
+    fitted erfc (:mod:`.gelu32`: within 3e-7 of the exact function), float64 ``math.erf``."""
     if x.dtype == np.float32:
-        _split(_gelu_forward_f32, (x, out), (), 2)
+        _split(gelu32.gelu_forward_f32, (x, out), (), 1.2)
     else:
         _split(_gelu_forward, (x, out), (), 12)
 
@@ -341,7 +312,7 @@ def gelu_forward(x, out):
 def gelu_backward(g, x, out):
     """out = g * gelu'(x), the erf form; flat arrays (float32 as gelu_forward)."""
     if x.dtype == np.float32:
-        _split(_gelu_backward_f32, (g, x, out), (), 3)
+        _split(gelu32.gelu_backward_f32, (g, x, out), (), 1.5)
     else:
         _split(_gelu_backward, (g, x, out), (), 15)
 
@@ -414,15 +385,17 @@ def warm():
             _softmax_backward(x, x, o, flag)
             _adam_update(o.ravel(), x.ravel(), np.zeros(6, dt), np.zeros(6, dt), np.ones(9, dt),
                          True, flag, False)
-        for fwd, bwd in ((_gelu_forward, _gelu_backward), (_gelu_forward_f32, _gelu_backward_f32)):
-            fwd(x.ravel(), o.ravel())
-            bwd(x.ravel(), x.ravel(), o.ravel())
+        _gelu_forward(x.ravel(), o.ravel())
+        _gelu_backward(x.ravel(), x.ravel(), o.ravel())
         _layer_norm_forward(x, w, w, True, True, 1e-5, o)
         _layer_norm_backward(x, x, w, True, 1e-5, o)
         _layer_norm_affine_backward(x, x, 1e-5, np.empty((2, 3), dt))
         _cross_entropy_forward(x, t, -100, np.empty(2, dt))
         _cross_entropy_backward(x, t, -100, np.ones(2), o)
         batch_norm.warm(dt)
+        if dt == np.float32:
+            gelu32.gelu_forward_f32(x.ravel(), o.ravel())
+            gelu32.gelu_backward_f32(x.ravel(), x.ravel(), o.ravel())
         _embedding_backward(x, t, np.zeros((2, 3), dt))
         x3 = np.ones((2, 3, 2), dt)
         _max_pool2d_backward(x3, x3, 2, 1, 1, 1, 1, 1, 0, 0, np.empty_like(x3))
