@@ -25,6 +25,8 @@ import types
 
 import numpy as np
 
+from ..compiler.capture.give_up import arrays_share_memory
+
 _MAX_ITEMS = 100_000        # a larger container is not walked (as the snapshot's limit)
 _MAX_DEPTH = 4
 _MAX_COPY_BYTES = 64 << 20  # copies of the aliased arrays kept to see a plain write through one
@@ -62,7 +64,7 @@ def find(ns, loads, traced) -> RawAliases:
     def note(a, desc):
         if a.size:
             for name, x in inputs:
-                if _shares(a, x):
+                if arrays_share_memory(a, x):
                     found.append((a, desc, f"`{name}`"))
                     return
 
@@ -114,12 +116,3 @@ def _globals_read(fn):
         names.update(c.co_names)
         codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return names
-
-
-def _shares(a, b) -> bool:
-    if not np.may_share_memory(a, b):
-        return False
-    try:
-        return bool(np.shares_memory(a, b, max_work=10_000))
-    except np.exceptions.TooHardError:
-        return True                     # (NumPy cannot tell cheaply: taken as shared)

@@ -29,8 +29,9 @@ _BUDGET_EVERY = 256     # ops between two looks at the clock (a look costs ~0.1 
 _COMPILE_SECONDS_PER_NODE = 0.25e-3
 
 
-def _shares(a, b) -> bool:
-    """Whether arrays ``a`` and ``b`` share memory (True where NumPy cannot tell cheaply)."""
+def arrays_share_memory(a, b) -> bool:
+    """Whether arrays ``a`` and ``b`` share memory (True where NumPy cannot tell cheaply; the
+    magics' scan for arrays a cell reaches untraced asks it too: magics/raw_aliases.py)."""
     if not np.may_share_memory(a, b):
         return False
     try:
@@ -56,7 +57,7 @@ class GivingUp:
             o = getattr(other, "_data", None)
             if other is source or o is data or not isinstance(o, np.ndarray) or not o.size:
                 continue
-            if _shares(data, o):
+            if arrays_share_memory(data, o):
                 names = [self.names.get(id(t), "an input") for t in (source, other)]
                 raise TraceAliasedInputs(
                     f"it writes into {names[0]}, which shares memory with {names[1]} (a view and "
@@ -64,7 +65,7 @@ class GivingUp:
         for raw, desc, name, _ in self.raw_aliases:
             # an array the code reads untraced (held in a list, say): a plain read of it after
             # the write would run before the trace computed the write
-            if _shares(data, raw):
+            if arrays_share_memory(data, raw):
                 raise TraceAliasedInputs(
                     f"it writes into {self.names.get(id(source), name)}, which shares memory with "
                     f"{desc}, an array it reaches untraced: the compiled code would hold them "
