@@ -76,6 +76,22 @@ def test_load_ext_leaves_ml_dtypes_and_numba_to_first_use():
     assert got == []
 
 
+def test_a_compiled_cell_with_no_report_leaves_the_widget_unloaded():
+    """nbaccel_ext (anywidget, ipywidgets: ~0.1-0.16 s to import) loads when a report or a
+    progress indicator is shown, not for a compiled cell whose report is off: the first cell
+    compiled in a session paid it, a sixth of notebook 01's second run (bench.first_run)."""
+    pytest.importorskip("IPython")
+    got = _fresh("import sys, json\nfrom IPython.testing.globalipapp import start_ipython\n"
+                 "import nbaccel\nnbaccel.config['numba_warmup'] = False\n"
+                 "ip = start_ipython()\nip.run_line_magic('load_ext', 'nbaccel')\n"
+                 "ip.run_line_magic('nbaccel', 'config report=none')\n"
+                 "ip.run_cell('import numpy as np\\nx = np.ones((64, 64))').raise_error()\n"
+                 "ip.run_cell('%%compile --now --backend numba\\ny = np.tanh(x) * 2').raise_error()\n"
+                 "import numpy as np\nok = float(ip.user_ns['y'][0, 0]) == float(np.tanh(1.0) * 2)\n"
+                 f"print(json.dumps({{'ok': ok, 'loaded': {_loaded(['nbaccel_ext', 'anywidget', 'ipywidgets'])}}}))")
+    assert got == {"ok": True, "loaded": []}
+
+
 def test_the_compiler_loads_on_first_use():
     got = _fresh("import sys, json\nimport nbaccel as nb\n"
                  f"before = {_loaded(['numba'])}\n"

@@ -367,10 +367,13 @@ class NbaccelMagics(CellRuns, NbaccelCommands, Magics):
     def _progress(self, entry, opts, count):
         """A "compiling…" indicator for a first run that waits for numba (the numba backend or
         max-autotune; the auto backend never waits): it turns into the report when done."""
-        import nbaccel_ext
         waits = opts.backend == "numba" or opts.mode == "max-autotune"
-        if entry.calls or not waits or opts.report not in ("auto", "widget") or not _in_notebook(self.shell) \
-                or nbaccel_ext.stable_output():     # stable output (tests) has no transient parts
+        if entry.calls or not waits or opts.report not in ("auto", "widget") or not _in_notebook(self.shell):
+            return None
+        # (imported only here: the widget's modules cost ~0.15 s to import, which the first
+        # compiled cell of a session paid even where nothing is shown, report=none or a terminal)
+        import nbaccel_ext
+        if nbaccel_ext.stable_output():     # stable output (tests) has no transient parts
             return None
         return nbaccel_ext.Progress(f"compiling {cellfunc.cell_label(count, entry.src)} with numba…")
 
