@@ -65,6 +65,22 @@ def test_layer_norm(dt, affine, shape):
                                else 1e-10)
 
 
+def test_float32_layer_norm_keeps_a_large_mean_exact():
+    """float32 rows run float32 element passes with the mean as a head and a rest (a float32
+    mean alone, or "reassoc" folding the two, is off by half an ulp of 1000 = 3e-5, which is
+    0.3% of this spread): a row far from zero normalises as in float64."""
+    x = (1000 + 0.01 * _rng().standard_normal((64, 128))).astype(np.float32)
+    g = _rng(1).standard_normal(x.shape).astype(np.float32)
+    w = _rng(2).standard_normal(128).astype(np.float32)
+    for name, args in (("layer_norm_forward", (x, w, w, True, True, 1e-6)),
+                       ("layer_norm_backward", (g, x, w, True, 1e-6))):
+        got, want = _both(name, *args, out_shape=x.shape, dtype=np.float32)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    got, want = _both("layer_norm_affine_backward", g, x, 1e-6, out_shape=(2, 128),
+                      dtype=np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("rows,n", [(1, 3), (50, 10), (450, 257)])    # the last: threads
 def test_cross_entropy(dt, rows, n):

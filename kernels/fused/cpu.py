@@ -106,53 +106,90 @@ def _moments(x, r, n, eps):
     return mean, 1.0 / math.sqrt(var / n + eps)
 
 
+# LayerNorm: the row's moments and sums in float64, the per-element passes in the input's
+# dtype. Storing mean and rstd into a scratch array of x's dtype (``st``) and reading them back
+# makes them that dtype, so float32 rows run float32 lanes (twice as many per vector, no
+# conversions) as PyTorch's kernel does; float64 rows are unchanged. The mean goes in as a head
+# and the rest of it, so that x - mean keeps float64's accuracy where the mean is large against
+# the spread (x and the head are then close: their difference is exact). That order must hold,
+# and "reassoc" would fold head and rest back into one rounded mean: the element passes are
+# their own functions without it (fast-math flags are per instruction, so inlining keeps them).
+# (1024, 128) float32, one thread: forward 118 -> 41 us, input gradient 165 -> 94 us.
+
+_EXACT = dict(_JIT, fastmath={"contract", "nsz"})
+
+
+@njit(inline="always")
+def _row_stats(x, r, n, eps, st):
+    """st[0] + st[1] = the row's mean (head and rest), st[2] = its rstd, in x's dtype."""
+    mean, rstd = _moments(x, r, n, eps)
+    st[0] = mean
+    st[1] = mean - st[0]
+    st[2] = rstd
+
+
+@njit(**_EXACT)
+def _ln_row(x, r, st, w, b, has_w, has_b, out):
+    m, ml, s = st[0], st[1], st[2]
+    for c in range(x.shape[1]):
+        y = ((x[r, c] - m) - ml) * s
+        if has_w:
+            y = y * w[c]
+        if has_b:
+            y = y + b[c]
+        out[r, c] = y
+
+
+@njit(**_EXACT)
+def _xhat_row(x, r, st, xh):
+    m, ml, s = st[0], st[1], st[2]
+    for c in range(xh.size):
+        xh[c] = ((x[r, c] - m) - ml) * s
+
+
 @njit(**_JIT)
 def _layer_norm_forward(x, w, b, has_w, has_b, eps, out):
     rows, n = x.shape
+    st = np.empty(3, x.dtype)
     for r in range(rows):
-        mean, rstd = _moments(x, r, n, eps)
-        for c in range(n):
-            y = (np.float64(x[r, c]) - mean) * rstd
-            if has_w:
-                y *= np.float64(w[c])
-            if has_b:
-                y += np.float64(b[c])
-            out[r, c] = y
+        _row_stats(x, r, n, eps, st)
+        _ln_row(x, r, st, w, b, has_w, has_b, out)
 
 
 @njit(**_JIT)
 def _layer_norm_backward(g, x, w, has_w, eps, out):
     rows, n = x.shape
+    st = np.empty(5, x.dtype)
+    xh = np.empty(n, x.dtype)
     for r in range(rows):
-        mean, rstd = _moments(x, r, n, eps)
+        _row_stats(x, r, n, eps, st)
+        _xhat_row(x, r, st, xh)
         s1 = 0.0     # sum of gh
         s2 = 0.0     # sum of gh * xhat
         for c in range(n):
-            gh = np.float64(g[r, c])
-            if has_w:
-                gh *= np.float64(w[c])
-            s1 += gh
-            s2 += gh * (np.float64(x[r, c]) - mean) * rstd
-        s1 /= n
-        s2 /= n
+            gh = g[r, c] * w[c] if has_w else g[r, c]
+            s1 += np.float64(gh)
+            s2 += np.float64(gh * xh[c])
+        st[3], st[4] = s1 / n, s2 / n
+        s, a, bb = st[2], st[3], st[4]
         for c in range(n):
-            gh = np.float64(g[r, c])
-            if has_w:
-                gh *= np.float64(w[c])
-            xhat = (np.float64(x[r, c]) - mean) * rstd
-            out[r, c] = rstd * (gh - s1 - xhat * s2)
+            gh = g[r, c] * w[c] if has_w else g[r, c]
+            out[r, c] = s * (gh - a - xh[c] * bb)
 
 
 @njit(**_JIT)
 def _layer_norm_affine_backward(g, x, eps, out):
     rows, n = x.shape
     acc = np.zeros((2, n))
+    st = np.empty(3, x.dtype)
+    xh = np.empty(n, x.dtype)
     for r in range(rows):
-        mean, rstd = _moments(x, r, n, eps)
+        _row_stats(x, r, n, eps, st)
+        _xhat_row(x, r, st, xh)
         for c in range(n):
-            gv = np.float64(g[r, c])
-            acc[0, c] += gv * (np.float64(x[r, c]) - mean) * rstd
-            acc[1, c] += gv
+            gv = g[r, c]
+            acc[0, c] += np.float64(gv * xh[c])
+            acc[1, c] += np.float64(gv)
     for c in range(n):
         out[0, c] = acc[0, c]
         out[1, c] = acc[1, c]
