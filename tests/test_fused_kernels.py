@@ -95,18 +95,29 @@ def test_cross_entropy(dt, rows, n):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the reference's own NaN arithmetic
-def test_rows_with_nan_and_infinities_follow_numpy():
+@pytest.mark.parametrize("dt", DTYPES)
+def test_rows_with_nan_and_infinities_follow_numpy(dt):
     """A NaN, a +inf or an all -inf row makes the row's result NaN, as NumPy's formula does;
-    a -inf logit is an ordinary (zero-probability) class."""
-    x = np.array([[1.0, np.nan, 2.0], [1.0, np.inf, 2.0], [-np.inf] * 3, [0.0, -np.inf, 1.0]])
-    t = np.array([0, 0, 0, 0])
-    loss, want = _both("cross_entropy_forward", x, t, -100, out_shape=4, dtype=np.float64)
-    np.testing.assert_array_equal(np.isnan(loss), [True, True, True, False])
-    np.testing.assert_allclose(loss, want)
-    got, want = _both("cross_entropy_backward", x, t, -100, np.ones(4), out_shape=(4, 3),
-                      dtype=np.float64)
+    a -inf logit is an ordinary (zero-probability) class. Rows of 19: the float32 kernel's
+    row max runs eight lanes and a tail, so the NaN sits in the first lane, a later block and
+    the tail; a row of logits 200 apart underflows its exps to 0 (not NaN)."""
+    n = 19
+    x = np.tile(np.linspace(-1.0, 2.0, n), (9, 1))
+    x[0, 0] = x[1, 9] = x[2, 18] = np.nan
+    x[3, 5] = np.inf
+    x[4] = -np.inf
+    x[5, 3] = -np.inf
+    x[6] *= 200.0
+    x = x.astype(dt)
+    t = np.array([0, 0, 0, 0, 0, 0, 0, 3, 18])
+    loss, want = _both("cross_entropy_forward", x, t, -100, out_shape=9, dtype=dt)
+    np.testing.assert_array_equal(np.isnan(loss), [True] * 5 + [False] * 4)
+    np.testing.assert_allclose(loss, want, **_tol(dt))
+    got, want = _both("cross_entropy_backward", x, t, -100, np.ones(9), out_shape=(9, n),
+                      dtype=dt)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-    assert np.isnan(got[:3]).all() and not np.isnan(got[3]).any()
+    assert np.isnan(got[:5]).all() and not np.isnan(got[5:]).any()
+    np.testing.assert_allclose(got[5:], want[5:], **_tol(dt))
 
 
 @pytest.mark.parametrize("dt", DTYPES)

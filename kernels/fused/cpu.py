@@ -17,7 +17,7 @@ import math
 import numpy as np
 from numba import njit
 
-from . import batch_norm, gelu32
+from . import batch_norm, gelu32, xent32
 from ._launch import FASTMATH, _JIT, _split
 from .batch_norm import (batch_norm_affine_backward, batch_norm_backward,  # noqa: F401
                          batch_norm_forward, batch_norm_stats)
@@ -378,13 +378,17 @@ def layer_norm_affine_backward(g, x, eps, out):
 
 def cross_entropy_forward(x, t, ignore_index, loss):
     """loss[r] = logsumexp(x[r]) - x[r, t[r]] (0 where t[r] == ignore_index); returns the
-    number of rows not ignored."""
+    number of rows not ignored. float32 runs float32 lanes (:mod:`.xent32`)."""
+    if x.dtype == np.float32:
+        return xent32.cross_entropy_forward_f32(x, t, ignore_index, loss)
     return _cross_entropy_forward(x, t, ignore_index, loss)
 
 
 def cross_entropy_backward(x, t, ignore_index, scale, out):
     """out[r] = (softmax(x[r]) - onehot(t[r])) * scale[r], zero where t[r] == ignore_index."""
-    _split(lambda x_, t_, s_, out_: _cross_entropy_backward(x_, t_, ignore_index, s_, out_),
+    kernel = xent32.cross_entropy_backward_f32 if x.dtype == np.float32 else \
+        _cross_entropy_backward
+    _split(lambda x_, t_, s_, out_: kernel(x_, t_, ignore_index, s_, out_),
            (x, t, scale, out), (), 2)
 
 
@@ -431,6 +435,8 @@ def warm():
         _cross_entropy_backward(x, t, -100, np.ones(2), o)
         batch_norm.warm(dt)
         if dt == np.float32:
+            xent32.cross_entropy_forward_f32(x, t, -100, np.empty(2, dt))
+            xent32.cross_entropy_backward_f32(x, t, -100, np.ones(2), o)
             gelu32.gelu_forward_f32(x.ravel(), o.ravel())
             gelu32.gelu_backward_f32(x.ravel(), x.ravel(), o.ravel())
         _embedding_backward(x, t, np.zeros((2, 3), dt))

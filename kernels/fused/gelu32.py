@@ -45,13 +45,16 @@ C0, C1, C2, C3, C4, C5, C6, C7, C8, C9 = _C
 _E = [F(1.0 / k) for k in (2, 6, 24, 120, 720, 5040)]
 E2, E3, E4, E5, E6, E7 = _E
 
-_JIT32 = dict(nogil=True, cache=True, boundscheck=False, error_model="numpy",
+# the flags of float32 element loops: no "reassoc" (see the module's docstring)
+JIT32 = dict(nogil=True, cache=True, boundscheck=False, error_model="numpy",
               fastmath={"contract", "nsz"})
 
 
-@njit(inline="always", **{k: v for k, v in _JIT32.items() if k == "fastmath"})
-def _exp2(hi, lo):
-    """exp(hi + lo) for hi + lo <= 0, hi exact and |lo| small; 0 below -87, NaN stays NaN."""
+@njit(inline="always", **{k: v for k, v in JIT32.items() if k == "fastmath"})
+def exp32(hi, lo):
+    """exp(hi + lo) for hi + lo <= 0, hi exact and |lo| small; 0 below -87, NaN stays NaN.
+    (Also cross-entropy's float32 exp, :mod:`.xent32`, with lo = 0.) Inlined, it takes its
+    caller's fast-math flags: call it from functions without "reassoc" (JIT32)."""
     a = hi + lo
     n = (a * _LOG2E + _ROUND) - _ROUND
     r = ((hi - n * _LN2_HI) + lo) - n * _LN2_LO
@@ -62,14 +65,14 @@ def _exp2(hi, lo):
     return F(0.0) if a < _EXP_MIN else e
 
 
-@njit(inline="always", **{k: v for k, v in _JIT32.items() if k == "fastmath"})
+@njit(inline="always", **{k: v for k, v in JIT32.items() if k == "fastmath"})
 def _half_square(v):
     """-v^2 / 2 as an exact head and a small rest."""
     h = np.int32(np.float32(v).view(np.int32) & _HEAD_MASK).view(np.float32)
     return -_HALF * (h * h), -_HALF * ((v - h) * (v + h))
 
 
-@njit(inline="always", **{k: v for k, v in _JIT32.items() if k == "fastmath"})
+@njit(inline="always", **{k: v for k, v in JIT32.items() if k == "fastmath"})
 def _fit(v):
     """t and c(t) of erfc(|v| / sqrt 2)'s fit."""
     t = _ONE / (_ONE + _HALF * _INV_SQRT2 * abs(v))
@@ -78,25 +81,25 @@ def _fit(v):
     return t, c
 
 
-@njit(**_JIT32)
+@njit(**JIT32)
 def gelu_forward_f32(x, out):
     for i in range(x.size):
         v = x[i]
         hi, lo = _half_square(v)
         t, c = _fit(v)
-        tail = _HALF * t * _exp2(hi, lo + c)      # Phi(-|v|)
+        tail = _HALF * t * exp32(hi, lo + c)      # Phi(-|v|)
         xt = v * tail
         y = xt if v < F(0.0) else v - xt
         out[i] = v if v > _BIG else y
 
 
-@njit(**_JIT32)
+@njit(**JIT32)
 def gelu_backward_f32(g, x, out):
     for i in range(x.size):
         v = x[i]
         hi, lo = _half_square(v)
         t, c = _fit(v)
-        tail = _HALF * t * _exp2(hi, lo + c)
-        phi = _exp2(hi, lo) * _INV_SQRT_2PI
+        tail = _HALF * t * exp32(hi, lo + c)
+        phi = exp32(hi, lo) * _INV_SQRT_2PI
         cdf = tail if v < F(0.0) else _ONE - tail
         out[i] = g[i] * (cdf + v * phi)
