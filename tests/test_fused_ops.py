@@ -213,6 +213,7 @@ def test_the_kernel_path_runs_one_kernel_per_op(fused_kernel_calls):
         w = _leaf(np.ones(8, np.float32))
         F.layer_norm(x, (8,), w, w).sum().backward()
         F.gelu(x).sum().backward()
+        F.gelu(x, approximate="tanh").sum().backward()
         F.softmax(x, -1).sum().backward()
         F.cross_entropy(x, nb.tensor(np.arange(4))).backward()
         xb = _leaf(rng.standard_normal((4, 3, 2, 2)).astype(np.float32))
@@ -223,6 +224,7 @@ def test_the_kernel_path_runs_one_kernel_per_op(fused_kernel_calls):
         nb.optim.AdamW([p]).step()
     assert set(called) >= {"layer_norm_forward", "layer_norm_backward",
                            "layer_norm_affine_backward", "gelu_forward", "gelu_backward",
+                           "gelu_tanh_forward", "gelu_tanh_backward",
                            "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
                            "batch_norm_stats", "batch_norm_forward", "batch_norm_backward",
                            "batch_norm_affine_backward", "adam_update", "max_pool2d_backward"}

@@ -354,6 +354,16 @@ def gelu_backward(g, x, out):
         _split(_gelu_backward, (g, x, out), (), 15)
 
 
+def gelu_tanh_forward(x, out):
+    """out = gelu(x), the tanh form, float32 only (flat arrays; :mod:`.gelu32`)."""
+    _split(gelu32.gelu_tanh_forward_f32, (x, out), (), 1)
+
+
+def gelu_tanh_backward(g, x, out):
+    """out = g * gelu'(x), the tanh form, float32 only (flat arrays)."""
+    _split(gelu32.gelu_tanh_backward_f32, (g, x, out), (), 1.2)
+
+
 def softmax_backward(g, y, out, log):
     """out = the gradient of softmax (``log``: log_softmax) from its output y, per row."""
     _split(_softmax_backward, (g, y, out), (log,), 1)
@@ -438,6 +448,8 @@ def warm():
             xent32.cross_entropy_forward_f32(x, t, -100, np.empty(2, dt))
             xent32.cross_entropy_backward_f32(x, t, -100, np.ones(2), o)
             gelu32.gelu_forward_f32(x.ravel(), o.ravel())
+            gelu32.gelu_tanh_forward_f32(x.ravel(), o.ravel())
+            gelu32.gelu_tanh_backward_f32(x.ravel(), x.ravel(), o.ravel())
             gelu32.gelu_backward_f32(x.ravel(), x.ravel(), o.ravel())
         _embedding_backward(x, t, np.zeros((2, 3), dt))
         x3 = np.ones((2, 3, 2), dt)

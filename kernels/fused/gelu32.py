@@ -103,3 +103,41 @@ def gelu_backward_f32(g, x, out):
         phi = exp32(hi, lo) * _INV_SQRT_2PI
         cdf = tail if v < F(0.0) else _ONE - tail
         out[i] = g[i] * (cdf + v * phi)
+
+
+# ---- the tanh form (``approximate="tanh"``), float32 ---------------------------------------------
+# 0.5 * x * (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) * (x + 0.044715 x^3). With
+# e = exp(-2|u|) <= 1, sigmoid(2u) = 1 / (1 + e) for u >= 0 and e / (1 + e) below, so the exp
+# never overflows and the small side is computed as such; sigmoid's derivative is e / (1 + e)^2
+# on both sides. NumPy's expression (its SIMD tanh and five temporaries) ran 1.4x PyTorch's
+# forward, 2.2x with the backward.
+
+_K_TANH = F(0.7978845608028654)
+_C_TANH = F(0.044715)
+_C3_TANH = F(3 * 0.044715)
+_TWO = F(2.0)
+
+
+@njit(inline="always", fastmath={"contract", "nsz"})
+def _tanh_parts(v):
+    u = _K_TANH * (v + _C_TANH * v * v * v)
+    e = exp32(-_TWO * abs(u), F(0.0))
+    return u, e, _ONE / (_ONE + e)
+
+
+@njit(**JIT32)
+def gelu_tanh_forward_f32(x, out):
+    for i in range(x.size):
+        v = x[i]
+        u, e, q = _tanh_parts(v)
+        out[i] = v * q if u >= F(0.0) else v * e * q
+
+
+@njit(**JIT32)
+def gelu_tanh_backward_f32(g, x, out):
+    for i in range(x.size):
+        v = x[i]
+        u, e, q = _tanh_parts(v)
+        s = q if u >= F(0.0) else e * q
+        du = _TWO * _K_TANH * (_ONE + _C3_TANH * v * v)
+        out[i] = g[i] * (s + v * du * e * q * q)

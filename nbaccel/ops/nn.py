@@ -104,17 +104,24 @@ def _gelu_decomp(x, approximate="none"):
 
 
 # The erf form runs one numba pass eagerly (40-60x NumPy's erf, which is built from float64
-# array operations; float32 through a fitted erfc, float64 math.erf); the tanh form stays on
-# NumPy, whose SIMD tanh beats a scalar libm tanh per element (0.1x as a kernel, measured).
+# array operations; float32 through a fitted erfc, float64 math.erf); the tanh form too in
+# float32 (x * sigmoid(2u) with a vectorised float32 exp: 4x NumPy's expression), in float64 it
+# stays on NumPy, whose SIMD tanh beats a scalar libm tanh per element (0.1x as a kernel).
+
+def _gelu_kernels(xp, x, approximate, *more):
+    k = _fused(xp, x, *more)
+    return None if approximate == "tanh" and x.dtype != np.float32 else k
+
 
 def _gelu_impl(xp, x, approximate="none"):
-    if approximate == "tanh":
-        return 0.5 * x * (1 + xp.tanh(_K_TANH * (x + 0.044715 * x * x * x)))
-    k = _fused(xp, x)
+    k = _gelu_kernels(xp, x, approximate)
     if k is not None:
         out = np.empty(x.shape, x.dtype)
-        k.gelu_forward(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+        run = k.gelu_tanh_forward if approximate == "tanh" else k.gelu_forward
+        run(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
         return out
+    if approximate == "tanh":
+        return 0.5 * x * (1 + xp.tanh(_K_TANH * (x + 0.044715 * x * x * x)))
     return 0.5 * x * (1 + _erf_impl(xp, x * _INV_SQRT2))
 
 
@@ -131,18 +138,19 @@ def _gelu_backward_impl(m, g, x, approximate="none", is_xp=True):
 
 
 def _gelu_backward_eager(xp, g, x, approximate="none"):
-    k = _fused(xp, g, x) if g.shape == x.shape and approximate != "tanh" else None
+    k = _gelu_kernels(xp, x, approximate, g) if g.shape == x.shape else None
     if k is not None:
         out = np.empty(x.shape, x.dtype)
-        k.gelu_backward(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(x).reshape(-1),
-                        out.reshape(-1))
+        run = k.gelu_tanh_backward if approximate == "tanh" else k.gelu_backward
+        run(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(x).reshape(-1),
+            out.reshape(-1))
         return out
     return _gelu_backward_impl(xp, g, x, approximate)
 
 
 def _gelu_extern(params):
-    """Compiled graphs keep GELU's erf form whole (its fused kernel); the tanh form has no
-    kernel (NumPy's SIMD tanh) and decomposes into the generated kernels."""
+    """Compiled graphs keep GELU's erf form whole (its fused kernel); the tanh form, whose
+    eager kernel is float32 only, decomposes into the generated kernels."""
     return None if params.get("approximate") == "tanh" else fused_extern(params)
 
 
