@@ -11,7 +11,7 @@ docstring ends with the file and line of the ``defop`` / ``defalias`` that defin
 from . import registry, meta  # noqa: F401
 # the families, in order: each registers its ops and may build on the families before it
 from . import elementwise, elementwise_extra, complex_ops  # noqa: F401
-from . import reduction, movement, joining, creation, wrapping  # noqa: F401
+from . import reduction, movement, movement_extra, joining, creation, wrapping  # noqa: F401
 from .registry import OPS, ALIASES, NUMPY_FUNCS, defop, defalias  # noqa: F401
 from .creation import manual_seed, rand, randn, randint, randperm, rand_like, randn_like  # noqa: F401
 

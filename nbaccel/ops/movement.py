@@ -1,4 +1,5 @@
-"""Shape and movement ops: reshape, permute, broadcast_to, astype, and friends.
+"""Shape and movement ops: reshape, permute, broadcast_to, astype, and friends (flip, repeat and
+tril/triu, written over other ops: movement_extra.py).
 
 Views: reshape (when the layout allows), permute/transpose, broadcast_to/expand,
 squeeze/unsqueeze and basic indexing return views that share memory (and the
@@ -10,14 +11,13 @@ import math
 
 import numpy as np
 
-from .. import dtypes as D, ops
+from .. import dtypes as D
 from ..devices import device as _device
 from .batching import pad_batched
 from .fronts import apply, as_tensor
 from .meta import normalize_axis, broadcast_shapes, np_shape, numpy_scalar, shape_error
 from .registry import NUMPY_FUNCS, defalias, defmethod, defop
-from ..convert import asarray
-from ..tensor_meta import TensorMetadata, is_tensor
+from ..tensor_meta import TensorMetadata
 
 
 def _resolve_shape(shape, numel, args=()):
@@ -452,73 +452,3 @@ def _contiguous(x, memory_format=None):
 
 
 defmethod("contiguous", _contiguous)
-
-
-# ---- flips ---------------------------------------------------------------------------------------
-
-def _flip(x, axis=None, *, dims=None):
-    """Reverse the order along axes (all when None). A view (negative strides), as in NumPy."""
-    x = as_tensor(x)
-    axis = dims if dims is not None else axis
-    axes = range(x.ndim) if axis is None else normalize_axis(axis, x.ndim)
-    return x[tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))]
-
-
-defalias("flip", _flip, numpy="flip", methods="flip")
-defalias("fliplr", lambda x: _flip(x, 1), numpy="fliplr", methods="fliplr")
-defalias("flipud", lambda x: _flip(x, 0), numpy="flipud", methods="flipud")
-
-
-# roll and tile (and Tensor.repeat) are index arithmetic in the compiler: ops/wrapping.py
-
-
-def _repeat(x, repeats, axis=None, *, dim=None, output_size=None):
-    """Repeat each element (NumPy / Array API ``repeat``, PyTorch ``repeat_interleave``)."""
-    x = as_tensor(x)
-    axis = dim if dim is not None else axis
-    if axis is None:
-        x, axis = x.reshape(-1), 0
-    axis = axis_index(axis, x.ndim)
-    if is_tensor(repeats):
-        repeats = repeats.tolist()
-    if isinstance(repeats, (list, tuple)) and len(repeats) == 1:
-        repeats = repeats[0]
-    n, sh = x.shape[axis], tuple(x.shape)
-    if not isinstance(repeats, (list, tuple)) and not getattr(repeats, "ndim", 0):
-        r = int(repeats)
-        if r < 0:
-            raise ValueError(f"repeat: negative repeats {r}")
-        if r == 1:
-            return x.clone()
-        y = x.reshape(sh[:axis + 1] + (1,) + sh[axis + 1:])
-        y = y.broadcast_to(sh[:axis + 1] + (r,) + sh[axis + 1:])
-        return y.reshape(sh[:axis] + (n * r,) + sh[axis + 1:])
-    reps = np.asarray(repeats)
-    if reps.size == 0:          # [] reads as float64: empty repeats of any integer dtype
-        reps = reps.astype(np.int64)
-    if reps.shape != (n,):
-        raise ValueError(f"repeat: repeats of shape {reps.shape} don't match axis {axis} of "
-                         f"size {n}")
-    if (reps < 0).any():
-        raise ValueError("repeat: negative repeats")
-    return ops.take(x, np.repeat(np.arange(n), reps), axis=axis)
-
-
-defalias("repeat", _repeat, numpy="repeat")
-defalias("repeat_interleave", _repeat, methods="repeat_interleave")
-
-
-def _tri(x, k, lower):
-    x = as_tensor(x)
-    if x.ndim < 2:
-        raise ValueError(f"{'tril' if lower else 'triu'} needs at least 2 dimensions, got a "
-                         f"tensor of shape {tuple(x.shape)}")
-    n, m = x.shape[-2:]
-    mask = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
-    return ops.where(asarray(mask, device=x.device, _np=False), x, ops.zeros_like(x))
-
-
-defalias("tril", lambda x, k=0, *, diagonal=None: _tri(x, k if diagonal is None else diagonal, True),
-         numpy="tril", methods="tril")
-defalias("triu", lambda x, k=0, *, diagonal=None: _tri(x, k if diagonal is None else diagonal, False),
-         numpy="triu", methods="triu")
