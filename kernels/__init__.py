@@ -15,3 +15,12 @@ The compiler calls them as extern steps and the eager ops call them directly
 kernels' thread pool and task runner, NumPy's OpenBLAS, Triton's arguments, and numba compiles
 on background threads that leave the warnings state alone.
 """
+
+if __name__ != "nbaccel_kernels":
+    # Imported as "kernels", the folder's own name (importable from the repository's root):
+    # numba's disk cache then records that module name in the kernels' cache entries, which
+    # sit beside the source and are shared with every later process; one that imports
+    # nbaccel_kernels without "kernels" on its path cannot load them, and the eager ops keep
+    # their NumPy paths without a word (float32 GELU ran 100x slower that way).
+    raise ImportError(f"import this package as nbaccel_kernels, not as {__name__!r} (numba's "
+                      f"cache would record that name for every later process)")
