@@ -75,11 +75,16 @@ def run_tasks(tasks, work, threads=None):
     # the calling thread takes tasks too, beside threads - 1 workers: it would only wait
     # otherwise, and a worker slow to wake (another process holds its core) then costs the
     # tasks it has not taken, not a stall (the CNN step's shifted convolutions: measured in
-    # docs/eager.md)
-    futures = [_pool(threads - 1).submit(worker) for _ in range(threads - 1)]
-    try:
-        with single_threaded():
+    # docs/eager.md). Its single-threaded block is entered before the workers start and left
+    # after they all finished: NumPy's OpenBLAS (0.3.31) keeps the "per-thread" count in one
+    # process-wide variable, so a worker's count of 1 is every thread's, and the block then
+    # puts back the count from before the tasks. (It put back the workers' 1 when they set it
+    # first, and they set it again afterwards: every later matmul of the process, the eager
+    # GPT step's among them, ran on one core.)
+    with single_threaded():
+        futures = [_pool(threads - 1).submit(worker) for _ in range(threads - 1)]
+        try:
             take()
-    finally:
-        for f in futures:
-            f.result()
+        finally:
+            for f in futures:
+                f.result()

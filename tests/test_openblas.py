@@ -107,6 +107,21 @@ def test_run_tasks_runs_each_task_once_and_nests_without_deadlock():
     assert sorted(done) == list(range(10)) and sorted(inner) == [0, 1, 2]
 
 
+def test_run_tasks_leaves_the_process_blas_threads_as_they_were():
+    # the workers run BLAS single-threaded; afterwards the calling thread's matmuls get the
+    # count they had before (NumPy's OpenBLAS keeps the per-thread count process-wide, so a
+    # worker's 1 stayed every thread's: the eager matmuls after a convolution ran on one core)
+    from nbaccel_kernels import _tasks
+    if _openblas._set_local() is None or _openblas._in_effect() is None:
+        pytest.skip("OpenBLAS without openblas_set_num_threads_local / openblas_get_num_threads")
+    before = _openblas._in_effect()
+    seen = []
+    for _ in range(3):
+        _tasks.run_tasks(range(8), lambda t, s: seen.append(_openblas._in_effect()), threads=2)
+        assert _openblas._in_effect() == before
+    assert set(seen) == {1}                 # inside, every task ran single-threaded BLAS
+
+
 def test_openblas_is_the_library_threadpoolctl_finds():
     from threadpoolctl import ThreadpoolController
     libs = ThreadpoolController().select(internal_api="openblas").lib_controllers
