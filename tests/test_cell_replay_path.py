@@ -21,10 +21,7 @@ NAMES = ("h", "y", "p", "q")
 
 @pytest.fixture
 def shell():
-    sh = harness.get_shell("auto")
-    sh.run_line_magic("nbaccel", "reset")
-    sh.run_line_magic("nbaccel", "config report=none")
-    return sh
+    return harness.reset_shell("auto")
 
 
 def _run(shell, src, compiled=True):

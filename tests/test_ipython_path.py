@@ -15,10 +15,7 @@ CELL = "%%compile --now\nh = x * 2\ny = np.tanh(h)\np = y / y.sum()\n"
 
 @pytest.fixture
 def shell():
-    sh = harness.get_shell("auto")
-    sh.run_line_magic("nbaccel", "reset")
-    sh.run_line_magic("nbaccel", "config report=none")
-    return sh
+    return harness.reset_shell("auto")
 
 
 def test_a_compile_cells_transform_is_remembered_and_is_ipythons(shell):

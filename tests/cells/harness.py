@@ -60,6 +60,15 @@ def get_shell(backend="numpy"):
     return shell
 
 
+def reset_shell(backend="numpy"):
+    """:func:`get_shell` after ``%nbaccel reset`` (no cell entries, decisions or history kept
+    from earlier tests), reports still off."""
+    shell = get_shell(backend)
+    shell.run_line_magic("nbaccel", "reset")
+    shell.run_line_magic("nbaccel", "config report=none")
+    return shell
+
+
 def available(cell) -> bool:
     """False when the cell needs a module (or an engine feature) this environment lacks."""
     for need in cell.needs:
