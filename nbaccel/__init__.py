@@ -30,7 +30,7 @@ from . import ops as _ops
 from .tensor import Tensor, Parameter  # noqa: F401
 from .convert import asarray, tensor, from_numpy, from_dlpack  # noqa: F401
 # NumPy's protocols on Tensor (np.exp(t), np.concatenate([t, u])): numpy_routing sits above Tensor
-# and installs them, before anything below can hand a tensor to NumPy
+# and installs them as soon as Tensor exists, before the rest of the package is imported
 from . import numpy_routing as _numpy_routing  # noqa: E402
 _numpy_routing.install(Tensor)
 from . import autograd  # noqa: F401

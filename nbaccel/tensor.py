@@ -12,7 +12,7 @@ dispatch path in ``dispatch.py``.
 
 The engine's arrows point down to this module's imports: ``convert``, ``dispatch`` and
 ``autograd`` sit below Tensor and import nothing of it; they are handed the class when it is made
-(the last line). The modules that install methods sit above it."""
+(its last lines). The modules that install methods sit above it."""
 from __future__ import annotations
 
 import weakref
