@@ -343,7 +343,13 @@ def test_eager_one_thread_mode_times_cpu_not_waiting(monkeypatch):
     from bench import eager
     monkeypatch.setattr(eager, "ONE_THREAD", True)
     timer = eager._timer(lambda: time.sleep(0.05))
-    assert isinstance(timer, eager._CpuTime) and timer(False) < 0.02
+    # (process CPU time counts every thread: OpenBLAS's workers spin ~0.1 s after an earlier
+    # test's matmul, and a background compile may run, so wait for both and keep the least
+    # disturbed of three readings)
+    from nbaccel.compiler.runtime.compile_thread import _COMPILER
+    _COMPILER.wait()
+    time.sleep(0.3)
+    assert isinstance(timer, eager._CpuTime) and min(timer(False) for _ in range(3)) < 0.02
     assert eager._threads() == 1
     monkeypatch.setattr(eager, "ONE_THREAD", False)
     assert eager._timer(lambda: time.sleep(0.05))(False) >= 0.05
